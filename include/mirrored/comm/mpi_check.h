@@ -1,0 +1,31 @@
+#pragma once
+// MIRRORED_MPI_CHECK(call): throws mirrored::Error with file:line, the call as text, MPI's
+// error string, host and rank. MIRRORED_MPI_LOG(call) logs instead (for destructors).
+#include <mpi.h>
+
+#include <string>
+
+#include "mirrored/core/error.h"
+#include "mirrored/core/log.h"
+
+namespace mirrored::comm {
+std::string mpi_error_string(int code);
+}
+
+#define MIRRORED_MPI_CHECK(call)                                                              \
+  do {                                                                                        \
+    const int mpi_status_ = (call);                                                           \
+    if (mpi_status_ != MPI_SUCCESS)                                                           \
+      throw ::mirrored::Error(                                                                \
+          ::mirrored::ExitCode::kFailure,                                                     \
+          ::mirrored::where(__FILE__, __LINE__,                                               \
+                            ::mirrored::str_cat(#call, ": ", ::mirrored::comm::mpi_error_string(mpi_status_)))); \
+  } while (0)
+
+#define MIRRORED_MPI_LOG(call)                                                                \
+  do {                                                                                        \
+    const int mpi_status_ = (call);                                                           \
+    if (mpi_status_ != MPI_SUCCESS)                                                           \
+      ::mirrored::rank_warning(::mirrored::where(                                             \
+          __FILE__, __LINE__, ::mirrored::str_cat(#call, ": ", ::mirrored::comm::mpi_error_string(mpi_status_)))); \
+  } while (0)

@@ -1,0 +1,15 @@
+#pragma once
+// Model parameters as an HDF5 file: one float32 dataset per parameter, named as in the
+// arena ("/params/0.linear.weight"). This is final.h5.
+#include <string>
+
+#include "mirrored/nn/parameter_arena.h"
+
+namespace mirrored::io {
+
+void save_parameters(const std::string& path, const nn::ParameterArena& arena);
+// Loads into an allocated arena; InputError naming the file and parameter on a missing
+// dataset or a shape mismatch.
+void load_parameters(const std::string& path, nn::ParameterArena& arena);
+
+}  // namespace mirrored::io

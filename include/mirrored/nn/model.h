@@ -1,0 +1,49 @@
+#pragma once
+// A model: a sequence of layers over one parameter arena.
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mirrored/nn/layer.h"
+
+namespace mirrored::nn {
+
+class Model {
+ public:
+  Model() = default;
+  Model(Model&&) = default;
+  Model& operator=(Model&&) = default;
+
+  void add(std::unique_ptr<Layer> layer);
+  // Declares every parameter for per-sample `input_shape`, allocates the arena on `device`
+  // and binds the layers. Call once, after the last add().
+  void build(const Shape& input_shape, Device device = Device::cpu());
+  void initialize(uint64_t seed);  // deterministic from the seed
+
+  const Tensor& forward(const Tensor& x, Mode mode);
+  // Called after each layer's backward, in reverse layer order, with that layer's index:
+  // its gradients are final for this step (the hook the gradient reducer listens on).
+  using GradReadyHook = std::function<void(size_t layer_index)>;
+  void backward(const Tensor& dloss_dout, const GradReadyHook& on_grads_ready = {});
+
+  ParameterArena& parameters() { return arena_; }
+  const ParameterArena& parameters() const { return arena_; }
+  size_t num_layers() const { return layers_.size(); }
+  Layer& layer(size_t index) { return *layers_.at(index); }
+  const Shape& input_shape() const { return input_shape_; }
+  const Shape& output_shape() const { return output_shape_; }
+  Device device() const { return device_; }
+  std::string summary() const;  // one line per layer: index, kind, output shape, #params
+
+ private:
+  std::vector<std::unique_ptr<Layer>> layers_;
+  std::vector<Shape> layer_output_shapes_;
+  ParameterArena arena_;
+  Shape input_shape_;
+  Shape output_shape_;
+  Device device_;
+  bool built_ = false;
+};
+
+}  // namespace mirrored::nn

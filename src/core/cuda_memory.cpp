@@ -1,0 +1,63 @@
+#include "mirrored/core/cuda_memory.h"
+
+#include "mirrored/core/error.h"
+#include "mirrored/core/log.h"
+
+#ifdef MIRRORED_WITH_CUDA
+#include <cuda_runtime.h>
+#define MIRRORED_CUDA_CHECK(call)                                                          \
+  do {                                                                                     \
+    const cudaError_t status_ = (call);                                                    \
+    if (status_ != cudaSuccess)                                                            \
+      throw ::mirrored::Error(::mirrored::ExitCode::kFailure,                              \
+                              ::mirrored::where(__FILE__, __LINE__,                        \
+                                                ::mirrored::str_cat(#call, ": ",           \
+                                                                    cudaGetErrorString(status_)))); \
+  } while (0)
+#endif
+
+namespace mirrored {
+
+#ifdef MIRRORED_WITH_CUDA
+void* cuda_allocate(size_t bytes, int device_index) {
+  MIRRORED_CUDA_CHECK(cudaSetDevice(device_index));
+  void* ptr = nullptr;
+  MIRRORED_CUDA_CHECK(cudaMalloc(&ptr, bytes == 0 ? 1 : bytes));
+  return ptr;
+}
+void cuda_free(void* ptr) noexcept {
+  const cudaError_t status = cudaFree(ptr);
+  if (status != cudaSuccess) rank_warning(str_cat("cudaFree: ", cudaGetErrorString(status)));
+}
+void cuda_memset_zero(void* ptr, size_t bytes) { MIRRORED_CUDA_CHECK(cudaMemset(ptr, 0, bytes)); }
+void cuda_copy(void* dst, const void* src, size_t bytes) {
+  MIRRORED_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
+}
+int cuda_device_count(std::string* reason) {
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess) {
+    if (reason) *reason = str_cat("cudaGetDeviceCount: ", cudaGetErrorString(status), " (error ",
+                                  static_cast<int>(status), ")");
+    return 0;
+  }
+  if (count == 0 && reason) *reason = "no CUDA device visible";
+  return count;
+}
+#else
+namespace {
+[[noreturn]] void no_cuda() {
+  throw Error(ExitCode::kUsage, "this build of mirrored has no CUDA support (configure with MIRRORED_CUDA=ON)", true);
+}
+}  // namespace
+void* cuda_allocate(size_t, int) { no_cuda(); }
+void cuda_free(void*) noexcept {}
+void cuda_memset_zero(void*, size_t) { no_cuda(); }
+void cuda_copy(void*, const void*, size_t) { no_cuda(); }
+int cuda_device_count(std::string* reason) {
+  if (reason) *reason = "built without CUDA";
+  return 0;
+}
+#endif
+
+}  // namespace mirrored
