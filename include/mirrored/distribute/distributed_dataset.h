@@ -1,0 +1,89 @@
+#pragma once
+// A dataset as one replica sees it. Training: each epoch a seeded global order, this
+// replica's contiguous slice of every global batch, the last partial batch dropped.
+// Evaluation: a contiguous share of the samples, every sample exactly once over replicas.
+#include <cstdint>
+#include <memory>
+
+#include "mirrored/core/tensor.h"
+#include "mirrored/data/dataset.h"
+#include "mirrored/data/sampler.h"
+
+namespace mirrored::distribute {
+
+struct Batch {
+  Tensor images;   // [n, C, H, W] float32 on the replica's device
+  Tensor labels;   // [n] int32
+  int64_t step = 0;
+  int64_t size() const { return labels.defined() ? labels.dim(0) : 0; }
+};
+
+struct DatasetOptions {
+  int64_t global_batch = 128;
+  uint64_t seed = 0;
+  bool shuffle = true;
+};
+
+class DistributedDataset {
+ public:
+  DistributedDataset(std::shared_ptr<const data::Dataset> dataset, DatasetOptions options, int rank, int world);
+
+  int64_t steps_per_epoch() const { return sampler_.steps_per_epoch(); }
+  int64_t per_replica_batch() const { return sampler_.per_replica_batch(); }
+  int64_t global_batch() const { return sampler_.global_batch(); }
+  const data::Dataset& dataset() const { return *dataset_; }
+
+  // Range over this replica's batches of `epoch`, from `first_step` on. The Batch it
+  // yields is reused: valid until the iterator advances.
+  class EpochRange;
+  EpochRange epoch(int64_t epoch, int64_t first_step = 0);
+
+ private:
+  friend class EpochRange;
+  std::shared_ptr<const data::Dataset> dataset_;
+  data::ShardedSampler sampler_;
+  Batch batch_;
+};
+
+class DistributedDataset::EpochRange {
+ public:
+  class Iterator {
+   public:
+    Iterator(DistributedDataset* owner, int64_t step) : owner_(owner), step_(step) {}
+    const Batch& operator*() const;
+    Iterator& operator++() {
+      ++step_;
+      return *this;
+    }
+    bool operator!=(const Iterator& other) const { return step_ != other.step_; }
+
+   private:
+    DistributedDataset* owner_;
+    int64_t step_;
+  };
+  EpochRange(DistributedDataset* owner, int64_t first, int64_t last) : owner_(owner), first_(first), last_(last) {}
+  Iterator begin() const { return {owner_, first_}; }
+  Iterator end() const { return {owner_, last_}; }
+
+ private:
+  DistributedDataset* owner_;
+  int64_t first_, last_;
+};
+
+// Evaluation batches of this replica's share: every sample once across replicas.
+class EvalDataset {
+ public:
+  EvalDataset(std::shared_ptr<const data::Dataset> dataset, int64_t batch, int rank, int world);
+  int64_t num_batches() const;
+  int64_t shard_size() const { return range_.end - range_.begin; }
+  const Batch& batch(int64_t index);  // reused buffer
+
+ private:
+  std::shared_ptr<const data::Dataset> dataset_;
+  int64_t batch_size_;
+  data::IndexRange range_;
+  std::vector<int64_t> indices_;
+  Batch batch_;
+};
+
+}  // namespace mirrored::distribute

@@ -1,0 +1,57 @@
+#pragma once
+// The one distributed context: it owns MPI's lifetime, the world communicator, the
+// cluster table and this rank's device. Nothing else calls MPI_Init.
+#include <memory>
+#include <string>
+
+#include "mirrored/comm/communicator.h"
+#include "mirrored/core/device.h"
+#include "mirrored/core/error.h"
+#include "mirrored/distribute/cluster.h"
+
+namespace mirrored::distribute {
+
+enum class Launch {
+  kAuto,   // MPI when started by mpirun/srun (launcher variables present), else local
+  kMpi,
+  kLocal,  // a world of one, no MPI
+};
+
+enum class DeviceChoice { kAuto, kCpu, kCuda };
+
+struct RuntimeOptions {
+  Launch launch = Launch::kAuto;
+  DeviceChoice device = DeviceChoice::kCpu;
+  bool print_cluster_table = false;
+};
+
+class Runtime {
+ public:
+  Runtime(int& argc, char**& argv, RuntimeOptions options = {});
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  comm::Communicator& world() { return *world_; }
+  const Cluster& cluster() const { return cluster_; }
+  Device device() const { return device_; }
+  bool uses_mpi() const { return owns_mpi_; }
+  int rank() const { return cluster_.rank(); }
+  int world_size() const { return cluster_.world_size(); }
+  int mpi_thread_level() const { return thread_level_; }
+
+  // Ends every rank of the job with `code`: MPI_Abort when MPI is up, exit() otherwise.
+  // Safe to call without a Runtime (before or after one existed).
+  [[noreturn]] static void abort_job(ExitCode code);
+
+  static bool launched_by_mpi();  // launcher variables (Open MPI, PMIx, PMI, Slurm srun)
+
+ private:
+  bool owns_mpi_ = false;
+  int thread_level_ = 0;
+  std::unique_ptr<comm::Communicator> world_;
+  Cluster cluster_;
+  Device device_;
+};
+
+}  // namespace mirrored::distribute

@@ -1,0 +1,75 @@
+#pragma once
+// MirroredStrategy: TensorFlow's synchronous data-parallel contract, one replica per rank.
+//  - the global batch is split evenly: per-replica batch = global batch / replicas;
+//  - variables are created by the chief and broadcast, so every replica starts identical;
+//  - run() executes a step on this replica; gradients are averaged over replicas;
+//  - reduce() combines a per-replica value (loss, counts) across replicas.
+// MultiWorkerMirroredStrategy is the same contract across nodes.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <utility>
+
+#include "mirrored/comm/communicator.h"
+#include "mirrored/distribute/distributed_dataset.h"
+#include "mirrored/distribute/distributed_model.h"
+#include "mirrored/distribute/runtime.h"
+
+namespace mirrored::distribute {
+
+using comm::ReduceOp;
+
+struct ModelOptions {
+  Shape input_shape;   // one sample, e.g. {1, 28, 28}
+  uint64_t seed = 0;   // the chief initialises from it; the others receive a broadcast
+};
+
+class MirroredStrategy {
+ public:
+  explicit MirroredStrategy(Runtime& runtime);
+
+  int num_replicas_in_sync() const { return comm_.size(); }
+  int replica_id() const { return comm_.rank(); }
+  bool is_chief() const { return replica_id() == 0; }
+  Device device() const { return runtime_.device(); }
+  Runtime& runtime() { return runtime_; }
+  comm::Communicator& communicator() { return comm_; }
+
+  // Global batch / replicas; an InputError on every rank when it does not divide.
+  int64_t per_replica_batch(int64_t global_batch) const;
+
+  // Builds the model returned by `make_model` on this replica's device, initialises it on
+  // the chief and broadcasts the parameters to every replica.
+  template <typename MakeModel>
+  DistributedModel scope(MakeModel&& make_model, const ModelOptions& options) {
+    return mirror(std::make_unique<nn::Model>(make_model()), options);
+  }
+  DistributedModel mirror(std::unique_ptr<nn::Model> model, const ModelOptions& options);
+
+  DistributedDataset distribute_dataset(std::shared_ptr<const data::Dataset> dataset,
+                                        const DatasetOptions& options);
+  EvalDataset distribute_eval_dataset(std::shared_ptr<const data::Dataset> dataset, int64_t batch);
+
+  // Runs one step on this replica (one replica per process).
+  template <typename StepFn, typename... Args>
+  decltype(auto) run(StepFn&& step_fn, Args&&... args) {
+    return std::invoke(std::forward<StepFn>(step_fn), std::forward<Args>(args)...);
+  }
+
+  template <typename T>
+  T reduce(ReduceOp op, T value) {
+    return comm_.allreduce_value(value, op);
+  }
+
+  // Cross-replica check that every replica holds the same parameters (a checksum of the
+  // bytes). Throws, naming the replicas that drifted from the chief.
+  void check_replicas_in_sync(const DistributedModel& model);
+
+ private:
+  Runtime& runtime_;
+  comm::Communicator& comm_;
+};
+
+using MultiWorkerMirroredStrategy = MirroredStrategy;
+
+}  // namespace mirrored::distribute

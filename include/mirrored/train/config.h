@@ -1,0 +1,50 @@
+#pragma once
+// The training configuration: an INI file whose every key is also a command-line flag
+// (`--section.key value` overrides the file). One table of options declares the key, its
+// default, its help text, how to parse it and how to print it back, so `--help`, the
+// parser and the resolved config.ini written to the run directory cannot drift.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mirrored::train {
+
+struct TrainConfig {
+  std::string config_file;          // where the values came from (empty: defaults + flags)
+  // data
+  std::string train_data = "data/fashion-mnist/train.h5";
+  std::string test_data = "data/fashion-mnist/test.h5";
+  // model
+  std::string model = "mlp";
+  std::vector<int64_t> hidden = {256, 128};
+  // schedule
+  int64_t batch_size = 128;         // global, split evenly over replicas
+  int64_t eval_batch_size = 1000;   // per replica
+  int64_t epochs = 3;
+  int64_t max_steps = 0;            // 0: no limit
+  // optimizer
+  std::string optimizer = "sgd";
+  double lr = 0.05;
+  double momentum = 0.9;
+  double weight_decay = 0.0;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  // run
+  uint64_t seed = 7;
+  std::string out = "runs/default";
+  int64_t log_every = 100;
+  int64_t threads = 0;              // per rank; 0: cores on this host / ranks on this host
+  std::string launch = "auto";      // auto | mpi | local
+  std::string device = "cpu";       // auto | cpu | cuda
+  bool quiet = false;
+};
+
+// Parses `args` (the words after `mirrored train`). `--config FILE` names the INI file.
+// Throws InputError(kUsage) naming the file or flag, the key and what was expected; an
+// unknown key lists the valid ones. Sets *help_requested on --help and returns defaults.
+TrainConfig parse_train_config(const std::vector<std::string>& args, bool* help_requested = nullptr);
+std::string train_config_help();
+std::vector<std::string> train_config_keys();
+// The resolved configuration as INI text (parses back to the same TrainConfig).
+std::string to_ini(const TrainConfig& config);
+
+}  // namespace mirrored::train

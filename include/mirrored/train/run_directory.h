@@ -1,0 +1,24 @@
+#pragma once
+// The run directory: config.ini (resolved configuration), metrics.jsonl and final.h5.
+// Only the chief writes; the others hold an inactive instance.
+#include <string>
+
+#include "mirrored/io/jsonl_writer.h"
+#include "mirrored/train/config.h"
+
+namespace mirrored::train {
+
+class RunDirectory {
+ public:
+  RunDirectory(const TrainConfig& config, bool is_chief);
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const;
+  void log_metrics(const io::JsonRecord& record);  // no-op off the chief
+
+ private:
+  std::string path_;
+  bool active_;
+  io::JsonlWriter metrics_;
+};
+
+}  // namespace mirrored::train

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs the Debian packages mirrored builds and runs with, skipping those present.
+# usage: launch/install_deps.sh [--test]   (--test adds what the test suite needs)
+set -euo pipefail
+packages=(cmake g++ make openmpi-bin libopenmpi-dev libhdf5-dev hdf5-tools
+          libboost-program-options-dev libopenblas-dev zlib1g-dev dataset-fashion-mnist)
+if [[ "${1:-}" == "--test" ]]; then
+  packages+=(libgtest-dev clang libclang-rt-14-dev)
+fi
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]} == 0)); then
+  exit 0
+fi
+echo "installing: ${missing[*]}"
+sudo_cmd=()
+if [[ $(id -u) -ne 0 ]]; then sudo_cmd=(sudo); fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -q
+"${sudo_cmd[@]}" apt-get install -y -q -o DPkg::Lock::Timeout=600 "${missing[@]}"

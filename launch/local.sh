@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Single-node launch: one rank per process slot, Open MPI's binding, root-safe flags.
+# usage: launch/local.sh NP PROGRAM [ARGS...]
+#   launch/local.sh 2 build/mirrored train --config launch/configs/fmnist_mlp.ini
+set -euo pipefail
+np=$1
+shift
+flags=(-np "$np" --bind-to none)
+# Ranks set their own thread counts (threads = cores / local ranks), so Open MPI's core
+# binding would only pin a rank's BLAS threads to one core.
+if [[ $(id -u) -eq 0 ]]; then flags+=(--allow-run-as-root); fi
+if ((np > $(nproc))); then flags+=(--oversubscribe); fi
+# Debugging, when needed:
+#   export OMPI_MCA_btl_base_verbose=30   # which transport each pair of ranks uses
+#   export OMPI_MCA_coll_base_verbose=10  # which collective algorithm runs
+#   export MIRRORED_LOCAL_RANK=0          # pin the local rank when a launcher hides it
+exec mpirun "${flags[@]}" "$@"

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# From a fresh Debian 12 machine to a trained model: installs what is missing, builds,
+# imports Fashion-MNIST into HDF5 and trains the MLP on 2 local ranks.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+launch/install_deps.sh
+launch/build.sh build
+launch/import_fmnist.sh build/mirrored
+launch/local.sh 2 build/mirrored train --config launch/configs/fmnist_mlp.ini --out runs/quickstart "$@"

@@ -1,0 +1,15 @@
+#pragma once
+// The subcommands of the `mirrored` program. Each receives the words after its name and
+// returns the process exit status; errors are thrown and reported by main.
+#include <string>
+#include <vector>
+
+namespace mirrored::cli {
+
+using Args = std::vector<std::string>;
+
+int train_command(int& argc, char**& argv, const Args& args);
+int data_command(const Args& args);
+int info_command(int& argc, char**& argv, const Args& args);
+
+}  // namespace mirrored::cli

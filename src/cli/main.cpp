@@ -1,0 +1,60 @@
+// mirrored: data-parallel training on CPUs and GPUs.
+//   mirrored train --config FILE [--KEY VALUE ...]
+//   mirrored data import-idx --images F --labels F --out F.h5
+//   mirrored info
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <thread>
+
+#include "commands.h"
+#include "mirrored/core/error.h"
+#include "mirrored/core/log.h"
+#include "mirrored/core/process.h"
+#include "mirrored/distribute/runtime.h"
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: mirrored <command> [options]\n"
+    "commands:\n"
+    "  train     train a model data-parallel (mirrored train --help)\n"
+    "  data      dataset tools: import-idx (mirrored data --help)\n"
+    "  info      version, build options and, under mpirun, the cluster table\n";
+
+// Reports the error once and ends every rank. An error every rank raises identically
+// (a bad config) is printed by rank 0 alone; the others give it a moment to get out
+// before their abort could tear the job down.
+[[noreturn]] void fail(const mirrored::Error& error) {
+  using namespace mirrored;
+  const bool report_here = !error.uniform() || process_identity().rank == 0;
+  if (report_here) rank_error(error.what());
+  if (!report_here) std::this_thread::sleep_for(std::chrono::seconds(2));
+  distribute::Runtime::abort_job(error.code());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace mirrored;
+  try {
+    if (argc < 2) {
+      std::fputs(kUsage, stderr);
+      return static_cast<int>(ExitCode::kUsage);
+    }
+    const std::string command = argv[1];
+    const cli::Args args(argv + 2, argv + argc);
+    if (command == "train") return cli::train_command(argc, argv, args);
+    if (command == "data") return cli::data_command(args);
+    if (command == "info") return cli::info_command(argc, argv, args);
+    if (command == "--help" || command == "-h" || command == "help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    throw InputError(str_cat("unknown command '", command, "'; valid commands: train, data, info"), ExitCode::kUsage);
+  } catch (const Error& error) {
+    fail(error);
+  } catch (const std::exception& error) {
+    fail(Error(ExitCode::kFailure, str_cat("unexpected error: ", error.what())));
+  }
+}

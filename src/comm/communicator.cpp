@@ -1,0 +1,52 @@
+#include "mirrored/comm/communicator.h"
+
+#include <algorithm>
+
+namespace mirrored::comm {
+
+size_t datatype_size(DataType type) {
+  switch (type) {
+    case DataType::kF32: return 4;
+    case DataType::kF64: return 8;
+    case DataType::kI32: return 4;
+    case DataType::kI64: return 8;
+    case DataType::kU8: return 1;
+  }
+  return 0;
+}
+
+const char* reduce_op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return "sum";
+    case ReduceOp::kMean: return "mean";
+    case ReduceOp::kMax: return "max";
+    case ReduceOp::kMin: return "min";
+  }
+  return "?";
+}
+
+std::vector<std::string> Communicator::allgather_strings(const std::string& value) {
+  const auto lengths = allgather_value<int64_t>(static_cast<int64_t>(value.size()));
+  const int64_t longest = *std::max_element(lengths.begin(), lengths.end());
+  std::vector<uint8_t> send(static_cast<size_t>(longest), 0);
+  std::copy(value.begin(), value.end(), send.begin());
+  std::vector<uint8_t> recv(send.size() * static_cast<size_t>(size()));
+  allgather(send.data(), recv.data(), send.size(), DataType::kU8);
+  std::vector<std::string> all;
+  for (int r = 0; r < size(); ++r) {
+    const auto* begin = recv.data() + static_cast<size_t>(r) * send.size();
+    all.emplace_back(begin, begin + lengths[static_cast<size_t>(r)]);
+  }
+  return all;
+}
+
+std::string Communicator::broadcast_string(const std::string& value, int root) {
+  int64_t length = static_cast<int64_t>(value.size());
+  broadcast(&length, 1, root);
+  std::string out = value;
+  out.resize(static_cast<size_t>(length));
+  broadcast(out.data(), out.size(), DataType::kU8, root);
+  return out;
+}
+
+}  // namespace mirrored::comm

@@ -1,0 +1,115 @@
+#include "mirrored/distribute/runtime.h"
+
+#include <mpi.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+
+#include "mirrored/comm/local_communicator.h"
+#include "mirrored/comm/mpi_check.h"
+#include "mirrored/comm/mpi_communicator.h"
+#include "mirrored/core/cuda_memory.h"
+#include "mirrored/core/log.h"
+#include "mirrored/core/process.h"
+
+namespace mirrored::distribute {
+namespace {
+bool env_set(const char* name) {
+  const char* value = std::getenv(name);
+  return value && *value;
+}
+
+Launch launch_from_env(Launch requested) {
+  const char* value = std::getenv("MIRRORED_LAUNCH");
+  if (requested != Launch::kAuto || !value || !*value) return requested;
+  const std::string choice = value;
+  if (choice == "mpi") return Launch::kMpi;
+  if (choice == "local") return Launch::kLocal;
+  if (choice == "auto") return Launch::kAuto;
+  throw InputError(str_cat("MIRRORED_LAUNCH='", choice, "': expected one of auto, mpi, local"), ExitCode::kUsage);
+}
+
+// A CUDA_VISIBLE_DEVICES narrowed to one device means device 0, whatever the local rank.
+int cuda_device_for(int local_rank, int visible) {
+  const char* env_device = std::getenv("MIRRORED_CUDA_DEVICE");
+  if (env_device && *env_device) return std::atoi(env_device);
+  if (visible == 1) return 0;
+  return local_rank;
+}
+
+Device choose_device(DeviceChoice choice, const Cluster& cluster) {
+  if (choice == DeviceChoice::kCpu) return Device::cpu();
+  std::string reason;
+  const int visible = cuda_device_count(&reason);
+  if (visible == 0) {
+    if (choice == DeviceChoice::kAuto) return Device::cpu();
+    throw InputError(str_cat("device = cuda, but rank ", cluster.rank(), " on ", cluster.host(),
+                             " has no usable GPU (", reason, ")"),
+                     ExitCode::kUsage);
+  }
+  const int index = cuda_device_for(cluster.local_rank(), visible);
+  if (index >= visible)
+    throw Error(ExitCode::kUsage,
+                str_cat("rank ", cluster.rank(), " on ", cluster.host(), " has local rank ", cluster.local_rank(),
+                        " but only ", visible, " GPU(s) are visible: run one rank per GPU"),
+                true);
+  return Device::cuda(index);
+}
+}  // namespace
+
+bool Runtime::launched_by_mpi() {
+  return env_set("OMPI_COMM_WORLD_SIZE") || env_set("PMIX_RANK") || env_set("PMI_RANK") ||
+         env_set("PMI_SIZE");
+}
+
+Runtime::Runtime(int& argc, char**& argv, RuntimeOptions options) {
+  Launch launch = launch_from_env(options.launch);
+  if (launch == Launch::kAuto) launch = launched_by_mpi() ? Launch::kMpi : Launch::kLocal;
+
+  if (launch == Launch::kMpi) {
+    int initialized = 0;
+    MIRRORED_MPI_CHECK(MPI_Initialized(&initialized));
+    MIRRORED_CHECK(!initialized, "MPI is already initialised: only the Runtime may start it");
+    // Communication runs on its own thread while the main thread computes and also calls
+    // collectives (loss reduction), so every thread may call MPI.
+    MIRRORED_MPI_CHECK(MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &thread_level_));
+    owns_mpi_ = true;
+    if (thread_level_ < MPI_THREAD_MULTIPLE) {
+      rank_warning(str_cat("MPI provides thread level ", thread_level_,
+                           " (< MPI_THREAD_MULTIPLE): communication will not overlap with compute"));
+    }
+    world_ = std::make_unique<comm::MpiCommunicator>(MPI_COMM_WORLD);
+  } else {
+    world_ = std::make_unique<comm::LocalCommunicator>();
+  }
+  set_process_identity({world_->rank(), world_->size(), local_hostname()});
+  cluster_ = Cluster::discover(*world_);
+  device_ = choose_device(options.device, cluster_);
+  cluster_.gather_devices(*world_, device_.str());
+  if (options.print_cluster_table) chief_info(cluster_.table());
+}
+
+Runtime::~Runtime() {
+  world_.reset();  // frees its duplicated communicator before MPI goes away
+  if (owns_mpi_) {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MIRRORED_MPI_LOG(MPI_Finalize());
+  }
+}
+
+void Runtime::abort_job(ExitCode code) {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  int size = 1;
+  if (initialized && !finalized) MPI_Comm_size(MPI_COMM_WORLD, &size);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  if (size > 1) MPI_Abort(MPI_COMM_WORLD, static_cast<int>(code));
+  std::_Exit(static_cast<int>(code));
+}
+
+}  // namespace mirrored::distribute

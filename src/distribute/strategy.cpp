@@ -1,0 +1,64 @@
+#include "mirrored/distribute/strategy.h"
+
+#include <cstring>
+
+#include "mirrored/core/log.h"
+
+namespace mirrored::distribute {
+namespace {
+// FNV-1a over the parameter bytes: a cheap fingerprint, compared exactly across replicas.
+uint64_t fingerprint(const Tensor& t) {
+  const auto values = t.to_vector();
+  const auto* bytes = reinterpret_cast<const unsigned char*>(values.data());
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < values.size() * sizeof(float); ++i) hash = (hash ^ bytes[i]) * 0x100000001b3ull;
+  return hash;
+}
+}  // namespace
+
+MirroredStrategy::MirroredStrategy(Runtime& runtime) : runtime_(runtime), comm_(runtime.world()) {}
+
+int64_t MirroredStrategy::per_replica_batch(int64_t global_batch) const {
+  const int replicas = num_replicas_in_sync();
+  if (global_batch <= 0)
+    throw InputError(str_cat("batch_size = ", global_batch, ": expected a positive global batch"), ExitCode::kUsage);
+  if (global_batch % replicas != 0)
+    throw InputError(str_cat("batch_size (global) ", global_batch, " does not divide evenly over ", replicas,
+                             " replicas: choose a multiple of ", replicas),
+                     ExitCode::kUsage);
+  return global_batch / replicas;
+}
+
+DistributedModel MirroredStrategy::mirror(std::unique_ptr<nn::Model> model, const ModelOptions& options) {
+  model->build(options.input_shape, device());
+  if (is_chief()) model->initialize(options.seed);
+  Tensor& params = model->parameters().flat_params();
+  MIRRORED_CHECK(params.device().is_cpu(), "broadcast of device parameters needs the device communicator");
+  comm_.broadcast(params.data<float>(), static_cast<size_t>(params.numel()), 0);
+  return DistributedModel(std::move(model), comm_);
+}
+
+DistributedDataset MirroredStrategy::distribute_dataset(std::shared_ptr<const data::Dataset> dataset,
+                                                        const DatasetOptions& options) {
+  per_replica_batch(options.global_batch);  // the clear error, before the sampler's
+  return DistributedDataset(std::move(dataset), options, replica_id(), num_replicas_in_sync());
+}
+
+EvalDataset MirroredStrategy::distribute_eval_dataset(std::shared_ptr<const data::Dataset> dataset, int64_t batch) {
+  return EvalDataset(std::move(dataset), batch, replica_id(), num_replicas_in_sync());
+}
+
+void MirroredStrategy::check_replicas_in_sync(const DistributedModel& model) {
+  const uint64_t mine = fingerprint(model.parameters().flat_params());
+  const auto all = comm_.allgather_value<int64_t>(static_cast<int64_t>(mine));
+  std::vector<int> drifted;
+  for (size_t r = 1; r < all.size(); ++r)
+    if (all[r] != all[0]) drifted.push_back(static_cast<int>(r));
+  if (!drifted.empty())
+    throw Error(ExitCode::kFailure,
+                str_cat("replicas out of sync: the parameters of rank(s) ", join(drifted, ", "),
+                        " differ from the chief's"),
+                /*uniform=*/true);
+}
+
+}  // namespace mirrored::distribute

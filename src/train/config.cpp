@@ -1,0 +1,226 @@
+#include "mirrored/train/config.h"
+
+#include <boost/program_options.hpp>
+
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+
+#include "mirrored/core/error.h"
+#include "mirrored/core/strings.h"
+
+namespace mirrored::train {
+namespace po = boost::program_options;
+namespace {
+
+// One option: key, help, how to read a value into the config and write it back.
+struct Option {
+  std::string key;
+  std::string help;
+  std::function<void(TrainConfig&, const std::string& value, const std::string& origin)> parse;
+  std::function<std::string(const TrainConfig&)> print;
+};
+
+[[noreturn]] void bad_value(const std::string& origin, const std::string& key, const std::string& value,
+                            const std::string& expected) {
+  throw InputError(str_cat(origin, ": ", key, " = '", value, "': expected ", expected), ExitCode::kUsage);
+}
+
+int64_t parse_int(const std::string& origin, const std::string& key, const std::string& text, int64_t min) {
+  const std::string value = trim(text);
+  int64_t parsed = 0;
+  const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), parsed);
+  if (ec != std::errc() || end != value.data() + value.size() || parsed < min)
+    bad_value(origin, key, text, min == 0 ? "an integer >= 0" : str_cat("an integer >= ", min));
+  return parsed;
+}
+
+double parse_real(const std::string& origin, const std::string& key, const std::string& text, double min,
+                  double max, bool min_exclusive, bool max_exclusive, const std::string& expected) {
+  const std::string value = trim(text);
+  double parsed = 0;
+  const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), parsed);
+  const bool ok = ec == std::errc() && end == value.data() + value.size() && std::isfinite(parsed) &&
+                  (min_exclusive ? parsed > min : parsed >= min) && (max_exclusive ? parsed < max : parsed <= max);
+  if (!ok) bad_value(origin, key, text, expected);
+  return parsed;
+}
+
+std::string parse_choice(const std::string& origin, const std::string& key, const std::string& text,
+                         const std::vector<std::string>& choices) {
+  const std::string value = trim(text);
+  for (const auto& choice : choices)
+    if (value == choice) return value;
+  bad_value(origin, key, text, str_cat("one of: ", join(choices, ", ")));
+}
+
+std::string print_real(double value) {
+  std::ostringstream out;
+  out.precision(17);
+  out << value;
+  return out.str();
+}
+
+template <typename T>
+Option int_option(std::string key, std::string help, T TrainConfig::*field, int64_t min) {
+  return {key, std::move(help),
+          [key, field, min](TrainConfig& c, const std::string& v, const std::string& origin) {
+            c.*field = static_cast<T>(parse_int(origin, key, v, min));
+          },
+          [field](const TrainConfig& c) { return std::to_string(c.*field); }};
+}
+
+Option real_option(std::string key, std::string help, double TrainConfig::*field, double min, double max,
+                   bool min_exclusive, bool max_exclusive, std::string expected) {
+  return {key, std::move(help),
+          [=](TrainConfig& c, const std::string& v, const std::string& origin) {
+            c.*field = parse_real(origin, key, v, min, max, min_exclusive, max_exclusive, expected);
+          },
+          [field](const TrainConfig& c) { return print_real(c.*field); }};
+}
+
+Option string_option(std::string key, std::string help, std::string TrainConfig::*field,
+                     std::vector<std::string> choices = {}) {
+  return {key, std::move(help),
+          [key, field, choices](TrainConfig& c, const std::string& v, const std::string& origin) {
+            if (!choices.empty()) {
+              c.*field = parse_choice(origin, key, v, choices);
+            } else {
+              if (trim(v).empty()) bad_value(origin, key, v, "a non-empty value");
+              c.*field = trim(v);
+            }
+          },
+          [field](const TrainConfig& c) { return c.*field; }};
+}
+
+const std::vector<Option>& options() {
+  static const std::vector<Option> table = {
+      string_option("data.train", "training set (HDF5: /images, /labels)", &TrainConfig::train_data),
+      string_option("data.test", "test set, evaluated after every epoch", &TrainConfig::test_data),
+      string_option("model", "model architecture", &TrainConfig::model, {"mlp"}),
+      {"model.hidden", "hidden layer widths of the mlp, comma separated",
+       [](TrainConfig& c, const std::string& v, const std::string& origin) {
+         c.hidden.clear();
+         for (const auto& part : split(v, ',')) c.hidden.push_back(parse_int(origin, "model.hidden", part, 1));
+       },
+       [](const TrainConfig& c) { return join(c.hidden, ","); }},
+      int_option("batch_size", "global batch, split evenly over replicas", &TrainConfig::batch_size, 1),
+      int_option("eval_batch_size", "evaluation batch per replica", &TrainConfig::eval_batch_size, 1),
+      int_option("epochs", "passes over the training set", &TrainConfig::epochs, 1),
+      int_option("max_steps", "stop after this many steps in total (0: no limit)", &TrainConfig::max_steps, 0),
+      string_option("optimizer", "update rule", &TrainConfig::optimizer, {"sgd", "adam", "adamw"}),
+      real_option("lr", "learning rate", &TrainConfig::lr, 0, 1e6, true, false, "a number > 0"),
+      real_option("momentum", "sgd momentum", &TrainConfig::momentum, 0, 1, false, true, "a number in [0, 1)"),
+      real_option("weight_decay", "L2 penalty (decoupled for adamw)", &TrainConfig::weight_decay, 0, 1e6, false,
+                  false, "a number >= 0"),
+      real_option("adam.beta1", "adam first-moment decay", &TrainConfig::beta1, 0, 1, false, true,
+                  "a number in [0, 1)"),
+      real_option("adam.beta2", "adam second-moment decay", &TrainConfig::beta2, 0, 1, false, true,
+                  "a number in [0, 1)"),
+      real_option("adam.eps", "adam denominator epsilon", &TrainConfig::eps, 0, 1, true, false, "a number > 0"),
+      int_option("seed", "seed for initial weights and data order", &TrainConfig::seed, 0),
+      string_option("out", "run directory (metrics.jsonl, config.ini, final.h5)", &TrainConfig::out),
+      int_option("log_every", "steps between training log lines and metrics records", &TrainConfig::log_every, 1),
+      int_option("threads", "CPU threads per rank (0: cores on the host / ranks on the host)", &TrainConfig::threads,
+                 0),
+      string_option("launch", "auto: MPI under mpirun/srun, else one local process", &TrainConfig::launch,
+                    {"auto", "mpi", "local"}),
+      string_option("device", "where each replica computes", &TrainConfig::device, {"auto", "cpu", "cuda"}),
+  };
+  return table;
+}
+
+po::options_description describe(bool with_command_line_only) {
+  po::options_description desc("mirrored train options (INI keys; [section] key = value)");
+  if (with_command_line_only) {
+    desc.add_options()("help,h", "print this help")("config", po::value<std::string>(), "INI configuration file")(
+        "quiet", "print only the final result");
+  }
+  for (const auto& option : options()) {
+    const TrainConfig defaults;
+    desc.add_options()(option.key.c_str(), po::value<std::string>()->value_name(option.print(defaults)),
+                       option.help.c_str());
+  }
+  return desc;
+}
+
+[[noreturn]] void unknown_key(const std::string& origin, const std::string& key) {
+  throw InputError(str_cat(origin, ": unknown key '", key, "'; valid keys: ", join(train_config_keys(), ", ")),
+                   ExitCode::kUsage);
+}
+
+void apply(TrainConfig& config, const po::variables_map& values, const std::string& origin) {
+  for (const auto& option : options())
+    if (values.count(option.key)) option.parse(config, values[option.key].as<std::string>(), origin);
+}
+}  // namespace
+
+std::vector<std::string> train_config_keys() {
+  std::vector<std::string> keys;
+  for (const auto& option : options()) keys.push_back(option.key);
+  return keys;
+}
+
+std::string train_config_help() {
+  std::ostringstream out;
+  out << "usage: mirrored train [--config FILE] [--KEY VALUE ...]\n\n" << describe(true);
+  return out.str();
+}
+
+TrainConfig parse_train_config(const std::vector<std::string>& args, bool* help_requested) {
+  TrainConfig config;
+  po::variables_map command_line;
+  try {
+    po::store(po::command_line_parser(args).options(describe(true)).run(), command_line);
+  } catch (const po::unknown_option& e) {
+    unknown_key("command line", e.get_option_name());
+  } catch (const po::error& e) {
+    throw InputError(str_cat("command line: ", e.what()), ExitCode::kUsage);
+  }
+  if (command_line.count("help")) {
+    if (help_requested) *help_requested = true;
+    return config;
+  }
+  if (command_line.count("config")) {
+    config.config_file = command_line["config"].as<std::string>();
+    std::ifstream file(config.config_file);
+    if (!file)
+      throw InputError(str_cat("cannot read config file '", config.config_file, "'"), ExitCode::kUsage);
+    po::variables_map from_file;
+    try {
+      po::store(po::parse_config_file(file, describe(false), /*allow_unregistered=*/false), from_file);
+    } catch (const po::unknown_option& e) {
+      unknown_key(str_cat("config file '", config.config_file, "'"), e.get_option_name());
+    } catch (const po::error& e) {
+      throw InputError(str_cat("config file '", config.config_file, "': ", e.what()), ExitCode::kUsage);
+    }
+    apply(config, from_file, str_cat("config file '", config.config_file, "'"));
+  }
+  apply(config, command_line, "command line");  // flags override the file
+  config.quiet = command_line.count("quiet") > 0;
+  return config;
+}
+
+std::string to_ini(const TrainConfig& config) {
+  // Top-level keys first, then one [section] per dotted prefix, as INI readers expect.
+  std::map<std::string, std::vector<std::pair<std::string, std::string>>> sections;
+  for (const auto& option : options()) {
+    const size_t dot = option.key.find('.');
+    const std::string section = dot == std::string::npos ? "" : option.key.substr(0, dot);
+    const std::string key = dot == std::string::npos ? option.key : option.key.substr(dot + 1);
+    sections[section].emplace_back(key, option.print(config));
+  }
+  std::ostringstream out;
+  out << "# resolved configuration of this run (mirrored " << MIRRORED_VERSION << ")\n";
+  for (const auto& [section, entries] : sections) {
+    if (!section.empty()) out << "\n[" << section << "]\n";
+    for (const auto& [key, value] : entries) out << key << " = " << value << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace mirrored::train

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Bad input: a clear message naming the file/field, a non-zero exit on every rank, fast.
+source "$(dirname "$0")/lib.sh"
+require_data
+echo "this is not HDF5" > "$WORK/not_hdf5.h5"
+printf 'batch_size = 64\nlearnin_rate = 0.1\n' > "$WORK/unknown_key.ini"
+base=(--data.test "$DATA_DIR/test.h5" --epochs 1 --max_steps 2 --out "$WORK/run")
+expect_failure missing_data_file "$WORK/missing.h5" 20 \
+  2 train "${base[@]}" --data.train "$WORK/missing.h5"
+expect_failure non_hdf5_file "is not an HDF5 file" 20 \
+  2 train "${base[@]}" --data.train "$WORK/not_hdf5.h5"
+expect_failure batch_not_divisible "does not divide evenly over 4 replicas" 20 \
+  4 train "${base[@]}" --data.train "$DATA_DIR/train.h5" --batch_size 130
+expect_failure unknown_config_key "unknown key 'learnin_rate'" 20 \
+  2 train --config "$WORK/unknown_key.ini" "${base[@]}" --data.train "$DATA_DIR/train.h5"
+expect_failure negative_lr "lr = '-1': expected a number > 0" 20 \
+  2 train "${base[@]}" --data.train "$DATA_DIR/train.h5" --lr=-1

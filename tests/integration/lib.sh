@@ -1,0 +1,41 @@
+# Shared helpers for the integration scripts. Each script is one CTest test; it gets
+# MIRRORED (the binary), COMPARE (compare_params) and DATA_DIR from CTest.
+set -euo pipefail
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+: "${MIRRORED:?MIRRORED must point at the mirrored binary}"
+: "${DATA_DIR:?DATA_DIR must point at the imported Fashion-MNIST}"
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/mirrored-it.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+require_data() {
+  [[ -s "$DATA_DIR/train.h5" && -s "$DATA_DIR/test.h5" ]] ||
+    { echo "SKIP: Fashion-MNIST not imported in $DATA_DIR (run launch/import_fmnist.sh)"; exit 77; }
+}
+
+# mpirun_np NP ARGS... : mirrored under mpirun, root-safe, oversubscribed.
+mpirun_np() {
+  local np=$1; shift
+  mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$np" "$MIRRORED" "$@"
+}
+
+# Field of the last JSON line of FILE whose "kind" is KIND: json_field FILE KIND FIELD
+json_field() {
+  grep "\"kind\": \"$2\"" "$1" | tail -1 | sed -E "s/.*\"$3\": ([^,}]*).*/\1/"
+}
+
+# expect_failure NAME EXPECTED_TEXT MAX_SECONDS NP ARGS...
+# `mirrored ARGS` on NP ranks must exit non-zero within MAX_SECONDS and print EXPECTED_TEXT.
+expect_failure() {
+  local name=$1 text=$2 max=$3 np=$4; shift 4
+  local start=$SECONDS status=0
+  timeout -k 5 $((max + 30)) mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$np" \
+    "$MIRRORED" "$@" >"$WORK/$name.out" 2>&1 || status=$?
+  local took=$((SECONDS - start))
+  [[ $status -ne 0 ]] || { cat "$WORK/$name.out"; fail "$name: exited 0"; }
+  [[ $status -ne 124 && $status -ne 137 ]] || fail "$name: hung (killed by timeout after $took s)"
+  grep -qF -- "$text" "$WORK/$name.out" || { cat "$WORK/$name.out"; fail "$name: message lacks '$text'"; }
+  ((took <= max)) || fail "$name: took $took s (limit $max s)"
+  echo "ok: $name (exit $status, $took s): $(grep -F -- "$text" "$WORK/$name.out" | head -1)"
+}
