@@ -1,20 +1,19 @@
 #include "mirrored/train/trainer.h"
 
-#include <cstdio>
+#include <algorithm>
 #include <memory>
 #include <thread>
 
-#include "mirrored/core/log.h"
 #include "mirrored/core/timer.h"
 #include "mirrored/data/hdf5_dataset.h"
 #include "mirrored/distribute/strategy.h"
-#include "mirrored/io/params_file.h"
 #include "mirrored/kernels/kernels.h"
-#include "mirrored/nn/builders.h"
 #include "mirrored/nn/loss.h"
 #include "mirrored/optim/optimizer.h"
 #include "mirrored/train/evaluate.h"
+#include "mirrored/train/model_factory.h"
 #include "mirrored/train/run_directory.h"
+#include "mirrored/train/standard_callbacks.h"
 
 namespace mirrored::train {
 namespace {
@@ -45,17 +44,23 @@ std::shared_ptr<const data::Dataset> load(const std::string& path) {
   return std::make_shared<const data::Dataset>(data::load_hdf5_dataset(path));
 }
 
-std::string fixed(double value, int digits) {
-  char text[64];
-  std::snprintf(text, sizeof(text), "%.*f", digits, value);
-  return text;
-}
+// Sums over the steps between two log points, reduced across replicas at the point.
+struct Interval {
+  double loss_sum = 0.0;
+  int64_t steps = 0;
+  Stopwatch clock;
+  void reset() {
+    loss_sum = 0.0;
+    steps = 0;
+    clock.reset();
+  }
+};
 
 }  // namespace
 
-TrainSummary run_training(const TrainConfig& config, distribute::Runtime& runtime) {
+TrainSummary run_training(const TrainConfig& config, distribute::Runtime& runtime,
+                          std::vector<std::unique_ptr<Callback>> extra) {
   distribute::MirroredStrategy strategy(runtime);
-  const int replicas = strategy.num_replicas_in_sync();
   strategy.per_replica_batch(config.batch_size);  // fails fast, on every rank, before any I/O
   kernels::set_cpu_threads(threads_per_rank(config, runtime.cluster()));
 
@@ -68,20 +73,25 @@ TrainSummary run_training(const TrainConfig& config, distribute::Runtime& runtim
 
   auto train_data = strategy.distribute_dataset(train_set, {config.batch_size, config.seed, true});
   auto test_data = strategy.distribute_eval_dataset(test_set, config.eval_batch_size);
-
-  auto model = strategy.scope(
-      [&] {
-        return nn::mlp({config.hidden, train_set->num_classes});
-      },
-      {train_set->sample_shape, config.seed});
+  auto model = strategy.scope([&] { return make_model(config, train_set->sample_shape, train_set->num_classes); },
+                              {train_set->sample_shape, config.seed});
   auto optimizer = make_optimizer(config, model.parameters());
   nn::CrossEntropyLoss loss_fn;
   RunDirectory run_dir(config, strategy.is_chief());
 
-  chief_info(str_cat("mirrored train: ", replicas, " replica(s) x ", train_data.per_replica_batch(),
-                     " = global batch ", config.batch_size, ", ", train_data.steps_per_epoch(), " steps/epoch, ",
-                     model.parameters().numel(), " parameters, ", kernels::cpu_threads(), " thread(s)/rank"));
-  chief_verbose(model.module().summary());
+  std::vector<std::unique_ptr<Callback>> callbacks;
+  callbacks.push_back(std::make_unique<MetricsLogger>());
+  callbacks.push_back(std::make_unique<ConsoleLogger>());
+  callbacks.push_back(std::make_unique<FinalParametersWriter>());
+  for (auto& callback : extra) callbacks.push_back(std::move(callback));
+
+  const int64_t steps_per_epoch = train_data.steps_per_epoch();
+  int64_t total_steps = config.epochs * steps_per_epoch;
+  if (config.max_steps > 0) total_steps = std::min(total_steps, config.max_steps);
+  TrainContext ctx{config, strategy, model, *optimizer, run_dir, steps_per_epoch, total_steps};
+  auto for_each_callback = [&](auto&& fn) {
+    for (auto& callback : callbacks) fn(*callback);
+  };
 
   auto train_step = [&](const distribute::Batch& batch) {
     model.zero_grad();
@@ -92,68 +102,59 @@ TrainSummary run_training(const TrainConfig& config, distribute::Runtime& runtim
     return value.mean_loss;
   };
 
+  for_each_callback([&](Callback& c) { c.on_train_begin(ctx); });
   TrainSummary summary;
-  double train_seconds = 0.0;     // step time after step 0, which pays one-time costs
+  double timed_seconds = 0.0;  // step time after step 0, which pays one-time costs
   int64_t timed_steps = 0;
-  const int64_t total_steps = config.max_steps > 0
-                                  ? std::min(config.max_steps, config.epochs * train_data.steps_per_epoch())
-                                  : config.epochs * train_data.steps_per_epoch();
-  for (int64_t epoch = 0; epoch < config.epochs && summary.steps < total_steps; ++epoch) {
-    Stopwatch epoch_clock, interval_clock;
-    double interval_loss = 0.0, epoch_loss = 0.0;
-    int64_t interval_steps = 0, epoch_steps = 0;
+  for (int64_t epoch = 0; epoch < config.epochs && summary.steps < total_steps && !ctx.stop_training; ++epoch) {
+    Interval interval;
+    double epoch_loss_sum = 0.0, epoch_seconds = 0.0;
+    int64_t epoch_steps = 0;
     for (const auto& batch : train_data.epoch(epoch)) {
-      if (summary.steps >= total_steps) break;
       Stopwatch step_clock;
       const float loss = strategy.run(train_step, batch);
+      const double seconds = step_clock.seconds();
+      epoch_seconds += seconds;
       if (summary.steps > 0) {
-        train_seconds += step_clock.seconds();
+        timed_seconds += seconds;
         ++timed_steps;
       }
-      interval_loss += loss;
-      ++interval_steps;
-      ++epoch_steps;
       ++summary.steps;
-      const bool last_of_epoch = batch.step + 1 == train_data.steps_per_epoch() || summary.steps == total_steps;
-      if (summary.steps % config.log_every == 0 || last_of_epoch) {
-        const double mean_loss = strategy.reduce(distribute::ReduceOp::kMean, interval_loss) / static_cast<double>(interval_steps);
-        const double rate = static_cast<double>(interval_steps * config.batch_size) / interval_clock.seconds();
-        epoch_loss += mean_loss * static_cast<double>(interval_steps);
-        run_dir.log_metrics({{"kind", std::string("train")},
-                             {"step", summary.steps},
-                             {"epoch", epoch + 1},
-                             {"loss", mean_loss},
-                             {"lr", static_cast<double>(optimizer->lr())},
-                             {"samples_per_sec", rate}});
-        chief_verbose(str_cat("  step ", summary.steps, "  loss ", fixed(mean_loss, 4), "  ",
-                              fixed(rate, 0), " samples/s"));
-        interval_loss = 0.0;
-        interval_steps = 0;
-        interval_clock.reset();
+      ++epoch_steps;
+      interval.loss_sum += loss;
+      ++interval.steps;
+      const StepEnd step_end{summary.steps, epoch, batch.step, loss, seconds};
+      for_each_callback([&](Callback& c) { c.on_step_end(ctx, step_end); });
+
+      const bool epoch_done = batch.step + 1 == steps_per_epoch || summary.steps == total_steps || ctx.stop_training;
+      if (summary.steps % config.log_every == 0 || epoch_done) {
+        LogPoint point;
+        point.step = summary.steps;
+        point.epoch = epoch;
+        point.loss = strategy.reduce(distribute::ReduceOp::kMean, interval.loss_sum) /
+                     static_cast<double>(interval.steps);
+        point.lr = optimizer->lr();
+        point.samples_per_sec = static_cast<double>(interval.steps * config.batch_size) / interval.clock.seconds();
+        epoch_loss_sum += point.loss * static_cast<double>(interval.steps);
+        for_each_callback([&](Callback& c) { c.on_log(ctx, point); });
+        interval.reset();
       }
+      if (epoch_done) break;
     }
-    const double epoch_seconds = epoch_clock.seconds();
-    const EvalResult eval = evaluate(strategy, model, test_data);
+    EpochEnd end;
+    end.step = summary.steps;
+    end.epoch = epoch;
+    end.train_loss = epoch_loss_sum / static_cast<double>(std::max<int64_t>(epoch_steps, 1));
+    end.seconds = epoch_seconds;
+    end.samples_per_sec = static_cast<double>(epoch_steps * config.batch_size) / std::max(epoch_seconds, 1e-9);
+    end.eval = evaluate(strategy, model, test_data);
     strategy.check_replicas_in_sync(model);
-    summary.final_test_loss = eval.loss;
-    summary.final_test_accuracy = eval.accuracy;
-    const double epoch_rate = static_cast<double>(epoch_steps * config.batch_size) / epoch_seconds;
-    run_dir.log_metrics({{"kind", std::string("eval")},
-                         {"step", summary.steps},
-                         {"epoch", epoch + 1},
-                         {"test_loss", eval.loss},
-                         {"test_accuracy", eval.accuracy},
-                         {"test_samples", eval.samples}});
-    chief_info(str_cat("epoch ", epoch + 1, "/", config.epochs, "  loss ",
-                       fixed(epoch_loss / static_cast<double>(std::max<int64_t>(epoch_steps, 1)), 4), "  test_loss ",
-                       fixed(eval.loss, 4), "  test_acc ", fixed(eval.accuracy, 4), "  ", fixed(epoch_rate, 0),
-                       " samples/s  ", fixed(epoch_seconds, 2), " s"));
+    summary.final_test_loss = end.eval.loss;
+    summary.final_test_accuracy = end.eval.accuracy;
+    for_each_callback([&](Callback& c) { c.on_epoch_end(ctx, end); });
   }
-  if (timed_steps > 0)
-    summary.samples_per_sec = static_cast<double>(timed_steps * config.batch_size) / train_seconds;
-  if (strategy.is_chief()) io::save_parameters(run_dir.file("final.h5"), model.parameters());
-  chief_print(str_cat("final test accuracy: ", fixed(summary.final_test_accuracy, 4), "  (", summary.steps,
-                      " steps, ", fixed(summary.samples_per_sec, 0), " samples/s over ", replicas, " replica(s))"));
+  if (timed_steps > 0) summary.samples_per_sec = static_cast<double>(timed_steps * config.batch_size) / timed_seconds;
+  for_each_callback([&](Callback& c) { c.on_train_end(ctx, summary); });
   return summary;
 }
 

@@ -1,0 +1,70 @@
+#pragma once
+// Callbacks observe the training loop (Keras-style): metrics files, console output,
+// checkpoints and guards plug in here instead of growing the loop itself.
+#include <cstdint>
+
+#include "mirrored/distribute/strategy.h"
+#include "mirrored/optim/optimizer.h"
+#include "mirrored/train/config.h"
+#include "mirrored/train/evaluate.h"
+
+namespace mirrored::train {
+
+class RunDirectory;
+
+// What every callback may look at (and, through `stop_training`, end the run).
+struct TrainContext {
+  const TrainConfig& config;
+  distribute::MirroredStrategy& strategy;
+  distribute::DistributedModel& model;
+  optim::Optimizer& optimizer;
+  RunDirectory& run_dir;
+  int64_t steps_per_epoch = 0;
+  int64_t total_steps = 0;
+  bool stop_training = false;
+};
+
+struct StepEnd {
+  int64_t step = 0;            // steps completed in the run, this one included
+  int64_t epoch = 0;           // 0-based
+  int64_t step_in_epoch = 0;   // 0-based index of this step within its epoch
+  float local_loss = 0.0f;     // this replica's mean loss (not reduced)
+  double seconds = 0.0;        // this step's wall time on this rank
+};
+
+// Every `log_every` steps and at the end of each epoch: values reduced over replicas.
+struct LogPoint {
+  int64_t step = 0;
+  int64_t epoch = 0;
+  double loss = 0.0;             // mean over replicas and the steps since the last point
+  double lr = 0.0;
+  double samples_per_sec = 0.0;  // global samples over the interval's wall time
+};
+
+struct EpochEnd {
+  int64_t step = 0;
+  int64_t epoch = 0;
+  double train_loss = 0.0;        // mean over the epoch's steps and replicas
+  double seconds = 0.0;           // training time of the epoch (evaluation excluded)
+  double samples_per_sec = 0.0;
+  EvalResult eval;
+};
+
+struct TrainSummary {
+  int64_t steps = 0;
+  double final_test_loss = 0.0;
+  double final_test_accuracy = 0.0;
+  double samples_per_sec = 0.0;   // all replicas, step 0 of the run excluded
+};
+
+class Callback {
+ public:
+  virtual ~Callback() = default;
+  virtual void on_train_begin(TrainContext&) {}
+  virtual void on_step_end(TrainContext&, const StepEnd&) {}
+  virtual void on_log(TrainContext&, const LogPoint&) {}
+  virtual void on_epoch_end(TrainContext&, const EpochEnd&) {}
+  virtual void on_train_end(TrainContext&, const TrainSummary&) {}
+};
+
+}  // namespace mirrored::train

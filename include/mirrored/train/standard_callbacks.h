@@ -1,0 +1,30 @@
+#pragma once
+// The callbacks every `mirrored train` run has.
+#include "mirrored/train/callback.h"
+
+namespace mirrored::train {
+
+// metrics.jsonl records ("train" per log point, "eval" per epoch); chief only.
+class MetricsLogger final : public Callback {
+ public:
+  void on_log(TrainContext& ctx, const LogPoint& point) override;
+  void on_epoch_end(TrainContext& ctx, const EpochEnd& end) override;
+};
+
+// Human-readable lines on rank 0: a line per log point when verbose, per epoch, and the
+// final result.
+class ConsoleLogger final : public Callback {
+ public:
+  void on_train_begin(TrainContext& ctx) override;
+  void on_log(TrainContext& ctx, const LogPoint& point) override;
+  void on_epoch_end(TrainContext& ctx, const EpochEnd& end) override;
+  void on_train_end(TrainContext& ctx, const TrainSummary& summary) override;
+};
+
+// final.h5 with every parameter; chief only.
+class FinalParametersWriter final : public Callback {
+ public:
+  void on_train_end(TrainContext& ctx, const TrainSummary& summary) override;
+};
+
+}  // namespace mirrored::train
