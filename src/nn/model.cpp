@@ -1,0 +1,66 @@
+#include "mirrored/nn/model.h"
+
+#include <sstream>
+
+namespace mirrored::nn {
+
+void Model::add(std::unique_ptr<Layer> layer) {
+  MIRRORED_CHECK(!built_, "add() after build()");
+  MIRRORED_CHECK(layer != nullptr, "add() of a null layer");
+  layers_.push_back(std::move(layer));
+}
+
+void Model::build(const Shape& input_shape, Device device) {
+  MIRRORED_CHECK(!built_, "model built twice");
+  MIRRORED_CHECK(!layers_.empty(), "model has no layers");
+  input_shape_ = input_shape;
+  device_ = device;
+  Shape shape = input_shape;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    shape = layers_[i]->build(shape, str_cat(i, ".", layers_[i]->kind(), "."), i, arena_);
+    layer_output_shapes_.push_back(shape);
+  }
+  output_shape_ = shape;
+  arena_.allocate(device);
+  for (auto& layer : layers_) layer->bind(arena_);
+  built_ = true;
+}
+
+void Model::initialize(uint64_t seed) {
+  MIRRORED_CHECK(built_, "initialize() before build()");
+  // One stream for all weights, drawn in layer order: the same seed gives the same model
+  // whatever the world size.
+  Rng rng(seed, /*stream=*/1);
+  for (auto& layer : layers_) layer->initialize(rng);
+}
+
+const Tensor& Model::forward(const Tensor& x, Mode mode) {
+  MIRRORED_CHECK(built_, "forward() before build()");
+  const Tensor* out = &x;
+  for (auto& layer : layers_) out = &layer->forward(*out, mode);
+  return *out;
+}
+
+void Model::backward(const Tensor& dloss_dout, const GradReadyHook& on_grads_ready) {
+  MIRRORED_CHECK(built_, "backward() before build()");
+  const Tensor* grad = &dloss_dout;
+  for (size_t i = layers_.size(); i-- > 0;) {
+    // Nothing upstream of layer 0 wants the gradient of the model's input.
+    grad = &layers_[i]->backward(*grad, /*need_input_grad=*/i > 0);
+    if (on_grads_ready) on_grads_ready(i);
+  }
+}
+
+std::string Model::summary() const {
+  std::vector<int64_t> params_per_layer(layers_.size(), 0);
+  for (const ParameterInfo& info : arena_.infos()) params_per_layer.at(info.layer) += shape_numel(info.shape);
+  std::ostringstream out;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const std::string shape = i < layer_output_shapes_.size() ? shape_str(layer_output_shapes_[i]) : "?";
+    out << i << "  " << layers_[i]->kind() << "  out " << shape << "  params " << params_per_layer[i]
+        << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace mirrored::nn

@@ -1,0 +1,34 @@
+#include "mirrored/nn/parameter_arena.h"
+
+namespace mirrored::nn {
+
+size_t ParameterArena::declare(std::string name, Shape shape, size_t layer) {
+  MIRRORED_CHECK(!allocated(), "declare(\"", name, "\") after the arena was allocated");
+  for (const ParameterInfo& info : infos_)
+    MIRRORED_CHECK(info.name != name, "parameter \"", name, "\" declared twice");
+  const int64_t numel = shape_numel(shape);
+  MIRRORED_CHECK(numel >= 0, "parameter \"", name, "\" has shape ", shape_str(shape));
+  infos_.push_back({std::move(name), std::move(shape), numel_, layer});
+  numel_ += numel;
+  return infos_.size() - 1;
+}
+
+void ParameterArena::allocate(Device device) {
+  MIRRORED_CHECK(!allocated(), "parameter arena allocated twice");
+  params_ = Tensor({numel_}, DType::kF32, device);
+  grads_ = Tensor({numel_}, DType::kF32, device);
+}
+
+Tensor ParameterArena::param(size_t index) const {
+  MIRRORED_CHECK(allocated(), "param(", index, ") before the arena was allocated");
+  const ParameterInfo& p = info(index);
+  return params_.view(p.offset, p.shape);
+}
+
+Tensor ParameterArena::grad(size_t index) const {
+  MIRRORED_CHECK(allocated(), "grad(", index, ") before the arena was allocated");
+  const ParameterInfo& p = info(index);
+  return grads_.view(p.offset, p.shape);
+}
+
+}  // namespace mirrored::nn
