@@ -1,0 +1,43 @@
+#include "mirrored/data/dataset.h"
+
+#include <array>
+
+namespace mirrored::data {
+namespace {
+
+// pixel / 255 for every byte value, computed once: a lookup is cheaper than a divide and
+// gives bit-identical results.
+const std::array<float, 256>& pixel_scale() {
+  static const std::array<float, 256> table = [] {
+    std::array<float, 256> t{};
+    for (size_t i = 0; i < t.size(); ++i) t[i] = static_cast<float>(i) / 255.0f;
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace
+
+void assemble_batch(const Dataset& dataset, std::span<const int64_t> indices, Tensor& images,
+                    Tensor& labels) {
+  const auto n = static_cast<int64_t>(indices.size());
+  const Shape& sample = dataset.sample_shape;
+  const int64_t sample_numel = dataset.sample_numel();
+  ensure_shape(images, {n, sample.at(0), sample.at(1), sample.at(2)}, DType::kF32);
+  ensure_shape(labels, {n}, DType::kI32);
+
+  const std::array<float, 256>& scale = pixel_scale();
+  float* image_out = images.data<float>();
+  int32_t* label_out = labels.data<int32_t>();
+  for (int64_t row = 0; row < n; ++row) {
+    const int64_t index = indices[static_cast<size_t>(row)];
+    MIRRORED_CHECK(index >= 0 && index < dataset.size, "sample index ", index,
+                   " outside dataset '", dataset.source, "' of ", dataset.size, " samples");
+    const uint8_t* pixels = dataset.images.data() + index * sample_numel;
+    float* out = image_out + row * sample_numel;
+    for (int64_t k = 0; k < sample_numel; ++k) out[k] = scale[pixels[k]];
+    label_out[row] = dataset.labels[static_cast<size_t>(index)];
+  }
+}
+
+}  // namespace mirrored::data

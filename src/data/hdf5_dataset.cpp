@@ -1,0 +1,195 @@
+#include "mirrored/data/hdf5_dataset.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "mirrored/io/hdf5.h"
+
+namespace mirrored::data {
+namespace {
+
+constexpr const char* kImages = "/images";
+constexpr const char* kLabels = "/labels";
+constexpr int kDefaultClasses = 10;
+constexpr int kMaxClasses = 256;  // labels are stored as uint8
+
+const char* class_name(H5T_class_t type_class) {
+  switch (type_class) {
+    case H5T_INTEGER: return "integer";
+    case H5T_FLOAT: return "float";
+    case H5T_STRING: return "string";
+    case H5T_COMPOUND: return "compound";
+    case H5T_ENUM: return "enum";
+    case H5T_ARRAY: return "array";
+    default: return "non-numeric";
+  }
+}
+
+InputError problem(const std::string& path, const std::string& what) {
+  return InputError(str_cat("'", path, "': ", what));
+}
+
+io::H5File open_dataset_file(const std::string& path) {
+  try {
+    return io::H5File(path, io::H5File::Access::kRead);
+  } catch (const InputError& e) {
+    throw InputError(str_cat(e.what(), " (expected a dataset file with /images and /labels)"));
+  }
+}
+
+void require(const io::H5File& file, const char* dataset, const char* expected) {
+  if (!file.exists(dataset)) {
+    throw problem(file.path(), str_cat("dataset ", dataset, " is missing (expected ", expected, ")"));
+  }
+}
+
+bool stored_as_bytes(const io::H5File& file, const char* dataset) {
+  const io::H5Handle set(H5Dopen2(file.id(), dataset, H5P_DEFAULT), H5Dclose);
+  if (!set.valid()) return false;
+  const io::H5Handle type(H5Dget_type(set.get()), H5Tclose);
+  return type.valid() && H5Tget_size(type.get()) == 1 && H5Tget_sign(type.get()) == H5T_SGN_NONE;
+}
+
+// Wider or signed integer pixels are range-checked, because HDF5's conversion to uint8
+// would silently clamp 300 to 255.
+std::vector<uint8_t> integer_pixels(const io::H5File& file, int64_t sample_numel) {
+  if (stored_as_bytes(file, kImages)) return file.read_u8(kImages);
+  const std::vector<int64_t> wide = file.read_i64(kImages);
+  std::vector<uint8_t> pixels(wide.size());
+  for (size_t i = 0; i < wide.size(); ++i) {
+    if (wide[i] < 0 || wide[i] > 255) {
+      throw problem(file.path(), str_cat(kImages, " value ", wide[i], " at sample ",
+                                         static_cast<int64_t>(i) / sample_numel,
+                                         " is outside the pixel range [0, 255]"));
+    }
+    pixels[i] = static_cast<uint8_t>(wide[i]);
+  }
+  return pixels;
+}
+
+// Float pixels are accepted when they are whole-number-like values in [0, 255] (an export
+// from a tool that widened uint8) and rounded back to bytes.
+std::vector<uint8_t> float_pixels(const io::H5File& file, int64_t sample_numel) {
+  const std::vector<float> values = file.read_f32(kImages);
+  std::vector<uint8_t> pixels(values.size());
+  bool fractional = false;
+  float largest = 0.0f;
+  for (size_t i = 0; i < values.size(); ++i) {
+    const float v = values[i];
+    const int64_t sample = static_cast<int64_t>(i) / sample_numel;
+    if (std::isnan(v)) throw problem(file.path(), str_cat(kImages, " contains NaN at sample ", sample));
+    if (!(v >= 0.0f && v <= 255.0f)) {
+      throw problem(file.path(), str_cat(kImages, " value ", v, " at sample ", sample,
+                                         " is outside the pixel range [0, 255]"));
+    }
+    fractional = fractional || v != std::floor(v);
+    largest = std::max(largest, v);
+    pixels[i] = static_cast<uint8_t>(std::lround(v));
+  }
+  // Rounding images normalised to [0, 1] would leave a black-and-white blur; refuse instead.
+  if (fractional && largest <= 1.0f) {
+    throw problem(file.path(), str_cat(kImages, " holds floats in [0, 1], which looks normalised;"
+                                                " expected raw pixel values in [0, 255]"));
+  }
+  return pixels;
+}
+
+int read_num_classes(const io::H5File& file) {
+  if (!file.has_attribute("num_classes")) return kDefaultClasses;
+  const int64_t n = file.read_int_attribute("num_classes");
+  if (n < 2 || n > kMaxClasses) {
+    throw problem(file.path(), str_cat("attribute num_classes = ", n, ", expected 2 to ",
+                                       kMaxClasses));
+  }
+  return static_cast<int>(n);
+}
+
+std::vector<uint8_t> read_labels(const io::H5File& file, int num_classes) {
+  const std::vector<int64_t> wide = file.read_i64(kLabels);
+  std::vector<uint8_t> labels(wide.size());
+  for (size_t i = 0; i < wide.size(); ++i) {
+    if (wide[i] < 0 || wide[i] >= num_classes) {
+      throw problem(file.path(), str_cat(kLabels, "[", i, "] = ", wide[i], " is outside [0, ",
+                                         num_classes, ") (num_classes ", num_classes, ")"));
+    }
+    labels[i] = static_cast<uint8_t>(wide[i]);
+  }
+  return labels;
+}
+
+}  // namespace
+
+Dataset load_hdf5_dataset(const std::string& path) {
+  const io::H5File file = open_dataset_file(path);
+  require(file, kImages, "uint8 images [N, H, W] or [N, C, H, W]");
+  require(file, kLabels, "integer labels [N]");
+
+  const Shape image_shape = file.shape(kImages);
+  if (image_shape.size() != 3 && image_shape.size() != 4) {
+    throw problem(path, str_cat(kImages, " has shape ", shape_str(image_shape),
+                                ", expected [N, H, W] or [N, C, H, W]"));
+  }
+  const Shape label_shape = file.shape(kLabels);
+  if (label_shape.size() != 1) {
+    throw problem(path, str_cat(kLabels, " has shape ", shape_str(label_shape), ", expected [N]"));
+  }
+  if (image_shape[0] != label_shape[0]) {
+    throw problem(path, str_cat(kImages, " holds ", image_shape[0], " samples but ", kLabels,
+                                " holds ", label_shape[0], "; expected equal lengths"));
+  }
+  if (image_shape[0] == 0) {
+    throw problem(path, str_cat("dataset is empty: ", kImages, " and ", kLabels, " hold 0 samples"));
+  }
+
+  Dataset dataset;
+  dataset.source = path;
+  dataset.size = image_shape[0];
+  dataset.sample_shape = image_shape.size() == 3
+                             ? Shape{1, image_shape[1], image_shape[2]}
+                             : Shape{image_shape[1], image_shape[2], image_shape[3]};
+  if (dataset.sample_numel() == 0) {
+    throw problem(path, str_cat(kImages, " has shape ", shape_str(image_shape),
+                                ", expected non-empty samples"));
+  }
+
+  const H5T_class_t label_class = file.type_class(kLabels);
+  if (label_class != H5T_INTEGER) {
+    throw problem(path, str_cat(kLabels, " holds ", class_name(label_class),
+                                " values, expected integers"));
+  }
+  dataset.num_classes = read_num_classes(file);
+  dataset.labels = read_labels(file, dataset.num_classes);
+
+  const H5T_class_t image_class = file.type_class(kImages);
+  if (image_class == H5T_INTEGER) {
+    dataset.images = integer_pixels(file, dataset.sample_numel());
+  } else if (image_class == H5T_FLOAT) {
+    dataset.images = float_pixels(file, dataset.sample_numel());
+  } else {
+    throw problem(path, str_cat(kImages, " holds ", class_name(image_class),
+                                " values, expected uint8 pixels"));
+  }
+  return dataset;
+}
+
+void write_hdf5_dataset(const std::string& path, const Dataset& dataset) {
+  MIRRORED_CHECK(dataset.sample_shape.size() == 3, "sample shape ",
+                 shape_str(dataset.sample_shape), " is not [C, H, W]");
+  MIRRORED_CHECK(static_cast<int64_t>(dataset.images.size()) == dataset.size * dataset.sample_numel(),
+                 dataset.images.size(), " image bytes for ", dataset.size, " samples of ",
+                 shape_str(dataset.sample_shape));
+  MIRRORED_CHECK(static_cast<int64_t>(dataset.labels.size()) == dataset.size,
+                 dataset.labels.size(), " labels for ", dataset.size, " samples");
+
+  const Shape& sample = dataset.sample_shape;
+  // Single-channel images are stored as [N, H, W], the layout MNIST tools expect.
+  const Shape image_shape = sample[0] == 1 ? Shape{dataset.size, sample[1], sample[2]}
+                                           : Shape{dataset.size, sample[0], sample[1], sample[2]};
+  io::H5File file(path, io::H5File::Access::kTruncate);
+  file.write_u8(kImages, image_shape, dataset.images.data(), /*compress=*/true);
+  file.write_u8(kLabels, {dataset.size}, dataset.labels.data());
+  file.write_attribute("num_classes", int64_t{dataset.num_classes});
+  file.flush();
+}
+
+}  // namespace mirrored::data

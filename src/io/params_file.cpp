@@ -1,0 +1,62 @@
+#include "mirrored/io/params_file.h"
+
+#include <cstring>
+
+#include "mirrored/core/cuda_memory.h"
+#include "mirrored/io/hdf5.h"
+
+namespace mirrored::io {
+namespace {
+
+std::string dataset_for(const nn::ParameterInfo& info) { return "/params/" + info.name; }
+
+}  // namespace
+
+void save_parameters(const std::string& path, const nn::ParameterArena& arena) {
+  MIRRORED_CHECK(arena.allocated(), "saving parameters of an arena that is not allocated");
+  H5File file(path, H5File::Access::kTruncate);
+  for (size_t i = 0; i < arena.size(); ++i) {
+    const nn::ParameterInfo& info = arena.info(i);
+    const Tensor param = arena.param(i);
+    if (param.device().is_cpu()) {
+      file.write_f32(dataset_for(info), info.shape, param.data<float>());
+    } else {
+      file.write_f32(dataset_for(info), info.shape, param.to_vector().data());
+    }
+  }
+}
+
+void load_parameters(const std::string& path, nn::ParameterArena& arena) {
+  MIRRORED_CHECK(arena.allocated(), "loading parameters into an arena that is not allocated");
+  const H5File file(path, H5File::Access::kRead);
+  for (size_t i = 0; i < arena.size(); ++i) {
+    const nn::ParameterInfo& info = arena.info(i);
+    const std::string dataset = dataset_for(info);
+    if (!file.exists(dataset)) {
+      throw InputError(str_cat("'", path, "': parameter ", info.name, " is missing (no dataset ",
+                               dataset, "); was the file saved from a different model?"));
+    }
+    const Shape stored = file.shape(dataset);
+    if (stored != info.shape) {
+      throw InputError(str_cat("'", path, "': parameter ", info.name, " has shape ",
+                               shape_str(stored), " in the file but the model expects ",
+                               shape_str(info.shape)));
+    }
+    if (file.type_class(dataset) != H5T_FLOAT) {
+      throw InputError(str_cat("'", path, "': parameter ", info.name, " (", dataset,
+                               ") is not floating point"));
+    }
+    const std::vector<float> values = file.read_f32(dataset);
+    Tensor param = arena.param(i);
+    const size_t bytes = values.size() * sizeof(float);
+    MIRRORED_CHECK(bytes == param.bytes(), "parameter ", info.name, " holds ", param.bytes(),
+                   " bytes, file gives ", bytes);
+    if (param.device().is_cpu()) {
+      std::memcpy(param.data<float>(), values.data(), bytes);
+    } else {
+      cuda_copy(param.data<float>(), values.data(), bytes);
+    }
+  }
+}
+
+}  // namespace mirrored::io
