@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what is missing, builds, imports the data set and runs
-# every test through CTest. CI runs exactly this.
-#   tests/run.sh            Release build in build/, full suite
-#   tests/run.sh -L unit    extra arguments go to ctest
+# every test through CTest; then the same suite under ASan+UBSan. CI runs exactly this.
+#   tests/run.sh                       everything
+#   MIRRORED_SANITIZERS=0 tests/run.sh skip the sanitizer pass (quicker local runs)
+#   tests/run.sh -L unit               extra arguments go to ctest (both passes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 launch/install_deps.sh --test
 launch/build.sh build
 launch/import_fmnist.sh build/mirrored
-cd build
-ctest --output-on-failure --timeout 600 "$@"
+(cd build && ctest --output-on-failure --timeout 900 "$@")
+if [[ "${MIRRORED_SANITIZERS:-1}" != 0 ]]; then
+  tests/sanitize.sh "$@"
+fi

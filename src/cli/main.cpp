@@ -38,6 +38,7 @@ constexpr const char* kUsage =
 int main(int argc, char** argv) {
   using namespace mirrored;
   try {
+    distribute::Runtime::identify_from_launcher();
     if (argc < 2) {
       std::fputs(kUsage, stderr);
       return static_cast<int>(ExitCode::kUsage);

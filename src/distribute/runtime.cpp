@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <initializer_list>
 #include <thread>
 
 #include "mirrored/comm/local_communicator.h"
@@ -62,6 +63,16 @@ Device choose_device(DeviceChoice choice, const Cluster& cluster) {
 bool Runtime::launched_by_mpi() {
   return env_set("OMPI_COMM_WORLD_SIZE") || env_set("PMIX_RANK") || env_set("PMI_RANK") ||
          env_set("PMI_SIZE");
+}
+
+void Runtime::identify_from_launcher() {
+  auto read = [](std::initializer_list<const char*> names, int fallback) {
+    for (const char* name : names)
+      if (env_set(name)) return std::atoi(std::getenv(name));
+    return fallback;
+  };
+  set_process_identity({read({"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}, 0),
+                        read({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"}, 1), local_hostname()});
 }
 
 Runtime::Runtime(int& argc, char**& argv, RuntimeOptions options) {

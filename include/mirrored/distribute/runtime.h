@@ -45,6 +45,9 @@ class Runtime {
   [[noreturn]] static void abort_job(ExitCode code);
 
   static bool launched_by_mpi();  // launcher variables (Open MPI, PMIx, PMI, Slurm srun)
+  // Before MPI starts: the rank and world size the launcher announced, so errors raised
+  // while parsing the command line already say which rank they come from.
+  static void identify_from_launcher();
 
  private:
   bool owns_mpi_ = false;
