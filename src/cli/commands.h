@@ -11,5 +11,7 @@ using Args = std::vector<std::string>;
 int train_command(int& argc, char**& argv, const Args& args);
 int data_command(const Args& args);
 int info_command(int& argc, char**& argv, const Args& args);
+int bench_command(int& argc, char**& argv, const Args& args);
+int bench_allreduce(int& argc, char**& argv, const Args& args);
 
 }  // namespace mirrored::cli

@@ -27,7 +27,8 @@ int train_command(int& argc, char**& argv, const Args& args) {
     std::fputs(train::train_config_help().c_str(), stdout);
     return 0;
   }
-  distribute::Runtime runtime(argc, argv, {launch_of(config.launch), device_of(config.device), false});
+  distribute::Runtime runtime(argc, argv,
+                              {launch_of(config.launch), device_of(config.device), false, config.collective_timeout_s});
   if (config.quiet) set_log_level(LogLevel::kQuiet);
   chief_info(str_cat("cluster:\n", runtime.cluster().table()));
   train::run_training(config, runtime);

@@ -7,8 +7,9 @@
 namespace mirrored::comm {
 
 void LocalCommunicator::allreduce(void*, size_t, DataType type, ReduceOp op) {
-  MIRRORED_CHECK(op != ReduceOp::kMean || type == DataType::kF32 || type == DataType::kF64,
-                 "mean all-reduce of an integer type");
+  MIRRORED_CHECK(op != ReduceOp::kMean || type == DataType::kF32 || type == DataType::kF64 ||
+                     type == DataType::kBF16,
+                 "mean all-reduce of ", datatype_name(type));
 }
 
 void LocalCommunicator::broadcast(void*, size_t, DataType, int root) {

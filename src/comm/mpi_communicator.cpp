@@ -1,6 +1,7 @@
 #include "mirrored/comm/mpi_communicator.h"
 
 #include <climits>
+#include <exception>
 
 #include "mirrored/comm/mpi_check.h"
 
@@ -21,8 +22,27 @@ MPI_Datatype to_mpi(DataType type) {
     case DataType::kI32: return MPI_INT32_T;
     case DataType::kI64: return MPI_INT64_T;
     case DataType::kU8: return MPI_UINT8_T;
+    case DataType::kBF16: return MPI_UINT16_T;  // reduced by bf16_sum_op() below
   }
   return MPI_DATATYPE_NULL;
+}
+
+// MPI has no bfloat16: sum pairs in float32 and round back, as the wire format wants.
+void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
+  const auto* a = static_cast<const uint16_t*>(in);
+  auto* b = static_cast<uint16_t*>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = float_to_bf16(bf16_to_float(a[i]) + bf16_to_float(b[i]));
+}
+
+MPI_Op bf16_sum_op() {
+  // Created once, on first use, by whichever thread gets here first; never freed (MPI
+  // frees user ops at MPI_Finalize).
+  static const MPI_Op op = [] {
+    MPI_Op created;
+    MIRRORED_MPI_CHECK(MPI_Op_create(&bf16_sum, /*commute=*/1, &created));
+    return created;
+  }();
+  return op;
 }
 
 MPI_Op to_mpi(ReduceOp op) {
@@ -49,9 +69,19 @@ void divide(void* buffer, size_t count, int by) {
   const T scale = T(1) / static_cast<T>(by);
   for (size_t i = 0; i < count; ++i) values[i] *= scale;
 }
+
+void divide_bf16(void* buffer, size_t count, int by) {
+  auto* values = static_cast<uint16_t*>(buffer);
+  const float scale = 1.0f / static_cast<float>(by);
+  for (size_t i = 0; i < count; ++i) values[i] = float_to_bf16(bf16_to_float(values[i]) * scale);
+}
+
+bool is_floating(DataType type) {
+  return type == DataType::kF32 || type == DataType::kF64 || type == DataType::kBF16;
+}
 }  // namespace
 
-MpiCommunicator::MpiCommunicator(MPI_Comm comm) {
+MpiCommunicator::MpiCommunicator(MPI_Comm comm, CollectiveWatchdog* watchdog) : watchdog_(watchdog) {
   MIRRORED_MPI_CHECK(MPI_Comm_dup(comm, &comm_));
   // Errors come back as codes so they reach MIRRORED_MPI_CHECK with their location.
   MIRRORED_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
@@ -60,30 +90,46 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm) {
 }
 
 MpiCommunicator::~MpiCommunicator() {
+  // While an error unwinds towards MPI_Abort, freeing (a synchronising call) could wait
+  // for peers that never come; the abort reclaims everything anyway.
+  if (std::uncaught_exceptions() > 0) return;
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (comm_ != MPI_COMM_NULL && !finalized) MIRRORED_MPI_LOG(MPI_Comm_free(&comm_));
 }
 
+std::unique_ptr<Communicator> MpiCommunicator::duplicate() {
+  return std::make_unique<MpiCommunicator>(comm_, watchdog_);
+}
+
 void MpiCommunicator::allreduce(void* buffer, size_t count, DataType type, ReduceOp op) {
-  const bool floating = type == DataType::kF32 || type == DataType::kF64;
-  MIRRORED_CHECK(op != ReduceOp::kMean || floating, "mean all-reduce of an integer type");
-  MIRRORED_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buffer, checked_count(count), to_mpi(type), to_mpi(op), comm_));
+  MIRRORED_CHECK(op != ReduceOp::kMean || is_floating(type), "mean all-reduce of ", datatype_name(type));
+  MIRRORED_CHECK(type != DataType::kBF16 || op == ReduceOp::kSum || op == ReduceOp::kMean,
+                 "bfloat16 all-reduce supports sum and mean only");
+  const MPI_Op mpi_op = type == DataType::kBF16 ? bf16_sum_op() : to_mpi(op);
+  CollectiveWatchdog::Scope watch(watchdog_, "allreduce", count);
+  MIRRORED_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buffer, checked_count(count), to_mpi(type), mpi_op, comm_));
   if (op == ReduceOp::kMean && size_ > 1) {
     if (type == DataType::kF32) divide<float>(buffer, count, size_);
     if (type == DataType::kF64) divide<double>(buffer, count, size_);
+    if (type == DataType::kBF16) divide_bf16(buffer, count, size_);
   }
 }
 
 void MpiCommunicator::broadcast(void* buffer, size_t count, DataType type, int root) {
+  CollectiveWatchdog::Scope watch(watchdog_, "broadcast", count);
   MIRRORED_MPI_CHECK(MPI_Bcast(buffer, checked_count(count), to_mpi(type), root, comm_));
 }
 
 void MpiCommunicator::allgather(const void* send, void* recv, size_t count, DataType type) {
+  CollectiveWatchdog::Scope watch(watchdog_, "allgather", count);
   MIRRORED_MPI_CHECK(MPI_Allgather(send, checked_count(count), to_mpi(type), recv, checked_count(count),
                                    to_mpi(type), comm_));
 }
 
-void MpiCommunicator::barrier() { MIRRORED_MPI_CHECK(MPI_Barrier(comm_)); }
+void MpiCommunicator::barrier() {
+  CollectiveWatchdog::Scope watch(watchdog_, "barrier", 0);
+  MIRRORED_MPI_CHECK(MPI_Barrier(comm_));
+}
 
 }  // namespace mirrored::comm

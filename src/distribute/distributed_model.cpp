@@ -1,12 +1,42 @@
 #include "mirrored/distribute/distributed_model.h"
 
+#include "mirrored/core/error.h"
+
 namespace mirrored::distribute {
 
-DistributedModel::DistributedModel(std::unique_ptr<nn::Model> model, comm::Communicator& comm)
-    : model_(std::move(model)), reducer_(std::make_unique<GradientReducer>(model_->parameters(), comm)) {}
+DistributedModel::DistributedModel(std::unique_ptr<nn::Model> model, comm::Communicator& comm, ReducerOptions options,
+                                   int accumulate_steps)
+    : model_(std::move(model)),
+      reducer_(std::make_unique<GradientReducer>(model_->parameters(), comm, options)),
+      accumulate_steps_(accumulate_steps) {
+  MIRRORED_CHECK(accumulate_steps_ >= 1, "accumulate_steps = ", accumulate_steps_);
+}
+
+void DistributedModel::zero_grad() {
+  model_->parameters().zero_grads();
+  backward_passes_ = 0;
+}
 
 void DistributedModel::backward(const Tensor& dloss_dout) {
+  MIRRORED_CHECK(backward_passes_ < accumulate_steps_, "more than accumulate_steps = ", accumulate_steps_,
+                 " backward passes between zero_grad() calls");
+  if (++backward_passes_ < accumulate_steps_) {
+    model_->backward(dloss_dout);  // accumulate locally, no communication
+    return;
+  }
+  reducer_->begin_step(accumulate_steps_);
   model_->backward(dloss_dout, [this](size_t layer) { reducer_->on_layer_ready(layer); });
+}
+
+void DistributedModel::synchronize_gradients() {
+  MIRRORED_CHECK(backward_passes_ == accumulate_steps_, "synchronize_gradients() after ", backward_passes_,
+                 " of ", accumulate_steps_, " backward passes");
+  reducer_->finish();
+}
+
+void DistributedModel::set_timeline(Timeline* timeline) {
+  model_->set_timeline(timeline);
+  reducer_->set_timeline(timeline);
 }
 
 }  // namespace mirrored::distribute

@@ -1,15 +1,129 @@
 #include "mirrored/distribute/gradient_reducer.h"
 
+#include <algorithm>
+
+#include "mirrored/core/error.h"
+#include "mirrored/core/timer.h"
+
 namespace mirrored::distribute {
 
-GradientReducer::GradientReducer(nn::ParameterArena& arena, comm::Communicator& comm)
-    : arena_(arena), comm_(comm) {}
+GradientReducer::GradientReducer(nn::ParameterArena& arena, comm::Communicator& comm, ReducerOptions options)
+    : arena_(arena), comm_(comm.duplicate()), options_(options), buckets_(plan_buckets(arena, options.caps)) {
+  size_t layers = 0;
+  for (const auto& info : arena.infos()) layers = std::max(layers, info.layer + 1);
+  bucket_of_layer_.assign(layers, -1);
+  int64_t largest = 0;
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    for (size_t layer : buckets_[b].layers) bucket_of_layer_[layer] = static_cast<int>(b);
+    largest = std::max(largest, buckets_[b].numel());
+    span_names_.push_back(str_cat("allreduce bucket ", b, " (", buckets_[b].numel(), " floats)"));
+  }
+  pending_layers_.assign(buckets_.size(), 0);
+  if (options_.compression == GradCompression::kBf16) wire_.resize(static_cast<size_t>(largest));
+  if (options_.overlap && comm_->size() > 1) worker_ = std::thread([this] { worker_loop(); });
+  begin_step(1);
+}
 
-void GradientReducer::on_layer_ready(size_t /*layer_index*/) {}
+GradientReducer::~GradientReducer() {
+  if (worker_.joinable()) {
+    {
+      std::lock_guard lock(mutex_);
+      shutting_down_ = true;
+    }
+    work_ready_.notify_all();
+    worker_.join();
+  }
+}
+
+void GradientReducer::begin_step(int micro_batches) {
+  MIRRORED_CHECK(micro_batches >= 1, "micro_batches = ", micro_batches);
+  for (size_t b = 0; b < buckets_.size(); ++b) pending_layers_[b] = buckets_[b].layers.size();
+  launched_ = 0;
+  scale_ = 1.0f / static_cast<float>(comm_->size() * micro_batches);
+  std::lock_guard lock(mutex_);
+  completed_ = 0;
+  comm_seconds_ = 0.0;
+  error_ = nullptr;
+}
+
+void GradientReducer::on_layer_ready(size_t layer_index) {
+  if (layer_index >= bucket_of_layer_.size() || bucket_of_layer_[layer_index] < 0) return;
+  const auto bucket = static_cast<size_t>(bucket_of_layer_[layer_index]);
+  MIRRORED_CHECK(pending_layers_[bucket] > 0, "layer ", layer_index, " reported ready twice");
+  --pending_layers_[bucket];
+  // Launch in bucket order only, so every rank issues the same collectives in the same order.
+  while (launched_ < buckets_.size() && pending_layers_[launched_] == 0) launch(launched_++);
+}
+
+void GradientReducer::launch(size_t bucket) {
+  if (!worker_.joinable()) return;  // no overlap: finish() reduces every bucket in order
+  {
+    std::lock_guard lock(mutex_);
+    queue_.push_back(bucket);
+  }
+  work_ready_.notify_one();
+}
 
 void GradientReducer::finish() {
-  Tensor& grads = arena_.flat_grads();
-  comm_.allreduce(grads.data<float>(), static_cast<size_t>(grads.numel()), comm::ReduceOp::kMean);
+  Stopwatch exposed;
+  stats_ = CommStats{};
+  if (worker_.joinable()) {
+    while (launched_ < buckets_.size()) launch(launched_++);  // backward ran without hooks
+    std::unique_lock lock(mutex_);
+    work_done_.wait(lock, [this] { return completed_ == buckets_.size() || error_; });
+    if (error_) std::rethrow_exception(error_);
+    stats_.comm_seconds = comm_seconds_;
+  } else {
+    for (size_t b = 0; b < buckets_.size(); ++b) reduce_bucket(b);
+    launched_ = buckets_.size();
+    stats_.comm_seconds = comm_seconds_;
+  }
+  stats_.exposed_seconds = exposed.seconds();
+  for (const auto& bucket : buckets_) stats_.bytes += bucket.numel() * static_cast<int64_t>(sizeof(float));
+}
+
+void GradientReducer::reduce_bucket(size_t index) {
+  const Bucket& bucket = buckets_[index];
+  Timeline::Span span(timeline_, span_names_[index], "allreduce");
+  Stopwatch clock;
+  float* grads = arena_.flat_grads().data<float>() + bucket.begin;
+  const auto count = static_cast<size_t>(bucket.numel());
+  if (options_.compression == GradCompression::kBf16) {
+    for (size_t i = 0; i < count; ++i) wire_[i] = comm::float_to_bf16(grads[i]);
+    comm_->allreduce(wire_.data(), count, comm::DataType::kBF16, comm::ReduceOp::kSum);
+    for (size_t i = 0; i < count; ++i) grads[i] = comm::bf16_to_float(wire_[i]) * scale_;
+  } else {
+    comm_->allreduce(grads, count, comm::DataType::kF32, comm::ReduceOp::kSum);
+    if (scale_ != 1.0f)
+      for (size_t i = 0; i < count; ++i) grads[i] *= scale_;
+  }
+  const double seconds = clock.seconds();
+  std::lock_guard lock(mutex_);
+  comm_seconds_ += seconds;
+}
+
+void GradientReducer::worker_loop() {
+  while (true) {
+    size_t bucket;
+    {
+      std::unique_lock lock(mutex_);
+      work_ready_.wait(lock, [this] { return shutting_down_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // shutting down with nothing left
+      bucket = queue_.front();
+      queue_.pop_front();
+    }
+    try {
+      reduce_bucket(bucket);
+    } catch (...) {
+      std::lock_guard lock(mutex_);
+      error_ = std::current_exception();
+    }
+    {
+      std::lock_guard lock(mutex_);
+      ++completed_;
+    }
+    work_done_.notify_all();
+  }
 }
 
 }  // namespace mirrored::distribute

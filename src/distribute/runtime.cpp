@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <exception>
 #include <initializer_list>
 #include <thread>
 
@@ -91,7 +92,8 @@ Runtime::Runtime(int& argc, char**& argv, RuntimeOptions options) {
       rank_warning(str_cat("MPI provides thread level ", thread_level_,
                            " (< MPI_THREAD_MULTIPLE): communication will not overlap with compute"));
     }
-    world_ = std::make_unique<comm::MpiCommunicator>(MPI_COMM_WORLD);
+    watchdog_ = std::make_unique<comm::CollectiveWatchdog>(MPI_COMM_WORLD, options.collective_timeout_s);
+    world_ = std::make_unique<comm::MpiCommunicator>(MPI_COMM_WORLD, watchdog_.get());
   } else {
     world_ = std::make_unique<comm::LocalCommunicator>();
   }
@@ -103,7 +105,17 @@ Runtime::Runtime(int& argc, char**& argv, RuntimeOptions options) {
 }
 
 Runtime::~Runtime() {
+  if (std::uncaught_exceptions() > 0) {
+    // An error is on its way to main, which aborts the whole job. Finalising here would
+    // wait for peers that may never come (MPI_Finalize and MPI_Comm_free synchronise),
+    // so leave MPI as it is and let MPI_Abort end everything.
+    (void)world_.release();
+    (void)watchdog_.release();
+    return;
+  }
   world_.reset();  // frees its duplicated communicator before MPI goes away
+  if (watchdog_) watchdog_->stop();
+  watchdog_.reset();
   if (owns_mpi_) {
     int finalized = 0;
     MPI_Finalized(&finalized);

@@ -35,7 +35,7 @@ DistributedModel MirroredStrategy::mirror(std::unique_ptr<nn::Model> model, cons
   Tensor& params = model->parameters().flat_params();
   MIRRORED_CHECK(params.device().is_cpu(), "broadcast of device parameters needs the device communicator");
   comm_.broadcast(params.data<float>(), static_cast<size_t>(params.numel()), 0);
-  return DistributedModel(std::move(model), comm_);
+  return DistributedModel(std::move(model), comm_, options.reducer, options.accumulate_steps);
 }
 
 DistributedDataset MirroredStrategy::distribute_dataset(std::shared_ptr<const data::Dataset> dataset,

@@ -19,6 +19,7 @@ void Model::build(const Shape& input_shape, Device device) {
   for (size_t i = 0; i < layers_.size(); ++i) {
     shape = layers_[i]->build(shape, str_cat(i, ".", layers_[i]->kind(), "."), i, arena_);
     layer_output_shapes_.push_back(shape);
+    backward_span_names_.push_back(str_cat("backward ", i, ".", layers_[i]->kind()));
   }
   output_shape_ = shape;
   arena_.allocate(device);
@@ -36,6 +37,8 @@ void Model::initialize(uint64_t seed) {
 
 const Tensor& Model::forward(const Tensor& x, Mode mode) {
   MIRRORED_CHECK(built_, "forward() before build()");
+  static const std::string kForward = "forward";
+  Timeline::Span span(timeline_, kForward, "forward");
   const Tensor* out = &x;
   for (auto& layer : layers_) out = &layer->forward(*out, mode);
   return *out;
@@ -46,7 +49,10 @@ void Model::backward(const Tensor& dloss_dout, const GradReadyHook& on_grads_rea
   const Tensor* grad = &dloss_dout;
   for (size_t i = layers_.size(); i-- > 0;) {
     // Nothing upstream of layer 0 wants the gradient of the model's input.
-    grad = &layers_[i]->backward(*grad, /*need_input_grad=*/i > 0);
+    {
+      Timeline::Span span(timeline_, backward_span_names_[i], "backward");
+      grad = &layers_[i]->backward(*grad, /*need_input_grad=*/i > 0);
+    }
     if (on_grads_ready) on_grads_ready(i);
   }
 }

@@ -97,6 +97,27 @@ Option string_option(std::string key, std::string help, std::string TrainConfig:
           [field](const TrainConfig& c) { return c.*field; }};
 }
 
+Option bool_option(std::string key, std::string help, bool TrainConfig::*field) {
+  return {key, std::move(help),
+          [key, field](TrainConfig& c, const std::string& v, const std::string& origin) {
+            const std::string value = trim(v);
+            if (value == "true" || value == "1" || value == "on" || value == "yes") {
+              c.*field = true;
+            } else if (value == "false" || value == "0" || value == "off" || value == "no") {
+              c.*field = false;
+            } else {
+              bad_value(origin, key, v, "true or false");
+            }
+          },
+          [field](const TrainConfig& c) { return std::string(c.*field ? "true" : "false"); }};
+}
+
+Option optional_string_option(std::string key, std::string help, std::string TrainConfig::*field) {
+  return {key, std::move(help),
+          [field](TrainConfig& c, const std::string& v, const std::string&) { c.*field = trim(v); },
+          [field](const TrainConfig& c) { return c.*field; }};
+}
+
 const std::vector<Option>& options() {
   static const std::vector<Option> table = {
       string_option("data.train", "training set (HDF5: /images, /labels)", &TrainConfig::train_data),
@@ -130,6 +151,18 @@ const std::vector<Option>& options() {
       string_option("launch", "auto: MPI under mpirun/srun, else one local process", &TrainConfig::launch,
                     {"auto", "mpi", "local"}),
       string_option("device", "where each replica computes", &TrainConfig::device, {"auto", "cpu", "cuda"}),
+      real_option("bucket_mb", "gradient bucket size cap in MB (all-reduced as soon as backward fills one)",
+                  &TrainConfig::bucket_mb, 0, 1e6, true, false, "a number > 0"),
+      bool_option("overlap", "all-reduce gradient buckets while backward is still running", &TrainConfig::overlap),
+      string_option("grad_compression", "gradient wire format; bf16 halves traffic and changes numerics",
+                    &TrainConfig::grad_compression, {"none", "bf16"}),
+      int_option("accumulate_steps", "micro-batches of batch_size per update, one all-reduce per update",
+                 &TrainConfig::accumulate_steps, 1),
+      real_option("collective_timeout_s", "abort the job when a collective waits longer (0: never)",
+                  &TrainConfig::collective_timeout_s, 0, 1e9, false, false, "a number >= 0"),
+      optional_string_option("timeline", "write a Chrome trace (chrome://tracing, Perfetto) to this file",
+                             &TrainConfig::timeline),
+      int_option("timeline_steps", "steps recorded in the timeline", &TrainConfig::timeline_steps, 1),
   };
   return table;
 }

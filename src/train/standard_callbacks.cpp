@@ -22,7 +22,9 @@ void MetricsLogger::on_log(TrainContext& ctx, const LogPoint& point) {
                            {"epoch", point.epoch + 1},
                            {"loss", point.loss},
                            {"lr", point.lr},
-                           {"samples_per_sec", point.samples_per_sec}});
+                           {"samples_per_sec", point.samples_per_sec},
+                           {"comm_ms", point.comm_ms},
+                           {"exposed_comm_ms", point.exposed_comm_ms}});
 }
 
 void MetricsLogger::on_epoch_end(TrainContext& ctx, const EpochEnd& end) {
@@ -44,7 +46,8 @@ void ConsoleLogger::on_train_begin(TrainContext& ctx) {
 
 void ConsoleLogger::on_log(TrainContext&, const LogPoint& point) {
   chief_verbose(str_cat("  step ", point.step, "  loss ", fixed(point.loss, 4), "  lr ", point.lr, "  ",
-                        fixed(point.samples_per_sec, 0), " samples/s"));
+                        fixed(point.samples_per_sec, 0), " samples/s  comm ", fixed(point.comm_ms, 2),
+                        " ms/step (exposed ", fixed(point.exposed_comm_ms, 2), ")"));
 }
 
 void ConsoleLogger::on_epoch_end(TrainContext& ctx, const EpochEnd& end) {

@@ -14,6 +14,7 @@
 #include "mirrored/train/model_factory.h"
 #include "mirrored/train/run_directory.h"
 #include "mirrored/train/standard_callbacks.h"
+#include "mirrored/train/timeline_writer.h"
 
 namespace mirrored::train {
 namespace {
@@ -44,16 +45,24 @@ std::shared_ptr<const data::Dataset> load(const std::string& path) {
   return std::make_shared<const data::Dataset>(data::load_hdf5_dataset(path));
 }
 
+distribute::ReducerOptions reducer_options(const TrainConfig& config) {
+  distribute::ReducerOptions options;
+  options.caps.bucket_bytes = static_cast<int64_t>(config.bucket_mb * 1024 * 1024);
+  options.caps.first_bucket_bytes = std::min<int64_t>(options.caps.bucket_bytes, int64_t{1} << 20);
+  options.overlap = config.overlap;
+  options.compression =
+      config.grad_compression == "bf16" ? distribute::GradCompression::kBf16 : distribute::GradCompression::kNone;
+  return options;
+}
+
 // Sums over the steps between two log points, reduced across replicas at the point.
 struct Interval {
   double loss_sum = 0.0;
+  double comm_seconds = 0.0;
+  double exposed_seconds = 0.0;
   int64_t steps = 0;
   Stopwatch clock;
-  void reset() {
-    loss_sum = 0.0;
-    steps = 0;
-    clock.reset();
-  }
+  void reset() { *this = Interval{}; }
 };
 
 }  // namespace
@@ -73,8 +82,11 @@ TrainSummary run_training(const TrainConfig& config, distribute::Runtime& runtim
 
   auto train_data = strategy.distribute_dataset(train_set, {config.batch_size, config.seed, true});
   auto test_data = strategy.distribute_eval_dataset(test_set, config.eval_batch_size);
+  const int micro_batches = static_cast<int>(config.accumulate_steps);
   auto model = strategy.scope([&] { return make_model(config, train_set->sample_shape, train_set->num_classes); },
-                              {train_set->sample_shape, config.seed});
+                              {train_set->sample_shape, config.seed, reducer_options(config), micro_batches});
+  Timeline timeline;
+  if (!config.timeline.empty()) model.set_timeline(&timeline);
   auto optimizer = make_optimizer(config, model.parameters());
   nn::CrossEntropyLoss loss_fn;
   RunDirectory run_dir(config, strategy.is_chief());
@@ -85,7 +97,14 @@ TrainSummary run_training(const TrainConfig& config, distribute::Runtime& runtim
   callbacks.push_back(std::make_unique<FinalParametersWriter>());
   for (auto& callback : extra) callbacks.push_back(std::move(callback));
 
-  const int64_t steps_per_epoch = train_data.steps_per_epoch();
+  // A step is one update: `accumulate_steps` micro-batches of the global batch.
+  const int64_t steps_per_epoch = train_data.steps_per_epoch() / micro_batches;
+  if (steps_per_epoch == 0)
+    throw InputError(str_cat("accumulate_steps = ", micro_batches, " x batch_size = ", config.batch_size,
+                             " needs more samples than data.train '", config.train_data, "' has (",
+                             train_set->size, ")"),
+                     ExitCode::kUsage);
+  const int64_t samples_per_step = config.batch_size * micro_batches;
   int64_t total_steps = config.epochs * steps_per_epoch;
   if (config.max_steps > 0) total_steps = std::min(total_steps, config.max_steps);
   TrainContext ctx{config, strategy, model, *optimizer, run_dir, steps_per_epoch, total_steps};
@@ -93,13 +112,18 @@ TrainSummary run_training(const TrainConfig& config, distribute::Runtime& runtim
     for (auto& callback : callbacks) fn(*callback);
   };
 
-  auto train_step = [&](const distribute::Batch& batch) {
-    model.zero_grad();
+  // One micro-batch: forward, loss, backward. The last micro-batch of a step also starts
+  // the gradient all-reduce, bucket by bucket, as backward proceeds.
+  auto micro_step = [&](const distribute::Batch& batch) {
     const auto value = loss_fn.forward(model.forward(batch.images, nn::Mode::kTrain), batch.labels);
     model.backward(loss_fn.grad());
-    model.synchronize_gradients();
-    optimizer->step();
     return value.mean_loss;
+  };
+  auto finish_step = [&] {
+    model.synchronize_gradients();
+    static const std::string kOptimizer = "optimizer";
+    Timeline::Span span(&timeline, kOptimizer, "optimizer");
+    optimizer->step();
   };
 
   for_each_callback([&](Callback& c) { c.on_train_begin(ctx); });
@@ -110,9 +134,25 @@ TrainSummary run_training(const TrainConfig& config, distribute::Runtime& runtim
     Interval interval;
     double epoch_loss_sum = 0.0, epoch_seconds = 0.0;
     int64_t epoch_steps = 0;
-    for (const auto& batch : train_data.epoch(epoch)) {
+    auto batches = train_data.epoch(epoch);
+    auto next_batch = batches.begin();
+    for (int64_t step_in_epoch = 0; step_in_epoch < steps_per_epoch; ++step_in_epoch) {
+      timeline.set_recording(!config.timeline.empty() && summary.steps >= 1 &&
+                             summary.steps <= config.timeline_steps);
       Stopwatch step_clock;
-      const float loss = strategy.run(train_step, batch);
+      float loss = 0.0f;
+      model.zero_grad();
+      for (int micro = 0; micro < micro_batches; ++micro, ++next_batch) {
+        const distribute::Batch* batch;
+        {
+          static const std::string kData = "data";
+          Timeline::Span span(&timeline, kData, "data");
+          batch = &*next_batch;
+        }
+        loss += strategy.run(micro_step, *batch);
+      }
+      strategy.run(finish_step);
+      loss /= static_cast<float>(micro_batches);
       const double seconds = step_clock.seconds();
       epoch_seconds += seconds;
       if (summary.steps > 0) {
@@ -122,11 +162,14 @@ TrainSummary run_training(const TrainConfig& config, distribute::Runtime& runtim
       ++summary.steps;
       ++epoch_steps;
       interval.loss_sum += loss;
+      interval.comm_seconds += model.comm_stats().comm_seconds;
+      interval.exposed_seconds += model.comm_stats().exposed_seconds;
       ++interval.steps;
-      const StepEnd step_end{summary.steps, epoch, batch.step, loss, seconds};
+      const StepEnd step_end{summary.steps, epoch, step_in_epoch, loss, seconds};
       for_each_callback([&](Callback& c) { c.on_step_end(ctx, step_end); });
 
-      const bool epoch_done = batch.step + 1 == steps_per_epoch || summary.steps == total_steps || ctx.stop_training;
+      const bool epoch_done =
+          step_in_epoch + 1 == steps_per_epoch || summary.steps == total_steps || ctx.stop_training;
       if (summary.steps % config.log_every == 0 || epoch_done) {
         LogPoint point;
         point.step = summary.steps;
@@ -134,7 +177,9 @@ TrainSummary run_training(const TrainConfig& config, distribute::Runtime& runtim
         point.loss = strategy.reduce(distribute::ReduceOp::kMean, interval.loss_sum) /
                      static_cast<double>(interval.steps);
         point.lr = optimizer->lr();
-        point.samples_per_sec = static_cast<double>(interval.steps * config.batch_size) / interval.clock.seconds();
+        point.samples_per_sec = static_cast<double>(interval.steps * samples_per_step) / interval.clock.seconds();
+        point.comm_ms = 1e3 * interval.comm_seconds / static_cast<double>(interval.steps);
+        point.exposed_comm_ms = 1e3 * interval.exposed_seconds / static_cast<double>(interval.steps);
         epoch_loss_sum += point.loss * static_cast<double>(interval.steps);
         for_each_callback([&](Callback& c) { c.on_log(ctx, point); });
         interval.reset();
@@ -146,14 +191,18 @@ TrainSummary run_training(const TrainConfig& config, distribute::Runtime& runtim
     end.epoch = epoch;
     end.train_loss = epoch_loss_sum / static_cast<double>(std::max<int64_t>(epoch_steps, 1));
     end.seconds = epoch_seconds;
-    end.samples_per_sec = static_cast<double>(epoch_steps * config.batch_size) / std::max(epoch_seconds, 1e-9);
+    end.samples_per_sec = static_cast<double>(epoch_steps * samples_per_step) / std::max(epoch_seconds, 1e-9);
     end.eval = evaluate(strategy, model, test_data);
     strategy.check_replicas_in_sync(model);
     summary.final_test_loss = end.eval.loss;
     summary.final_test_accuracy = end.eval.accuracy;
     for_each_callback([&](Callback& c) { c.on_epoch_end(ctx, end); });
   }
-  if (timed_steps > 0) summary.samples_per_sec = static_cast<double>(timed_steps * config.batch_size) / timed_seconds;
+  if (timed_steps > 0) summary.samples_per_sec = static_cast<double>(timed_steps * samples_per_step) / timed_seconds;
+  if (!config.timeline.empty()) {
+    timeline.set_recording(false);
+    write_timeline(config.timeline, timeline, strategy.communicator());
+  }
   for_each_callback([&](Callback& c) { c.on_train_end(ctx, summary); });
   return summary;
 }

@@ -74,8 +74,14 @@ TEST(Strategy, DriftedReplicaIsNamed) {
 
 TEST(Strategy, GradientsAreAveragedOverReplicas) {
   distribute::MirroredStrategy strategy(test_runtime());
-  auto model = strategy.scope([] { return nn::mlp({{4}, 3}); }, {{1, 1, 2}, 5});
+  distribute::ReducerOptions sequential;
+  sequential.overlap = false;  // all-reduce inside synchronize_gradients(), after the overwrite below
+  auto model = strategy.scope([] { return nn::mlp({{4}, 3}); }, {{1, 1, 2}, 5, sequential});
+  Tensor x({2, 1, 1, 2}), y({2}, DType::kI32);
+  nn::CrossEntropyLoss loss;
   model.zero_grad();
+  loss.forward(model.forward(x, nn::Mode::kTrain), y);
+  model.backward(loss.grad());
   // Fill each replica's gradients with its rank: the mean is (n-1)/2 everywhere.
   auto& grads = model.parameters().flat_grads();
   std::fill_n(grads.data<float>(), grads.numel(), static_cast<float>(strategy.replica_id()));

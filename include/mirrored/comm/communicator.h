@@ -6,14 +6,22 @@
 // Every rank must issue the same collectives in the same order.
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace mirrored::comm {
 
-enum class DataType { kF32, kF64, kI32, kI64, kU8 };
+// kBF16: bfloat16 stored as uint16 (the upper half of a float32); sums are formed in
+// float32 and rounded to nearest-even, for compressed gradient traffic.
+enum class DataType { kF32, kF64, kI32, kI64, kU8, kBF16 };
 enum class ReduceOp { kSum, kMean, kMax, kMin };
 size_t datatype_size(DataType type);
+const char* datatype_name(DataType type);
+
+// bfloat16 conversions (round to nearest even; NaN stays NaN).
+uint16_t float_to_bf16(float value);
+float bf16_to_float(uint16_t value);
 const char* reduce_op_name(ReduceOp op);
 
 template <typename T> constexpr DataType datatype_of();
@@ -30,6 +38,9 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual std::string backend() const = 0;  // "mpi", "local", "nccl"
+  // A communicator over the same ranks whose traffic never mixes with this one's, so
+  // another thread can run its own sequence of collectives. Collective.
+  virtual std::unique_ptr<Communicator> duplicate() = 0;
 
   // In place. kMean is defined for floating types only (sum, then divide by size()).
   virtual void allreduce(void* buffer, size_t count, DataType type, ReduceOp op) = 0;

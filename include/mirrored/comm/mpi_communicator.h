@@ -1,16 +1,18 @@
 #pragma once
 // Collectives over an MPI communicator on host buffers. Does not own MPI's lifetime (the
 // runtime does); it duplicates the communicator it is given, so its traffic never mixes
-// with anyone else's.
+// with anyone else's. Every blocking collective is watched by the job's watchdog, when
+// one is given, so a missing peer ends the job instead of hanging it.
 #include <mpi.h>
 
 #include "mirrored/comm/communicator.h"
+#include "mirrored/comm/watchdog.h"
 
 namespace mirrored::comm {
 
 class MpiCommunicator final : public Communicator {
  public:
-  explicit MpiCommunicator(MPI_Comm comm);
+  explicit MpiCommunicator(MPI_Comm comm, CollectiveWatchdog* watchdog = nullptr);
   ~MpiCommunicator() override;
   MpiCommunicator(const MpiCommunicator&) = delete;
   MpiCommunicator& operator=(const MpiCommunicator&) = delete;
@@ -18,6 +20,7 @@ class MpiCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string backend() const override { return "mpi"; }
+  std::unique_ptr<Communicator> duplicate() override;
   void allreduce(void* buffer, size_t count, DataType type, ReduceOp op) override;
   void broadcast(void* buffer, size_t count, DataType type, int root) override;
   void allgather(const void* send, void* recv, size_t count, DataType type) override;
@@ -27,6 +30,7 @@ class MpiCommunicator final : public Communicator {
 
  private:
   MPI_Comm comm_ = MPI_COMM_NULL;
+  CollectiveWatchdog* watchdog_ = nullptr;
   int rank_ = 0;
   int size_ = 1;
 };

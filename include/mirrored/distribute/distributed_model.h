@@ -2,6 +2,11 @@
 // A model replica whose gradients are averaged across replicas, like PyTorch's DDP module:
 // backward() feeds the gradient reducer as layers finish; synchronize_gradients() waits
 // until every gradient holds its mean over replicas. Created by MirroredStrategy::scope.
+//
+// Gradient accumulation (DDP's no_sync, Horovod's backward_passes_per_step): with
+// accumulate_steps = K, the first K-1 backward passes after zero_grad() only sum
+// gradients locally; the K-th also all-reduces, and the result is the mean over all K
+// micro-batches and all replicas.
 #include <memory>
 
 #include "mirrored/distribute/gradient_reducer.h"
@@ -11,12 +16,18 @@ namespace mirrored::distribute {
 
 class DistributedModel {
  public:
-  DistributedModel(std::unique_ptr<nn::Model> model, comm::Communicator& comm);
+  DistributedModel(std::unique_ptr<nn::Model> model, comm::Communicator& comm, ReducerOptions options,
+                   int accumulate_steps = 1);
 
   const Tensor& forward(const Tensor& x, nn::Mode mode) { return model_->forward(x, mode); }
-  void zero_grad() { model_->parameters().zero_grads(); }
+  void zero_grad();
   void backward(const Tensor& dloss_dout);
-  void synchronize_gradients() { reducer_->finish(); }
+  void synchronize_gradients();
+
+  int accumulate_steps() const { return accumulate_steps_; }
+  const CommStats& comm_stats() const { return reducer_->last_step_stats(); }
+  const GradientReducer& reducer() const { return *reducer_; }
+  void set_timeline(Timeline* timeline);
 
   nn::Model& module() { return *model_; }
   nn::ParameterArena& parameters() { return model_->parameters(); }
@@ -25,6 +36,8 @@ class DistributedModel {
  private:
   std::unique_ptr<nn::Model> model_;
   std::unique_ptr<GradientReducer> reducer_;
+  int accumulate_steps_;
+  int backward_passes_ = 0;  // since zero_grad()
 };
 
 }  // namespace mirrored::distribute

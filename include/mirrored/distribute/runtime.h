@@ -5,6 +5,7 @@
 #include <string>
 
 #include "mirrored/comm/communicator.h"
+#include "mirrored/comm/watchdog.h"
 #include "mirrored/core/device.h"
 #include "mirrored/core/error.h"
 #include "mirrored/distribute/cluster.h"
@@ -23,6 +24,9 @@ struct RuntimeOptions {
   Launch launch = Launch::kAuto;
   DeviceChoice device = DeviceChoice::kCpu;
   bool print_cluster_table = false;
+  // A blocking collective that takes longer aborts the job (exit 5), naming the ranks that
+  // did not arrive. <= 0: wait forever.
+  double collective_timeout_s = 300.0;
 };
 
 class Runtime {
@@ -52,6 +56,7 @@ class Runtime {
  private:
   bool owns_mpi_ = false;
   int thread_level_ = 0;
+  std::unique_ptr<comm::CollectiveWatchdog> watchdog_;
   std::unique_ptr<comm::Communicator> world_;
   Cluster cluster_;
   Device device_;

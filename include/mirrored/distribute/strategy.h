@@ -22,6 +22,8 @@ using comm::ReduceOp;
 struct ModelOptions {
   Shape input_shape;   // one sample, e.g. {1, 28, 28}
   uint64_t seed = 0;   // the chief initialises from it; the others receive a broadcast
+  ReducerOptions reducer = {};
+  int accumulate_steps = 1;
 };
 
 class MirroredStrategy {

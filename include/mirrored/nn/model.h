@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "mirrored/core/timeline.h"
 #include "mirrored/nn/layer.h"
 
 namespace mirrored::nn {
@@ -35,6 +36,8 @@ class Model {
   const Shape& output_shape() const { return output_shape_; }
   Device device() const { return device_; }
   std::string summary() const;  // one line per layer: index, kind, output shape, #params
+  // Records forward and per-layer backward spans while the timeline is recording.
+  void set_timeline(Timeline* timeline) { timeline_ = timeline; }
 
  private:
   std::vector<std::unique_ptr<Layer>> layers_;
@@ -44,6 +47,8 @@ class Model {
   Shape output_shape_;
   Device device_;
   bool built_ = false;
+  Timeline* timeline_ = nullptr;
+  std::vector<std::string> backward_span_names_;  // "backward 3.linear", built once
 };
 
 }  // namespace mirrored::nn

@@ -39,6 +39,8 @@ struct LogPoint {
   double loss = 0.0;             // mean over replicas and the steps since the last point
   double lr = 0.0;
   double samples_per_sec = 0.0;  // global samples over the interval's wall time
+  double comm_ms = 0.0;          // gradient all-reduce time per step (this rank)
+  double exposed_comm_ms = 0.0;  // the part of it not hidden behind backward
 };
 
 struct EpochEnd {

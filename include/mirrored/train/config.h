@@ -35,6 +35,14 @@ struct TrainConfig {
   int64_t threads = 0;              // per rank; 0: cores on this host / ranks on this host
   std::string launch = "auto";      // auto | mpi | local
   std::string device = "cpu";       // auto | cpu | cuda
+  // communication
+  double bucket_mb = 25.0;          // gradient bucket cap (the first bucket is capped at 1 MB)
+  bool overlap = true;              // all-reduce buckets while backward still runs
+  std::string grad_compression = "none";  // none | bf16 (changes numerics)
+  int64_t accumulate_steps = 1;     // micro-batches per update (one all-reduce per update)
+  double collective_timeout_s = 300.0;
+  std::string timeline;             // Chrome trace JSON file (empty: off)
+  int64_t timeline_steps = 20;      // steps recorded in the timeline
   bool quiet = false;
 };
 

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# A stopped rank (SIGSTOP) must not hang the job: the others abort within the collective
+# timeout, with a message naming the stopped rank, and no process is left behind.
+source "$(dirname "$0")/lib.sh"
+require_data
+out="$WORK/stalled-$$"
+timeout_s=4
+mpirun --allow-run-as-root --oversubscribe --bind-to none -np 4 "$MIRRORED" train \
+  --data.train "$DATA_DIR/train.h5" --data.test "$DATA_DIR/test.h5" --epochs 50 --model.hidden 32 \
+  --batch_size 64 --threads 1 --collective_timeout_s "$timeout_s" --out "$out" >"$WORK/log" 2>&1 &
+job=$!
+# Wait until training runs (the run directory exists), then stop rank 2.
+for _ in $(seq 100); do [[ -s "$out/metrics.jsonl" ]] && break; sleep 0.1; done
+pids=($(pgrep -f -- "--out $out" | sort -n))
+victim=""
+for pid in "${pids[@]}"; do
+  if grep -qz '^OMPI_COMM_WORLD_RANK=2$' "/proc/$pid/environ" 2>/dev/null; then victim=$pid; fi
+done
+[[ -n "$victim" ]] || { kill "$job"; cat "$WORK/log"; fail "rank 2 not found among ${pids[*]}"; }
+stopped_at=$SECONDS
+kill -STOP "$victim"
+status=0
+timeout -k 5 60 tail --pid="$job" -f /dev/null || true
+wait "$job" || status=$?
+took=$((SECONDS - stopped_at))
+kill -CONT "$victim" 2>/dev/null || true
+cat "$WORK/log" | grep -E "collective timeout|error" | head -5
+((status != 0)) || fail "the job exited 0 after a rank was stopped"
+grep -q "collective timeout" "$WORK/log" || fail "no collective-timeout message"
+grep -q "rank 2 (silent" "$WORK/log" || fail "the message does not name the stopped rank 2"
+((took <= timeout_s + 15)) || fail "the job took $took s to end after the stop (timeout $timeout_s s)"
+sleep 1
+left=$(pgrep -f -- "--out $out" || true)
+[[ -z "$left" ]] || { kill -9 $left; fail "processes left behind: $left"; }
+echo "ok: stopped rank 2 named; job ended ${took} s after SIGSTOP with exit $status; nothing left behind"

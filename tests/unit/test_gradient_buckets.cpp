@@ -1,0 +1,82 @@
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "mirrored/comm/local_communicator.h"
+#include "mirrored/distribute/gradient_buckets.h"
+#include "mirrored/distribute/gradient_reducer.h"
+#include "mirrored/nn/builders.h"
+
+using namespace mirrored;
+using distribute::BucketCaps;
+using distribute::plan_buckets;
+
+namespace {
+// MLP 784-256-128-10: layers 0, 2, 4 hold parameters (ReLUs at 1, 3 do not).
+nn::Model built_mlp() {
+  auto model = nn::mlp({{256, 128}, 10});
+  model.build({1, 28, 28});
+  return model;
+}
+constexpr int64_t kLayer0 = 784 * 256 + 256, kLayer2 = 256 * 128 + 128, kLayer4 = 128 * 10 + 10;
+}  // namespace
+
+TEST(GradientBuckets, OneBucketHoldsEverythingInReverseLayerOrder) {
+  auto model = built_mlp();
+  const auto buckets = plan_buckets(model.parameters(), {int64_t{1} << 30, int64_t{1} << 30});
+  ASSERT_EQ(buckets.size(), 1u);
+  EXPECT_EQ(buckets[0].begin, 0);
+  EXPECT_EQ(buckets[0].end, model.parameters().numel());
+  EXPECT_EQ(buckets[0].layers, (std::vector<size_t>{4, 2, 0}));
+}
+
+TEST(GradientBuckets, CapsCloseBucketsWithoutSplittingLayers) {
+  auto model = built_mlp();
+  // The first cap closes after the last layer alone; the second after layer 2 alone.
+  const BucketCaps caps{kLayer4 * 4, kLayer2 * 4};
+  const auto buckets = plan_buckets(model.parameters(), caps);
+  ASSERT_EQ(buckets.size(), 3u);
+  EXPECT_EQ(buckets[0].layers, (std::vector<size_t>{4}));
+  EXPECT_EQ(buckets[1].layers, (std::vector<size_t>{2}));
+  EXPECT_EQ(buckets[2].layers, (std::vector<size_t>{0}));
+  EXPECT_EQ(buckets[0].numel(), kLayer4);
+  EXPECT_EQ(buckets[1].numel(), kLayer2);
+  EXPECT_EQ(buckets[2].numel(), kLayer0);
+  // Contiguous, descending, covering the whole buffer exactly once.
+  EXPECT_EQ(buckets[0].end, model.parameters().numel());
+  EXPECT_EQ(buckets[1].end, buckets[0].begin);
+  EXPECT_EQ(buckets[2].end, buckets[1].begin);
+  EXPECT_EQ(buckets[2].begin, 0);
+}
+
+TEST(GradientBuckets, SmallFirstBucketThenLargeOnes) {
+  auto model = built_mlp();
+  const BucketCaps caps{1, (kLayer2 + kLayer0) * 4};
+  const auto buckets = plan_buckets(model.parameters(), caps);
+  ASSERT_EQ(buckets.size(), 2u);
+  EXPECT_EQ(buckets[0].layers, (std::vector<size_t>{4}));
+  EXPECT_EQ(buckets[1].layers, (std::vector<size_t>{2, 0}));
+}
+
+TEST(GradientReducer, LocalWorldAveragesOverMicroBatches) {
+  auto model = built_mlp();
+  comm::LocalCommunicator local;
+  distribute::GradientReducer reducer(model.parameters(), local, {});
+  auto& grads = model.parameters().flat_grads();
+  std::fill_n(grads.data<float>(), grads.numel(), 6.0f);
+  reducer.begin_step(3);
+  for (size_t layer : {4, 3, 2, 1, 0}) reducer.on_layer_ready(layer);
+  reducer.finish();
+  for (float g : grads.to_vector()) ASSERT_EQ(g, 2.0f);
+}
+
+TEST(Bf16, RoundsToNearestEvenAndKeepsSpecialValues) {
+  EXPECT_EQ(comm::bf16_to_float(comm::float_to_bf16(1.0f)), 1.0f);
+  EXPECT_EQ(comm::bf16_to_float(comm::float_to_bf16(-3.5f)), -3.5f);
+  // 1 + 2^-8 lies halfway between bf16 neighbours 1 and 1 + 2^-7: ties go to even (1).
+  EXPECT_EQ(comm::bf16_to_float(comm::float_to_bf16(1.0f + 0x1p-8f)), 1.0f);
+  EXPECT_EQ(comm::bf16_to_float(comm::float_to_bf16(1.0f + 0x1p-8f + 0x1p-12f)), 1.0f + 0x1p-7f);
+  EXPECT_TRUE(std::isnan(comm::bf16_to_float(comm::float_to_bf16(std::nanf("")))));
+  EXPECT_TRUE(std::isinf(comm::bf16_to_float(comm::float_to_bf16(INFINITY))));
+}
