@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The threaded communication code (the gradient reducer's communication thread, the
+# collective watchdog) under ThreadSanitizer: its unit tests and the MPI tests at 2 ranks.
+# usage: tests/tsan.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+BUILD_TYPE=RelWithDebInfo launch/build.sh build-tsan -DMIRRORED_CUDA=OFF -DMIRRORED_SANITIZE=thread \
+  -DMIRRORED_DATA_DIR="$root/data/fashion-mnist"
+# Open MPI is not instrumented: TSan cannot see the synchronisation inside it, so reports
+# whose stacks lie only in its libraries are suppressed (tests/sanitizers/tsan.supp).
+export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/sanitizers/tsan.supp"
+cd build-tsan
+ctest --output-on-failure --timeout 600 -R "GradientBuckets|GradientReducer|Bf16|mpi_tests|it.import_data|it.comm_engine"
