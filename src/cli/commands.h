@@ -11,5 +11,7 @@ using Args = std::vector<std::string>;
 int train_command(int& argc, char**& argv, const Args& args);
 int data_command(const Args& args);
 int info_command(int& argc, char**& argv, const Args& args);
+int eval_command(int& argc, char**& argv, const Args& args);
+int data_inspect_command(const Args& args);  // the words after `mirrored data inspect`
 
 }  // namespace mirrored::cli

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <exception>
 #include <initializer_list>
 #include <thread>
 
@@ -103,6 +104,10 @@ Runtime::Runtime(int& argc, char**& argv, RuntimeOptions options) {
 }
 
 Runtime::~Runtime() {
+  // Unwinding from an error: leave MPI up. MPI_Finalize would wait for peers that may be
+  // blocked in a collective with this rank, hanging the job instead of letting main()
+  // report the error and MPI_Abort every rank.
+  if (std::uncaught_exceptions() > 0) return;
   world_.reset();  // frees its duplicated communicator before MPI goes away
   if (owns_mpi_) {
     int finalized = 0;

@@ -22,7 +22,8 @@ void MetricsLogger::on_log(TrainContext& ctx, const LogPoint& point) {
                            {"epoch", point.epoch + 1},
                            {"loss", point.loss},
                            {"lr", point.lr},
-                           {"samples_per_sec", point.samples_per_sec}});
+                           {"samples_per_sec", point.samples_per_sec},
+                           {"allreduce_wait_ms", point.allreduce_wait_ms}});
 }
 
 void MetricsLogger::on_epoch_end(TrainContext& ctx, const EpochEnd& end) {
@@ -40,11 +41,6 @@ void ConsoleLogger::on_train_begin(TrainContext& ctx) {
                      ", ", ctx.steps_per_epoch, " steps/epoch, ", ctx.model.parameters().numel(), " parameters, ",
                      kernels::cpu_threads(), " thread(s)/rank"));
   chief_verbose(ctx.model.module().summary());
-}
-
-void ConsoleLogger::on_log(TrainContext&, const LogPoint& point) {
-  chief_verbose(str_cat("  step ", point.step, "  loss ", fixed(point.loss, 4), "  lr ", point.lr, "  ",
-                        fixed(point.samples_per_sec, 0), " samples/s"));
 }
 
 void ConsoleLogger::on_epoch_end(TrainContext& ctx, const EpochEnd& end) {

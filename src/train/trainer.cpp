@@ -1,6 +1,9 @@
 #include "mirrored/train/trainer.h"
 
 #include <algorithm>
+#include <unistd.h>
+
+#include <cstdio>
 #include <memory>
 #include <thread>
 
@@ -12,8 +15,10 @@
 #include "mirrored/optim/optimizer.h"
 #include "mirrored/train/evaluate.h"
 #include "mirrored/train/model_factory.h"
+#include "mirrored/train/progress.h"
 #include "mirrored/train/run_directory.h"
 #include "mirrored/train/standard_callbacks.h"
+#include "mirrored/train/tensorboard_logger.h"
 
 namespace mirrored::train {
 namespace {
@@ -81,6 +86,10 @@ TrainSummary run_training(const TrainConfig& config, distribute::Runtime& runtim
 
   std::vector<std::unique_ptr<Callback>> callbacks;
   callbacks.push_back(std::make_unique<MetricsLogger>());
+  callbacks.push_back(std::make_unique<TensorBoardLogger>());
+  // Before ConsoleLogger, so a finished bar ends its line before the epoch summary prints.
+  callbacks.push_back(std::make_unique<ProgressReporter>(
+      resolve_progress_style(config.progress, config.quiet, isatty(fileno(stderr)) == 1)));
   callbacks.push_back(std::make_unique<ConsoleLogger>());
   callbacks.push_back(std::make_unique<FinalParametersWriter>());
   for (auto& callback : extra) callbacks.push_back(std::move(callback));
@@ -93,11 +102,14 @@ TrainSummary run_training(const TrainConfig& config, distribute::Runtime& runtim
     for (auto& callback : callbacks) fn(*callback);
   };
 
+  double allreduce_wait_seconds = 0.0;  // since the last log point
   auto train_step = [&](const distribute::Batch& batch) {
     model.zero_grad();
     const auto value = loss_fn.forward(model.forward(batch.images, nn::Mode::kTrain), batch.labels);
     model.backward(loss_fn.grad());
+    const Stopwatch wait_clock;
     model.synchronize_gradients();
+    allreduce_wait_seconds += wait_clock.seconds();
     optimizer->step();
     return value.mean_loss;
   };
@@ -135,6 +147,9 @@ TrainSummary run_training(const TrainConfig& config, distribute::Runtime& runtim
                      static_cast<double>(interval.steps);
         point.lr = optimizer->lr();
         point.samples_per_sec = static_cast<double>(interval.steps * config.batch_size) / interval.clock.seconds();
+        point.allreduce_wait_ms = 1e3 * strategy.reduce(distribute::ReduceOp::kMean, allreduce_wait_seconds) /
+                                  static_cast<double>(interval.steps);
+        allreduce_wait_seconds = 0.0;
         epoch_loss_sum += point.loss * static_cast<double>(interval.steps);
         for_each_callback([&](Callback& c) { c.on_log(ctx, point); });
         interval.reset();

@@ -39,6 +39,8 @@ struct LogPoint {
   double loss = 0.0;             // mean over replicas and the steps since the last point
   double lr = 0.0;
   double samples_per_sec = 0.0;  // global samples over the interval's wall time
+  double allreduce_wait_ms = 0.0;  // per step: time spent waiting for the gradient all-reduce
+                                   // (communication not hidden behind backward), replica mean
 };
 
 struct EpochEnd {

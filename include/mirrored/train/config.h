@@ -35,7 +35,9 @@ struct TrainConfig {
   int64_t threads = 0;              // per rank; 0: cores on this host / ranks on this host
   std::string launch = "auto";      // auto | mpi | local
   std::string device = "cpu";       // auto | cpu | cuda
-  bool quiet = false;
+  std::string progress = "auto";    // auto | bar | plain | off (rank-0 progress on stderr)
+  bool quiet = false;               // command line only: the final result alone
+  bool verbose = false;             // command line only: model summary, every log line
 };
 
 // Parses `args` (the words after `mirrored train`). `--config FILE` names the INI file.
