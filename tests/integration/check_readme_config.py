@@ -17,7 +17,7 @@ if len(section) != 2:
     sys.exit("FAIL: README has no '### Configuration keys' section")
 body = re.split(r"^##", section[1], maxsplit=1, flags=re.M)[0]
 readme_options = {}
-for row in re.finditer(r"^\| `(?:--)?([\w.]+)[^`]*` \| ([^|]*) \|", body, re.M):
+for row in re.finditer(r"^\| `(?:--)?([\w.]+)[^`]*` \|([^|]*)\|", body, re.M):
     default = row.group(2).strip()
     readme_options[row.group(1)] = default.strip("`") if default.startswith("`") else ""
 
