@@ -207,7 +207,8 @@ TrainConfig parse_train_config(const std::vector<std::string>& args, bool* help_
   apply(config, command_line, "command line");  // flags override the file
   config.quiet = command_line.count("quiet") > 0;
   config.verbose = command_line.count("verbose") > 0;
-  if (config.quiet && config.verbose) throw InputError("command line: --quiet and --verbose exclude each other", ExitCode::kUsage);
+  if (config.quiet && config.verbose)
+    throw InputError("command line: --quiet and --verbose exclude each other", ExitCode::kUsage);
   return config;
 }
 

@@ -1,8 +1,8 @@
 #include "mirrored/train/trainer.h"
 
-#include <algorithm>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <thread>
