@@ -1,6 +1,9 @@
 #include "mirrored/train/trainer.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <memory>
 #include <thread>
 
@@ -12,9 +15,11 @@
 #include "mirrored/optim/optimizer.h"
 #include "mirrored/train/evaluate.h"
 #include "mirrored/train/model_factory.h"
+#include "mirrored/train/progress.h"
 #include "mirrored/train/run_directory.h"
 #include "mirrored/train/standard_callbacks.h"
 #include "mirrored/train/timeline_writer.h"
+#include "mirrored/train/tensorboard_logger.h"
 
 namespace mirrored::train {
 namespace {
@@ -93,6 +98,10 @@ TrainSummary run_training(const TrainConfig& config, distribute::Runtime& runtim
 
   std::vector<std::unique_ptr<Callback>> callbacks;
   callbacks.push_back(std::make_unique<MetricsLogger>());
+  callbacks.push_back(std::make_unique<TensorBoardLogger>());
+  // Before ConsoleLogger, so a finished bar ends its line before the epoch summary prints.
+  callbacks.push_back(std::make_unique<ProgressReporter>(
+      resolve_progress_style(config.progress, config.quiet, isatty(fileno(stderr)) == 1)));
   callbacks.push_back(std::make_unique<ConsoleLogger>());
   callbacks.push_back(std::make_unique<FinalParametersWriter>());
   for (auto& callback : extra) callbacks.push_back(std::move(callback));

@@ -43,7 +43,9 @@ struct TrainConfig {
   double collective_timeout_s = 300.0;
   std::string timeline;             // Chrome trace JSON file (empty: off)
   int64_t timeline_steps = 20;      // steps recorded in the timeline
-  bool quiet = false;
+  std::string progress = "auto";    // auto | bar | plain | off (rank-0 progress on stderr)
+  bool quiet = false;               // command line only: the final result alone
+  bool verbose = false;             // command line only: model summary, every log line
 };
 
 // Parses `args` (the words after `mirrored train`). `--config FILE` names the INI file.
