@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what is missing, builds, imports the data set and runs
-# every test through CTest; then the same suite under ASan+UBSan. CI runs exactly this.
+# every test through CTest; then the same suite under ASan+UBSan, and the threaded
+# communication tests under TSan. CI runs exactly this.
 #   tests/run.sh                       everything
 #   MIRRORED_SANITIZERS=0 tests/run.sh skip the sanitizer pass (quicker local runs)
 #   tests/run.sh -L unit               extra arguments go to ctest (both passes)
@@ -12,4 +13,5 @@ launch/import_fmnist.sh build/mirrored
 (cd build && ctest --output-on-failure --timeout 900 "$@")
 if [[ "${MIRRORED_SANITIZERS:-1}" != 0 ]]; then
   tests/sanitize.sh "$@"
+  tests/tsan.sh
 fi
