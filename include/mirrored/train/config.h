@@ -35,6 +35,12 @@ struct TrainConfig {
   int64_t threads = 0;              // per rank; 0: cores on this host / ranks on this host
   std::string launch = "auto";      // auto | mpi | local
   std::string device = "cpu";       // auto | cpu | cuda
+  // checkpoints (<out>/checkpoints) and failure handling
+  int64_t checkpoint_every_steps = 0;   // 0: not by step count
+  int64_t checkpoint_every_epochs = 1;  // 0: not at epoch ends
+  int64_t checkpoint_keep = 3;          // newest files kept
+  std::string resume = "auto";          // auto | never | PATH (a checkpoint file or directory)
+  std::string nan_policy = "stop";      // stop | skip
   bool quiet = false;
 };
 
