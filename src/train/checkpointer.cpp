@@ -139,7 +139,7 @@ Choice choose_on_chief(const TrainContext& ctx) {
         choice.checkpoint = std::move(checkpoint);
         return choice;
       }
-      problem = str_cat("checkpoint '", candidates[i], "' does not fit this run: ", problem);
+      problem = str_cat("checkpoint '", candidates[i], "': does not fit this run: ", problem);
     } catch (const Error& e) {
       problem = e.what();
     }
