@@ -3,6 +3,7 @@
 // exception type, a huge allocation from a corrupt header) is a finding.
 #include "fuzz_input_file.h"
 #include "mirrored/core/error.h"
+#include "mirrored/core/tensor.h"
 #include "mirrored/data/idx.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -4,7 +4,7 @@
 # report, leak, timeout, out-of-memory) fails the run; the reproducer is left in
 # build-fuzz/findings/. New inputs go to a scratch copy, so the committed corpus only
 # changes on purpose.
-# usage: tests/fuzz/run.sh [target...]     (default: idx hdf5_dataset config)
+# usage: tests/fuzz/run.sh [target...]     (default: idx hdf5_dataset config; also: hdf5_file)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$(pwd)
@@ -25,7 +25,7 @@ for target in "${targets[@]}"; do
   status=0
   # -timeout: one input may take at most 10 s; -rss_limit_mb: 2 GiB, also the largest
   # single allocation allowed (a reader must not trust sizes from a header).
-  build-fuzz/fuzz_"$target" "$scratch" "tests/fuzz/corpus/$target" -max_total_time="$seconds" -timeout=10 \
+  build-fuzz/tests/fuzz/fuzz_"$target" "$scratch" "tests/fuzz/corpus/$target" -max_total_time="$seconds" -timeout=10 \
     -rss_limit_mb=2048 -artifact_prefix="build-fuzz/findings/$target-" -print_final_stats=1 \
     > "build-fuzz/fuzz_$target.log" 2>&1 || status=$?
   rm -rf "$scratch"
