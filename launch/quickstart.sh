@@ -10,4 +10,4 @@ launch/import_fmnist.sh build/mirrored
 # has a terminal (a log file gets plain lines).
 progress=()
 if [[ -t 2 ]]; then progress=(--progress bar); fi
-launch/local.sh 2 build/mirrored train --config launch/configs/fmnist_mlp.ini --out runs/quickstart "${progress[@]}" "$@"
+launch/local.sh 2 build/mirrored train --config launch/configs/fmnist_mlp.ini --out runs/quickstart --resume never "${progress[@]}" "$@"

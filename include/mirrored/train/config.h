@@ -46,6 +46,12 @@ struct TrainConfig {
   std::string progress = "auto";    // auto | bar | plain | off (rank-0 progress on stderr)
   bool quiet = false;               // command line only: the final result alone
   bool verbose = false;             // command line only: model summary, every log line
+  // checkpoints (<out>/checkpoints) and failure handling
+  int64_t checkpoint_every_steps = 0;   // 0: not by step count
+  int64_t checkpoint_every_epochs = 1;  // 0: not at epoch ends
+  int64_t checkpoint_keep = 3;          // newest files kept
+  std::string resume = "auto";          // auto | never | PATH (a checkpoint file or directory)
+  std::string nan_policy = "stop";      // stop | skip
 };
 
 // Parses `args` (the words after `mirrored train`). `--config FILE` names the INI file.
