@@ -7,6 +7,7 @@
 #include "mirrored/core/cuda_memory.h"
 #include "mirrored/core/device.h"
 #include "mirrored/core/log.h"
+#include "mirrored/distribute/gpu_info.h"
 #include "mirrored/distribute/runtime.h"
 
 namespace mirrored::cli {
@@ -26,11 +27,14 @@ int info_command(int& argc, char**& argv, const Args& /*args*/) {
   chief_print(str_cat("mirrored ", MIRRORED_VERSION));
   chief_print(str_cat("  cuda      ", cuda_built() ? "built in" : "not built",
                       cuda_built() ? str_cat(" (", gpus, " GPU(s) visible", gpus ? "" : ": " + gpu_reason, ")") : ""));
+  chief_print(str_cat("  gpu libs  ", distribute::cuda_versions_string()));
   chief_print(str_cat("  mpi       ", mpi_line));
   chief_print(str_cat("  hdf5      ", h5_major, ".", h5_minor, ".", h5_release));
   chief_print(str_cat("  launch    ", runtime.uses_mpi() ? "mpi" : "local (one process)", ", ", runtime.world_size(),
                       " rank(s)"));
   chief_print(runtime.cluster().table());
+  const std::string gpu_table = distribute::gpus_per_rank(runtime.world());  // collective: every rank
+  chief_print("GPUs per rank:\n" + gpu_table);
   return 0;
 }
 
