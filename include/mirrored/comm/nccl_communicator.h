@@ -35,6 +35,8 @@ class NcclCommunicator final : public Communicator {
   std::string backend() const override { return "nccl"; }
   std::unique_ptr<Communicator> duplicate() override;
 
+  using Communicator::allreduce;  // the typed conveniences stay visible
+  using Communicator::broadcast;
   void allreduce(void* buffer, size_t count, DataType type, ReduceOp op) override;
   void broadcast(void* buffer, size_t count, DataType type, int root) override;
   void allgather(const void* send, void* recv, size_t count, DataType type) override;
