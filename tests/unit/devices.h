@@ -4,12 +4,18 @@
 // without a GPU the CUDA instances are reported as skipped, with the reason.
 #include <gtest/gtest.h>
 
+#include <ostream>
 #include <string>
 #include <vector>
 
 #include "mirrored/core/cuda_memory.h"
 #include "mirrored/core/tensor.h"
 #include "mirrored/kernels/kernels.h"
+
+namespace mirrored {
+// GoogleTest prints parameters with this (the CTest names then say "cuda:0", not bytes).
+inline void PrintTo(const Device& device, std::ostream* out) { *out << device.str(); }
+}  // namespace mirrored
 
 namespace mirrored::testing {
 

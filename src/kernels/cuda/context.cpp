@@ -50,6 +50,14 @@ Context& context(int device) {
 void gemm(Context& ctx, bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
           const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
+  if (k == 0) {  // no products: c = beta * c (cuBLAS would reject the zero leading dimension)
+    if (beta == 0.0f) {  // BLAS semantics: beta = 0 overwrites, even NaN
+      MIRRORED_CUDA_CHECK(cudaMemsetAsync(c, 0, static_cast<size_t>(m * ldc) * sizeof(float), ctx.stream));
+    } else if (beta != 1.0f) {
+      scale_on(ctx.stream, c, m * ldc, beta);
+    }
+    return;
+  }
   // cuBLAS is column-major. A row-major [r, c] buffer read column-major is its transpose,
   // so C^T = op(B)^T op(A)^T is computed instead: same buffers, operands swapped.
   const cublasOperation_t op_a = transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
