@@ -13,7 +13,9 @@
 #include <vector>
 
 #include "commands.h"
+#include "mirrored/core/cuda_memory.h"
 #include "mirrored/core/error.h"
+#include "mirrored/core/tensor.h"
 #include "mirrored/core/log.h"
 #include "mirrored/core/timer.h"
 #include "mirrored/distribute/runtime.h"
@@ -42,12 +44,18 @@ double time_us(comm::Communicator& world, int warmup, int iters, const std::func
 }
 
 // Rank-filled inputs whose sum is exact in float: element i of rank r is (r + 1) * (i % 7 + 1).
-int64_t count_wrong(comm::Communicator& world, std::vector<float>& buffer, bool use_mirrored) {
+// `device` (when not null) is a device buffer of the same size: the all-reduce runs there.
+int64_t count_wrong(comm::Communicator& world, comm::Communicator& tested, std::vector<float>& buffer,
+                    bool use_mirrored, float* device = nullptr) {
   const int n = world.size();
   for (size_t i = 0; i < buffer.size(); ++i)
     buffer[i] = static_cast<float>((world.rank() + 1) * static_cast<int>(i % 7 + 1));
-  if (use_mirrored) {
-    world.allreduce(buffer.data(), buffer.size(), comm::ReduceOp::kSum);
+  if (use_mirrored && device) {
+    cuda_copy(device, buffer.data(), buffer.size() * sizeof(float));
+    tested.allreduce(device, buffer.size(), comm::ReduceOp::kSum);
+    cuda_copy(buffer.data(), device, buffer.size() * sizeof(float));
+  } else if (use_mirrored) {
+    tested.allreduce(buffer.data(), buffer.size(), comm::ReduceOp::kSum);
   } else {
     MPI_Allreduce(MPI_IN_PLACE, buffer.data(), static_cast<int>(buffer.size()), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
   }
@@ -67,7 +75,9 @@ int bench_allreduce(int& argc, char**& argv, const Args& args) {
       "max-bytes", po::value<int64_t>()->default_value(int64_t{64} << 20), "largest message (sizes double)")(
       "iters", po::value<int>()->default_value(20), "timed iterations per size")(
       "warmup", po::value<int>()->default_value(5), "untimed iterations per size")(
-      "json", po::value<std::string>(), "also write the rows as JSON lines to this file");
+      "json", po::value<std::string>(), "also write the rows as JSON lines to this file")(
+      "device", po::value<std::string>()->default_value("cpu"),
+      "cpu: the MPI communicator on host buffers; cuda: NCCL on device buffers (one GPU per rank)");
   po::variables_map values;
   try {
     po::store(po::command_line_parser(args).options(desc).run(), values);
@@ -86,20 +96,31 @@ int bench_allreduce(int& argc, char**& argv, const Args& args) {
     throw InputError("bench allreduce: expected 4 <= --min-bytes <= --max-bytes, --iters >= 1, --warmup >= 0",
                      ExitCode::kUsage);
 
-  distribute::Runtime runtime(argc, argv, {distribute::Launch::kMpi});
+  const std::string device_name = values["device"].as<std::string>();
+  if (device_name != "cpu" && device_name != "cuda")
+    throw InputError(str_cat("bench allreduce: --device '", device_name, "': expected cpu or cuda"), ExitCode::kUsage);
+  const bool on_gpu = device_name == "cuda";
+  distribute::Runtime runtime(
+      argc, argv, {distribute::Launch::kMpi, on_gpu ? distribute::DeviceChoice::kCuda : distribute::DeviceChoice::kCpu});
   auto& world = runtime.world();
+  // The communicator under test: NCCL on device buffers with --device cuda (the MPI column
+  // stays on host buffers of the same size, the path a CPU job would take).
+  auto& tested = runtime.device_communicator();
   const int n = world.size();
   const double bus_factor = n > 1 ? 2.0 * (n - 1) / n : 1.0;
   chief_print(str_cat("# mirrored bench allreduce: ", n, " ranks, float32 sum, ", iters, " iters, ", warmup,
                       " warmup; time averaged over ranks, best of ", kRounds, " alternating rounds"));
-  chief_print("#                                  mirrored (" + world.backend() +
-              ")                 MPI_Allreduce");
+  chief_print("#                                  mirrored (" + tested.backend() + (on_gpu ? ", device" : "") +
+              ")         MPI_Allreduce (host)");
   chief_print("#       size      count   type     time   algbw   busbw  #wrong      time   algbw   busbw  #wrong  ratio");
   chief_print("#        (B)   (elements)          (us)  (GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)          algbw");
 
   std::vector<Row> rows;
   std::vector<float> buffer(static_cast<size_t>(max_bytes / 4));  // touched once, reused for all sizes
   std::fill(buffer.begin(), buffer.end(), 1.0f);
+  Tensor device_buffer;
+  if (on_gpu) device_buffer = Tensor({static_cast<int64_t>(buffer.size())}, DType::kF32, runtime.device());
+  float* tested_data = on_gpu ? device_buffer.data<float>() : buffer.data();
   int64_t total_wrong = 0;
   for (int64_t bytes = min_bytes; bytes <= max_bytes; bytes *= 2) {
     Row row;
@@ -113,14 +134,14 @@ int bench_allreduce(int& argc, char**& argv, const Args& args) {
     row.mirrored_us = row.mpi_us = 1e300;
     for (int round = 0; round < kRounds; ++round) {
       row.mirrored_us = std::min(row.mirrored_us, time_us(world, warmup, iters, [&] {
-        world.allreduce(data, count, comm::ReduceOp::kSum);
+        tested.allreduce(tested_data, count, comm::ReduceOp::kSum);
       }));
       row.mpi_us = std::min(row.mpi_us, time_us(world, warmup, iters, [&] {
         MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
       }));
     }
-    const int64_t wrong_mirrored = count_wrong(world, view, true);
-    const int64_t wrong_mpi = count_wrong(world, view, false);
+    const int64_t wrong_mirrored = count_wrong(world, tested, view, true, on_gpu ? tested_data : nullptr);
+    const int64_t wrong_mpi = count_wrong(world, tested, view, false);
     row.wrong = wrong_mirrored;
     total_wrong += wrong_mirrored;
     rows.push_back(row);
@@ -153,6 +174,7 @@ int bench_allreduce(int& argc, char**& argv, const Args& args) {
       json.write({{"bytes", row.bytes},
                   {"count", row.count},
                   {"ranks", static_cast<int64_t>(n)},
+                  {"backend", tested.backend()},
                   {"mirrored_us", row.mirrored_us},
                   {"mpi_us", row.mpi_us},
                   {"algbw_gbs", static_cast<double>(row.bytes) / row.mirrored_us / 1e3},

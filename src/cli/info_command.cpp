@@ -6,6 +6,7 @@
 #include "mirrored/core/cuda_memory.h"
 #include "mirrored/core/device.h"
 #include "mirrored/core/log.h"
+#include "mirrored/distribute/gpu_info.h"
 #include "mirrored/distribute/runtime.h"
 
 namespace mirrored::cli {
@@ -30,6 +31,8 @@ int info_command(int& argc, char**& argv, const Args& /*args*/) {
     chief_print(str_cat("  ", label, std::string(width + 2 - label.size(), ' '), value));
   chief_print("");
   chief_print(runtime.cluster().table());
+  const std::string gpu_table = distribute::gpus_per_rank(runtime.world());  // collective: every rank
+  chief_print("GPUs per rank:\n" + gpu_table);
   return 0;
 }
 

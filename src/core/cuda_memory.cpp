@@ -4,16 +4,7 @@
 #include "mirrored/core/log.h"
 
 #ifdef MIRRORED_WITH_CUDA
-#include <cuda_runtime.h>
-#define MIRRORED_CUDA_CHECK(call)                                                          \
-  do {                                                                                     \
-    const cudaError_t status_ = (call);                                                    \
-    if (status_ != cudaSuccess)                                                            \
-      throw ::mirrored::Error(::mirrored::ExitCode::kFailure,                              \
-                              ::mirrored::where(__FILE__, __LINE__,                        \
-                                                ::mirrored::str_cat(#call, ": ",           \
-                                                                    cudaGetErrorString(status_)))); \
-  } while (0)
+#include "mirrored/core/cuda_check.h"
 #endif
 
 namespace mirrored {
@@ -26,8 +17,7 @@ void* cuda_allocate(size_t bytes, int device_index) {
   return ptr;
 }
 void cuda_free(void* ptr) noexcept {
-  const cudaError_t status = cudaFree(ptr);
-  if (status != cudaSuccess) rank_warning(str_cat("cudaFree: ", cudaGetErrorString(status)));
+  if (ptr) MIRRORED_CUDA_LOG(cudaFree(ptr));
 }
 void cuda_memset_zero(void* ptr, size_t bytes) { MIRRORED_CUDA_CHECK(cudaMemset(ptr, 0, bytes)); }
 void cuda_copy(void* dst, const void* src, size_t bytes) {

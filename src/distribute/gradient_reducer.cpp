@@ -6,6 +6,12 @@
 #include "mirrored/core/error.h"
 #include "mirrored/core/timer.h"
 
+#ifdef MIRRORED_WITH_CUDA
+#include "../kernels/cuda/cuda_kernels.h"
+#include "mirrored/comm/nccl_communicator.h"
+#include "mirrored/core/cuda_resources.h"
+#endif
+
 namespace mirrored::distribute {
 namespace {
 // Polling cadence of the communication thread: a few hundred immediate tests catch
@@ -14,6 +20,18 @@ namespace {
 constexpr int kSpinsBeforeSleeping = 200;
 constexpr auto kPollInterval = std::chrono::microseconds(50);
 }  // namespace
+
+#ifdef MIRRORED_WITH_CUDA
+struct GradientReducer::DeviceState {
+  comm::NcclCommunicator* nccl = nullptr;
+  int device = 0;
+  std::vector<CudaEvent> ready;   // per bucket: its gradients are written
+  std::vector<char> recorded;     // per bucket: `ready` recorded this step
+  DeviceBuffer wire;              // bf16 staging on the device
+};
+#else
+struct GradientReducer::DeviceState {};
+#endif
 
 GradientReducer::GradientReducer(nn::ParameterArena& arena, comm::Communicator& comm, ReducerOptions options)
     : arena_(arena), comm_(comm.duplicate()), options_(options), buckets_(plan_buckets(arena, options.caps)) {
@@ -27,7 +45,22 @@ GradientReducer::GradientReducer(nn::ParameterArena& arena, comm::Communicator& 
     span_names_.push_back(str_cat("allreduce bucket ", b, " (", buckets_[b].numel(), " floats)"));
   }
   pending_layers_.assign(buckets_.size(), 0);
-  if (options_.compression == GradCompression::kBf16) wire_.resize(static_cast<size_t>(largest));
+  const Device grads_device = arena.flat_grads().device();
+  if (grads_device.is_cuda()) {
+#ifdef MIRRORED_WITH_CUDA
+    device_ = std::make_unique<DeviceState>();
+    device_->nccl = dynamic_cast<comm::NcclCommunicator*>(comm_.get());
+    MIRRORED_CHECK(device_->nccl != nullptr, "gradients on ", grads_device.str(),
+                   " need the NCCL communicator, got '", comm_->backend(), "'");
+    device_->device = grads_device.index;
+    for (size_t b = 0; b < buckets_.size(); ++b) device_->ready.emplace_back(grads_device.index);
+    device_->recorded.assign(buckets_.size(), 0);
+    if (options_.compression == GradCompression::kBf16)
+      device_->wire = DeviceBuffer(static_cast<size_t>(largest) * sizeof(uint16_t), grads_device.index);
+#endif
+  } else if (options_.compression == GradCompression::kBf16) {
+    wire_.resize(static_cast<size_t>(largest));
+  }
   if (options_.overlap && comm_->size() > 1) worker_ = std::thread([this] { worker_loop(); });
   begin_step(1);
 }
@@ -48,6 +81,9 @@ void GradientReducer::begin_step(int micro_batches) {
   for (size_t b = 0; b < buckets_.size(); ++b) pending_layers_[b] = buckets_[b].layers.size();
   launched_ = 0;
   scale_ = 1.0f / static_cast<float>(comm_->size() * micro_batches);
+#ifdef MIRRORED_WITH_CUDA
+  if (device_) std::fill(device_->recorded.begin(), device_->recorded.end(), 0);
+#endif
   std::lock_guard lock(mutex_);
   completed_ = 0;
   comm_seconds_ = 0.0;
@@ -65,6 +101,14 @@ void GradientReducer::on_layer_ready(size_t layer_index) {
 
 void GradientReducer::launch(size_t bucket) {
   if (!worker_.joinable()) return;  // no overlap: finish() reduces every bucket in order
+#ifdef MIRRORED_WITH_CUDA
+  if (device_) {
+    // Now, on the main thread: the event covers exactly the kernels queued so far, which
+    // include every one that wrote this bucket, and none of the later layers'.
+    device_->ready[bucket].record(compute_stream(device_->device));
+    device_->recorded[bucket] = 1;
+  }
+#endif
   {
     std::lock_guard lock(mutex_);
     queue_.push_back(bucket);
@@ -109,6 +153,13 @@ void GradientReducer::reduce_bucket(size_t index) {
   const Bucket& bucket = buckets_[index];
   Timeline::Span span(timeline_, span_names_[index], "allreduce");
   Stopwatch clock;
+  if (device_) {
+    reduce_bucket_on_device(index);
+    const double seconds = clock.seconds();
+    std::lock_guard lock(mutex_);
+    comm_seconds_ += seconds;
+    return;
+  }
   float* grads = arena_.flat_grads().data<float>() + bucket.begin;
   const auto count = static_cast<size_t>(bucket.numel());
   if (options_.compression == GradCompression::kBf16) {
@@ -123,6 +174,30 @@ void GradientReducer::reduce_bucket(size_t index) {
   const double seconds = clock.seconds();
   std::lock_guard lock(mutex_);
   comm_seconds_ += seconds;
+}
+
+void GradientReducer::reduce_bucket_on_device([[maybe_unused]] size_t index) {
+#ifdef MIRRORED_WITH_CUDA
+  DeviceState& d = *device_;
+  const Bucket& bucket = buckets_[index];
+  float* grads = arena_.flat_grads().data<float>() + bucket.begin;
+  const int64_t count = bucket.numel();
+  if (!d.recorded[index]) d.ready[index].record(compute_stream(d.device));  // inline mode: all queued
+  d.nccl->wait_for(d.ready[index].get());
+  const cudaStream_t stream = d.nccl->stream();
+  if (options_.compression == GradCompression::kBf16) {
+    auto* wire = d.wire.as<uint16_t>();
+    kernels::cuda::float_to_bf16(grads, wire, count, stream);
+    d.nccl->enqueue_allreduce(wire, static_cast<size_t>(count), comm::DataType::kBF16, comm::ReduceOp::kSum);
+    kernels::cuda::bf16_to_float(wire, grads, count, scale_, stream);
+  } else {
+    d.nccl->enqueue_allreduce(grads, static_cast<size_t>(count), comm::DataType::kF32, comm::ReduceOp::kSum);
+    if (scale_ != 1.0f) kernels::cuda::scale_on(stream, grads, count, scale_);
+  }
+  d.nccl->synchronize("gradient allreduce", static_cast<size_t>(count));
+#else
+  MIRRORED_CHECK(false, "device gradients in a build without CUDA");
+#endif
 }
 
 void GradientReducer::worker_loop() {

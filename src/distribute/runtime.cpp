@@ -16,6 +16,13 @@
 #include "mirrored/core/log.h"
 #include "mirrored/core/process.h"
 
+#ifdef MIRRORED_WITH_CUDA
+#include <cuda_runtime.h>
+
+#include "mirrored/comm/nccl_communicator.h"
+#include "mirrored/core/cuda_check.h"
+#endif
+
 namespace mirrored::distribute {
 namespace {
 bool env_set(const char* name) {
@@ -36,9 +43,53 @@ Launch launch_from_env(Launch requested) {
 // A CUDA_VISIBLE_DEVICES narrowed to one device means device 0, whatever the local rank.
 int cuda_device_for(int local_rank, int visible) {
   const char* env_device = std::getenv("MIRRORED_CUDA_DEVICE");
-  if (env_device && *env_device) return std::atoi(env_device);
+  if (env_device && *env_device) {
+    char* end = nullptr;
+    const long parsed = std::strtol(env_device, &end, 10);
+    if (*end != '\0' || parsed < 0)
+      throw InputError(str_cat("MIRRORED_CUDA_DEVICE='", env_device, "': expected a non-negative device index"),
+                       ExitCode::kUsage);
+    return static_cast<int>(parsed);
+  }
   if (visible == 1) return 0;
   return local_rank;
+}
+
+// A name for the physical GPU that survives CUDA_VISIBLE_DEVICES renumbering (each rank
+// may see its own GPU as device 0): the UUID, else the PCI bus id.
+std::string physical_gpu_id(int index) {
+#ifdef MIRRORED_WITH_CUDA
+  cudaDeviceProp props{};
+  MIRRORED_CUDA_CHECK(cudaGetDeviceProperties(&props, index));
+  std::string id = "GPU-";
+  static const char* hex = "0123456789abcdef";
+  for (char byte : props.uuid.bytes) {
+    id += hex[(static_cast<unsigned char>(byte) >> 4) & 0xf];
+    id += hex[static_cast<unsigned char>(byte) & 0xf];
+  }
+  return id;
+#else
+  return str_cat("cuda:", index);
+#endif
+}
+
+// Two ranks of one communicator on the same GPU would serialise and, under NCCL, fail at
+// init. Collective; empty when every GPU rank has its own GPU, else names the first clash
+// (identically on every rank). CPU ranks send an empty id.
+std::string gpu_sharing(comm::Communicator& world, const Cluster& cluster, const std::string& my_gpu) {
+  const auto gpus = world.allgather_strings(my_gpu.empty() ? std::string() : cluster.host() + "|" + my_gpu);
+  for (size_t a = 0; a < gpus.size(); ++a) {
+    for (size_t b = a + 1; b < gpus.size(); ++b) {
+      if (gpus[a].empty() || gpus[a] != gpus[b]) continue;
+      const auto& pa = cluster.placements()[a];
+      const auto& pb = cluster.placements()[b];
+      return str_cat("ranks ", a, " and ", b, " on ", pa.host, " would share one GPU (", pa.device, " and ", pb.device,
+                     " are both ", gpus[a].substr(gpus[a].find('|') + 1),
+                     "): run one rank per GPU, or give each rank its own with CUDA_VISIBLE_DEVICES or "
+                     "MIRRORED_CUDA_DEVICE");
+    }
+  }
+  return {};
 }
 
 Device choose_device(DeviceChoice choice, const Cluster& cluster) {
@@ -47,16 +98,17 @@ Device choose_device(DeviceChoice choice, const Cluster& cluster) {
   const int visible = cuda_device_count(&reason);
   if (visible == 0) {
     if (choice == DeviceChoice::kAuto) return Device::cpu();
-    throw InputError(str_cat("device = cuda, but rank ", cluster.rank(), " on ", cluster.host(),
-                             " has no usable GPU (", reason, ")"),
-                     ExitCode::kUsage);
+    // Not uniform: other ranks may have GPUs, so this rank reports for itself.
+    throw Error(ExitCode::kUsage,
+                str_cat("device = cuda, but rank ", cluster.rank(), " on ", cluster.host(), " has no usable GPU (",
+                        reason, ")"));
   }
   const int index = cuda_device_for(cluster.local_rank(), visible);
+  if (index >= visible && choice == DeviceChoice::kAuto) return Device::cpu();
   if (index >= visible)
     throw Error(ExitCode::kUsage,
                 str_cat("rank ", cluster.rank(), " on ", cluster.host(), " has local rank ", cluster.local_rank(),
-                        " but only ", visible, " GPU(s) are visible: run one rank per GPU"),
-                true);
+                        " but only ", visible, " GPU(s) are visible: run one rank per GPU"));
   return Device::cuda(index);
 }
 }  // namespace
@@ -100,7 +152,26 @@ Runtime::Runtime(int& argc, char**& argv, RuntimeOptions options) {
   set_process_identity({world_->rank(), world_->size(), local_hostname()});
   cluster_ = Cluster::discover(*world_);
   device_ = choose_device(options.device, cluster_);
+  if (options.device != DeviceChoice::kCpu) {
+    cluster_.gather_devices(*world_, device_.str());
+    const std::string clash = gpu_sharing(*world_, cluster_, device_.is_cuda() ? physical_gpu_id(device_.index) : "");
+    if (!clash.empty() && options.device == DeviceChoice::kCuda) throw Error(ExitCode::kUsage, clash, true);
+    // auto: GPUs only when every rank has its own; a mixed job would mix communicators.
+    const int all_gpu = world_->allreduce_value<int32_t>(device_.is_cuda() && clash.empty() ? 1 : 0,
+                                                         comm::ReduceOp::kMin);
+    if (!all_gpu && device_.is_cuda()) {
+      chief_info(clash.empty() ? "device = auto: not every rank has a GPU; computing on the CPU"
+                               : "device = auto: " + clash + "; computing on the CPU");
+      device_ = Device::cpu();
+    }
+  }
   cluster_.gather_devices(*world_, device_.str());
+  if (device_.is_cuda()) {
+#ifdef MIRRORED_WITH_CUDA
+    MIRRORED_CUDA_CHECK(cudaSetDevice(device_.index));
+    device_comm_ = std::make_unique<comm::NcclCommunicator>(*world_, device_.index, options.collective_timeout_s);
+#endif
+  }
   if (options.print_cluster_table) chief_info(cluster_.table());
 }
 
@@ -109,10 +180,12 @@ Runtime::~Runtime() {
     // An error is on its way to main, which aborts the whole job. Finalising here would
     // wait for peers that may never come (MPI_Finalize and MPI_Comm_free synchronise),
     // so leave MPI as it is and let MPI_Abort end everything.
+    (void)device_comm_.release();
     (void)world_.release();
     (void)watchdog_.release();
     return;
   }
+  device_comm_.reset();  // NCCL teardown before the MPI world it was bootstrapped over
   world_.reset();  // frees its duplicated communicator before MPI goes away
   if (watchdog_) watchdog_->stop();
   watchdog_.reset();

@@ -16,7 +16,8 @@ uint64_t fingerprint(const Tensor& t) {
 }
 }  // namespace
 
-MirroredStrategy::MirroredStrategy(Runtime& runtime) : runtime_(runtime), comm_(runtime.world()) {}
+MirroredStrategy::MirroredStrategy(Runtime& runtime)
+    : runtime_(runtime), comm_(runtime.world()), device_comm_(runtime.device_communicator()) {}
 
 int64_t MirroredStrategy::per_replica_batch(int64_t global_batch) const {
   const int replicas = num_replicas_in_sync();
@@ -33,19 +34,20 @@ DistributedModel MirroredStrategy::mirror(std::unique_ptr<nn::Model> model, cons
   model->build(options.input_shape, device());
   if (is_chief()) model->initialize(options.seed);
   Tensor& params = model->parameters().flat_params();
-  MIRRORED_CHECK(params.device().is_cpu(), "broadcast of device parameters needs the device communicator");
-  comm_.broadcast(params.data<float>(), static_cast<size_t>(params.numel()), 0);
-  return DistributedModel(std::move(model), comm_, options.reducer, options.accumulate_steps);
+  MIRRORED_CHECK(params.device().is_cpu() || device_comm_.backend() == "nccl", "parameters on ",
+                 params.device().str(), " but the device communicator is '", device_comm_.backend(), "'");
+  device_comm_.broadcast(params.data<float>(), static_cast<size_t>(params.numel()), 0);
+  return DistributedModel(std::move(model), device_comm_, options.reducer, options.accumulate_steps);
 }
 
 DistributedDataset MirroredStrategy::distribute_dataset(std::shared_ptr<const data::Dataset> dataset,
                                                         const DatasetOptions& options) {
   per_replica_batch(options.global_batch);  // the clear error, before the sampler's
-  return DistributedDataset(std::move(dataset), options, replica_id(), num_replicas_in_sync());
+  return DistributedDataset(std::move(dataset), options, replica_id(), num_replicas_in_sync(), device());
 }
 
 EvalDataset MirroredStrategy::distribute_eval_dataset(std::shared_ptr<const data::Dataset> dataset, int64_t batch) {
-  return EvalDataset(std::move(dataset), batch, replica_id(), num_replicas_in_sync());
+  return EvalDataset(std::move(dataset), batch, replica_id(), num_replicas_in_sync(), device());
 }
 
 void MirroredStrategy::check_replicas_in_sync(const DistributedModel& model) {

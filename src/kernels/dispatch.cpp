@@ -1,11 +1,16 @@
 // The checked entry points of the op set: every shape, dtype and device rule is enforced
-// here, once, so the CPU (and later CUDA) implementations can assume valid arguments.
+// here, once, so the CPU and CUDA implementations can assume valid arguments. Tensors on
+// a GPU go to kernels::cuda (built with MIRRORED_WITH_CUDA), the others to kernels::cpu.
 #include <cstring>
 #include <initializer_list>
 
 #include "cpu/cpu_kernels.h"
 #include "mirrored/core/cuda_memory.h"
 #include "mirrored/kernels/kernels.h"
+
+#ifdef MIRRORED_WITH_CUDA
+#include "cuda/cuda_kernels.h"
+#endif
 
 namespace mirrored::kernels {
 namespace {
@@ -21,10 +26,16 @@ bool on_cuda(const char* op, std::initializer_list<const Tensor*> tensors) {
   return first.device().is_cuda();
 }
 
-[[noreturn]] void cuda_kernels_missing(const char* op) {
-  throw Error(ExitCode::kFailure,
-              str_cat(op, ": the CUDA kernels are not built yet; run on the CPU device"));
-}
+#ifdef MIRRORED_WITH_CUDA
+cuda::Context& cuda_context(const Tensor& t) { return cuda::context(t.device().index); }
+// Each op below runs its CUDA branch as `if (cuda) return CUDA_CALL(...)`.
+#define MIRRORED_ON_CUDA(tensor, fn, ...) return cuda::fn(cuda_context(tensor), __VA_ARGS__)
+#else
+// Unreachable in practice (a CPU-only build cannot allocate device tensors); kept so a
+// future path that could cannot silently run a CPU kernel on device memory.
+#define MIRRORED_ON_CUDA(tensor, fn, ...) \
+  throw Error(ExitCode::kUsage, #fn ": this build of mirrored has no CUDA support", true)
+#endif
 
 void require_f32(const char* op, std::initializer_list<const Tensor*> tensors) {
   for (const Tensor* t : tensors)
@@ -55,7 +66,8 @@ void gemm(bool transpose_a, bool transpose_b, float alpha, const Tensor& a, cons
   const int64_t n = transpose_b ? b.dim(0) : b.dim(1);
   MIRRORED_CHECK(k == kb && c.dim(0) == m && c.dim(1) == n, "gemm: op(a) ", m, "x", k, ", op(b) ", kb,
                  "x", n, ", c ", shape_str(c.shape()));
-  if (cuda) cuda_kernels_missing("gemm");
+  if (cuda) MIRRORED_ON_CUDA(a, gemm, transpose_a, transpose_b, m, n, k, alpha, a.data<float>(), a.dim(1),
+                                b.data<float>(), b.dim(1), beta, c.data<float>(), c.dim(1));
   cpu::gemm(transpose_a, transpose_b, m, n, k, alpha, a.data<float>(), a.dim(1), b.data<float>(),
             b.dim(1), beta, c.data<float>(), c.dim(1));
 }
@@ -66,7 +78,7 @@ void add_bias(Tensor& y, const Tensor& bias) {
   require_matrix("add_bias", y);
   MIRRORED_CHECK(bias.rank() == 1 && bias.dim(0) == y.dim(1), "add_bias: bias ",
                  shape_str(bias.shape()), " for y ", shape_str(y.shape()));
-  if (cuda) cuda_kernels_missing("add_bias");
+  if (cuda) MIRRORED_ON_CUDA(y, add_bias, y.data<float>(), bias.data<float>(), y.dim(0), y.dim(1));
   cpu::add_bias(y.data<float>(), bias.data<float>(), y.dim(0), y.dim(1));
 }
 
@@ -76,7 +88,7 @@ void accumulate_bias_grad(const Tensor& dy, Tensor& dbias) {
   require_matrix("accumulate_bias_grad", dy);
   MIRRORED_CHECK(dbias.rank() == 1 && dbias.dim(0) == dy.dim(1), "accumulate_bias_grad: dbias ",
                  shape_str(dbias.shape()), " for dy ", shape_str(dy.shape()));
-  if (cuda) cuda_kernels_missing("accumulate_bias_grad");
+  if (cuda) MIRRORED_ON_CUDA(dy, accumulate_bias_grad, dy.data<float>(), dbias.data<float>(), dy.dim(0), dy.dim(1));
   cpu::accumulate_bias_grad(dy.data<float>(), dbias.data<float>(), dy.dim(0), dy.dim(1));
 }
 
@@ -84,7 +96,7 @@ void relu_forward(const Tensor& x, Tensor& y) {
   const bool cuda = on_cuda("relu_forward", {&x, &y});
   require_f32("relu_forward", {&x, &y});
   require_same_shape("relu_forward", x, y);
-  if (cuda) cuda_kernels_missing("relu_forward");
+  if (cuda) MIRRORED_ON_CUDA(x, relu_forward, x.data<float>(), y.data<float>(), x.numel());
   cpu::relu_forward(x.data<float>(), y.data<float>(), x.numel());
 }
 
@@ -93,7 +105,7 @@ void relu_backward(const Tensor& y, const Tensor& dy, Tensor& dx) {
   require_f32("relu_backward", {&y, &dy, &dx});
   require_same_shape("relu_backward", y, dy);
   require_same_shape("relu_backward", y, dx);
-  if (cuda) cuda_kernels_missing("relu_backward");
+  if (cuda) MIRRORED_ON_CUDA(y, relu_backward, y.data<float>(), dy.data<float>(), dx.data<float>(), y.numel());
   cpu::relu_backward(y.data<float>(), dy.data<float>(), dx.data<float>(), y.numel());
 }
 
@@ -112,7 +124,9 @@ CrossEntropyResult softmax_cross_entropy(const Tensor& logits, const Tensor& lab
     require_f32(op, {dlogits});
     require_same_shape(op, logits, *dlogits);
   }
-  if (cuda) cuda_kernels_missing(op);
+  if (cuda)
+    MIRRORED_ON_CUDA(logits, softmax_cross_entropy, logits.data<float>(), labels.data<int32_t>(), logits.dim(0),
+                     logits.dim(1), dlogits ? dlogits->data<float>() : nullptr, grad_scale);
   return cpu::softmax_cross_entropy(logits.data<float>(), labels.data<int32_t>(), logits.dim(0),
                                     logits.dim(1), dlogits ? dlogits->data<float>() : nullptr,
                                     grad_scale);
@@ -121,7 +135,7 @@ CrossEntropyResult softmax_cross_entropy(const Tensor& logits, const Tensor& lab
 void scale(Tensor& x, float alpha) {
   const bool cuda = on_cuda("scale", {&x});
   require_f32("scale", {&x});
-  if (cuda) cuda_kernels_missing("scale");
+  if (cuda) MIRRORED_ON_CUDA(x, scale, x.data<float>(), x.numel(), alpha);
   cpu::scale(x.data<float>(), x.numel(), alpha);
 }
 
@@ -129,7 +143,7 @@ void axpy(float alpha, const Tensor& x, Tensor& y) {
   const bool cuda = on_cuda("axpy", {&x, &y});
   require_f32("axpy", {&x, &y});
   require_same_shape("axpy", x, y);
-  if (cuda) cuda_kernels_missing("axpy");
+  if (cuda) MIRRORED_ON_CUDA(x, axpy, x.numel(), alpha, x.data<float>(), y.data<float>());
   cpu::axpy(x.numel(), alpha, x.data<float>(), y.data<float>());
 }
 
@@ -150,7 +164,7 @@ void copy(const Tensor& src, Tensor& dst) {
 bool all_finite(const Tensor& x) {
   const bool cuda = on_cuda("all_finite", {&x});
   require_f32("all_finite", {&x});
-  if (cuda) cuda_kernels_missing("all_finite");
+  if (cuda) MIRRORED_ON_CUDA(x, all_finite, x.data<float>(), x.numel());
   return cpu::all_finite(x.data<float>(), x.numel());
 }
 
@@ -159,7 +173,9 @@ void sgd_update(Tensor& param, const Tensor& grad, Tensor& velocity, const SgdHy
   require_f32("sgd_update", {&param, &grad, &velocity});
   require_same_shape("sgd_update", param, grad);
   require_same_shape("sgd_update", param, velocity);
-  if (cuda) cuda_kernels_missing("sgd_update");
+  if (cuda)
+    MIRRORED_ON_CUDA(param, sgd_update, param.data<float>(), grad.data<float>(), velocity.data<float>(), param.numel(),
+                     hyper);
   cpu::sgd_update(param.data<float>(), grad.data<float>(), velocity.data<float>(), param.numel(), hyper);
 }
 
@@ -171,7 +187,9 @@ void adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const 
   require_same_shape("adam_update", param, m);
   require_same_shape("adam_update", param, v);
   MIRRORED_CHECK(step >= 1, "adam_update: step ", step, " (steps count from 1)");
-  if (cuda) cuda_kernels_missing("adam_update");
+  if (cuda)
+    MIRRORED_ON_CUDA(param, adam_update, param.data<float>(), grad.data<float>(), m.data<float>(), v.data<float>(),
+                     param.numel(), hyper, step);
   cpu::adam_update(param.data<float>(), grad.data<float>(), m.data<float>(), v.data<float>(),
                    param.numel(), hyper, step);
 }

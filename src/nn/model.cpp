@@ -2,6 +2,8 @@
 
 #include <sstream>
 
+#include "mirrored/kernels/kernels.h"
+
 namespace mirrored::nn {
 
 void Model::add(std::unique_ptr<Layer> layer) {
@@ -32,7 +34,19 @@ void Model::initialize(uint64_t seed) {
   // One stream for all weights, drawn in layer order: the same seed gives the same model
   // whatever the world size.
   Rng rng(seed, /*stream=*/1);
+  if (device_.is_cpu()) {
+    for (auto& layer : layers_) layer->initialize(rng);
+    return;
+  }
+  // Layers write their initial values through host pointers: bind them to a host copy of
+  // the arena, initialise (the same draws as on the CPU), copy it over once, rebind.
+  Tensor on_device = arena_.flat_params();
+  arena_.flat_params() = Tensor(on_device.shape(), DType::kF32, Device::cpu());
+  for (auto& layer : layers_) layer->bind(arena_);
   for (auto& layer : layers_) layer->initialize(rng);
+  kernels::copy(arena_.flat_params(), on_device);
+  arena_.flat_params() = on_device;
+  for (auto& layer : layers_) layer->bind(arena_);
 }
 
 const Tensor& Model::forward(const Tensor& x, Mode mode) {

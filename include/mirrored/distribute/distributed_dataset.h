@@ -8,6 +8,7 @@
 #include "mirrored/core/tensor.h"
 #include "mirrored/data/dataset.h"
 #include "mirrored/data/sampler.h"
+#include "mirrored/distribute/device_prefetcher.h"
 
 namespace mirrored::distribute {
 
@@ -26,7 +27,10 @@ struct DatasetOptions {
 
 class DistributedDataset {
  public:
-  DistributedDataset(std::shared_ptr<const data::Dataset> dataset, DatasetOptions options, int rank, int world);
+  // On a GPU `device`, batches are assembled on the host and copied over by a
+  // DevicePrefetcher, the next one while the current step runs.
+  DistributedDataset(std::shared_ptr<const data::Dataset> dataset, DatasetOptions options, int rank, int world,
+                     Device device = Device::cpu());
 
   int64_t steps_per_epoch() const { return sampler_.steps_per_epoch(); }
   int64_t per_replica_batch() const { return sampler_.per_replica_batch(); }
@@ -40,9 +44,14 @@ class DistributedDataset {
 
  private:
   friend class EpochRange;
+  const Batch& batch_at(int64_t step);
+
   std::shared_ptr<const data::Dataset> dataset_;
   data::ShardedSampler sampler_;
   Batch batch_;
+  int64_t last_step_ = 0;  // end of the current epoch range
+  Device device_;
+  std::unique_ptr<DevicePrefetcher> prefetcher_;  // GPU devices only, from the first batch on
 };
 
 class DistributedDataset::EpochRange {
@@ -73,7 +82,8 @@ class DistributedDataset::EpochRange {
 // Evaluation batches of this replica's share: every sample once across replicas.
 class EvalDataset {
  public:
-  EvalDataset(std::shared_ptr<const data::Dataset> dataset, int64_t batch, int rank, int world);
+  EvalDataset(std::shared_ptr<const data::Dataset> dataset, int64_t batch, int rank, int world,
+              Device device = Device::cpu());
   int64_t num_batches() const;
   int64_t shard_size() const { return range_.end - range_.begin; }
   const Batch& batch(int64_t index);  // reused buffer
@@ -83,6 +93,8 @@ class EvalDataset {
   int64_t batch_size_;
   data::IndexRange range_;
   std::vector<int64_t> indices_;
+  Device device_;
+  Batch host_batch_;  // assembled here, then copied into batch_ on a GPU device
   Batch batch_;
 };
 

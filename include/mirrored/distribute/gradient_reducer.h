@@ -8,6 +8,12 @@
 //  - finish() waits only for what is still in flight.
 // With overlap off the same buckets are all-reduced in the same order inside finish(),
 // so both modes give bit-identical results.
+//
+// Gradients on a GPU (CUDA build, NCCL communicator): when a bucket is launched the main
+// thread records an event on the compute stream, right after queueing the kernels that
+// wrote the bucket's gradients; the communication thread makes the NCCL stream wait on
+// it, all-reduces and scales there, and waits for completion under the collective
+// timeout. Backward kernels keep running on the compute stream meanwhile.
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -64,6 +70,9 @@ class GradientReducer {
   void reduce_bucket(size_t bucket);  // runs on the communication thread (or inline)
   void all_reduce_sum(void* data, size_t count, comm::DataType type);
   void worker_loop();
+  void reduce_bucket_on_device(size_t bucket);
+  struct DeviceState;                      // events, bf16 wire buffer: CUDA only
+  std::unique_ptr<DeviceState> device_;    // null for host gradients
 
   nn::ParameterArena& arena_;
   std::unique_ptr<comm::Communicator> comm_;

@@ -1,6 +1,7 @@
 #pragma once
 // The one distributed context: it owns MPI's lifetime, the world communicator, the
-// cluster table and this rank's device. Nothing else calls MPI_Init.
+// cluster table, this rank's device and, when that is a GPU, the NCCL communicator.
+// Nothing else calls MPI_Init or ncclCommInitRank.
 #include <memory>
 #include <string>
 
@@ -36,7 +37,10 @@ class Runtime {
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
 
+  // Host buffers (scalars, strings, loss sums): MPI, or a world of one.
   comm::Communicator& world() { return *world_; }
+  // Buffers on device(): NCCL when the device is a GPU, otherwise the world communicator.
+  comm::Communicator& device_communicator() { return device_comm_ ? *device_comm_ : *world_; }
   const Cluster& cluster() const { return cluster_; }
   Device device() const { return device_; }
   bool uses_mpi() const { return owns_mpi_; }
@@ -58,6 +62,7 @@ class Runtime {
   int thread_level_ = 0;
   std::unique_ptr<comm::CollectiveWatchdog> watchdog_;
   std::unique_ptr<comm::Communicator> world_;
+  std::unique_ptr<comm::Communicator> device_comm_;  // NCCL, CUDA devices only
   Cluster cluster_;
   Device device_;
 };

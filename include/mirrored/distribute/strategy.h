@@ -35,7 +35,10 @@ class MirroredStrategy {
   bool is_chief() const { return replica_id() == 0; }
   Device device() const { return runtime_.device(); }
   Runtime& runtime() { return runtime_; }
+  // Host values (loss sums, counts, checksums): the MPI world.
   comm::Communicator& communicator() { return comm_; }
+  // Parameters and gradients on device(): NCCL on GPUs, the world on CPUs.
+  comm::Communicator& device_communicator() { return device_comm_; }
 
   // Global batch / replicas; an InputError on every rank when it does not divide.
   int64_t per_replica_batch(int64_t global_batch) const;
@@ -70,6 +73,7 @@ class MirroredStrategy {
  private:
   Runtime& runtime_;
   comm::Communicator& comm_;
+  comm::Communicator& device_comm_;
 };
 
 using MultiWorkerMirroredStrategy = MirroredStrategy;

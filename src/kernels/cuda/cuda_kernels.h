@@ -1,0 +1,74 @@
+#pragma once
+// CUDA implementations of the op set (kernels.h), on raw device buffers. dispatch.cpp has
+// checked shapes, dtypes and devices; these functions only compute. Everything runs on
+// the device's compute stream (core/cuda_resources.h), in issue order, so a caller never
+// synchronises between ops; the few ops that return a value to the host
+// (softmax_cross_entropy, all_finite) wait for their own result only.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <mutex>
+
+#include "mirrored/core/cuda_resources.h"
+#include "mirrored/kernels/kernels.h"
+
+namespace mirrored::kernels::cuda {
+
+class CublasHandle {
+ public:
+  CublasHandle() = default;
+  CublasHandle(int device, cudaStream_t stream);  // bound to `stream` for its whole life
+  ~CublasHandle();
+  CublasHandle(CublasHandle&& other) noexcept : handle_(std::exchange(other.handle_, nullptr)) {}
+  CublasHandle& operator=(CublasHandle&& other) noexcept;
+  CublasHandle(const CublasHandle&) = delete;
+  CublasHandle& operator=(const CublasHandle&) = delete;
+  cublasHandle_t get() const { return handle_; }
+
+ private:
+  cublasHandle_t handle_ = nullptr;
+};
+
+// Per-device state, created once on first use: the compute stream, a cuBLAS handle on it,
+// and a small scratch area for reductions whose result comes back to the host.
+struct Context {
+  int device = 0;
+  cudaStream_t stream = nullptr;
+  CublasHandle cublas;
+  std::mutex reduce_mutex;   // guards the scratch below (main and communication threads)
+  DeviceBuffer scratch;      // per-block partial results
+  PinnedBuffer host_scratch; // their host copy
+};
+// Makes `device` current on this thread and returns its context.
+Context& context(int device);
+
+void gemm(Context& ctx, bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
+          const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+
+void add_bias(Context& ctx, float* y, const float* bias, int64_t rows, int64_t cols);
+void accumulate_bias_grad(Context& ctx, const float* dy, float* dbias, int64_t rows, int64_t cols);
+
+void relu_forward(Context& ctx, const float* x, float* y, int64_t n);
+void relu_backward(Context& ctx, const float* y, const float* dy, float* dx, int64_t n);
+
+// Labels outside [0, classes) throw (checked on the device, reported on the host).
+CrossEntropyResult softmax_cross_entropy(Context& ctx, const float* logits, const int32_t* labels, int64_t rows,
+                                         int64_t classes, float* dlogits, float grad_scale);
+
+void scale(Context& ctx, float* x, int64_t n, float alpha);
+void axpy(Context& ctx, int64_t n, float alpha, const float* x, float* y);
+bool all_finite(Context& ctx, const float* x, int64_t n);
+
+void sgd_update(Context& ctx, float* param, const float* grad, float* velocity, int64_t n, const SgdHyper& hyper);
+void adam_update(Context& ctx, float* param, const float* grad, float* m, float* v, int64_t n,
+                 const AdamHyper& hyper, int64_t step);
+
+// bfloat16 wire format for compressed gradient all-reduce, on `stream`:
+// to_bf16: out = round_nearest_even(in); from_bf16: out = float(in) * scale.
+void float_to_bf16(const float* in, uint16_t* out, int64_t n, cudaStream_t stream);
+void bf16_to_float(const uint16_t* in, float* out, int64_t n, float scale, cudaStream_t stream);
+// x *= alpha on `stream` (the communication stream scales reduced buckets).
+void scale_on(cudaStream_t stream, float* x, int64_t n, float alpha);
+
+}  // namespace mirrored::kernels::cuda

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# device = cuda through the real binary. Without a GPU (or in a CPU-only build): a clear
+# usage error (exit 2) on every rank, for train and for bench allreduce, and device = auto
+# trains on the CPU. With GPUs: a training on the GPU reaches its accuracy, and two ranks
+# on one GPU are refused with a message naming them.
+source "$(dirname "$0")/lib.sh"
+require_data
+gpus=$("$MIRRORED" info | sed -nE 's/.*\(([0-9]+) GPU\(s\) visible.*/\1/p' | head -1)
+gpus=${gpus:-0}
+common=(--config "$SOURCE_DIR/launch/configs/fmnist_mlp.ini" --data.train "$DATA_DIR/train.h5"
+        --data.test "$DATA_DIR/test.h5")
+
+if [[ $gpus -eq 0 ]]; then
+  expect_failure train_cuda_without_gpu "has no usable GPU" 30 2 train "${common[@]}" --device cuda --out "$WORK/a"
+  expect_failure bench_cuda_without_gpu "has no usable GPU" 30 2 bench allreduce --device cuda --max-bytes 4096
+  mpirun_np 1 train "${common[@]}" --device auto --max_steps 20 --epochs 1 --out "$WORK/auto" >"$WORK/auto.log"
+  grep -qE '^0 +[^ ]+ +0 +0 +cpu$' "$WORK/auto.log" || { cat "$WORK/auto.log"; fail "device = auto: rank 0 not on the cpu"; }
+  echo "ok: no GPU here; device = cuda refused clearly, device = auto ran on the CPU"
+  exit 0
+fi
+
+mpirun_np 1 train "${common[@]}" --device cuda --epochs 1 --out "$WORK/gpu1" | tee "$WORK/gpu1.log"
+acc=$(json_field "$WORK/gpu1/metrics.jsonl" eval test_accuracy)
+awk -v a="$acc" 'BEGIN { exit !(a >= 0.80) }' || fail "GPU training: test accuracy $acc < 0.80"
+grep -q "cuda:0" "$WORK/gpu1.log" || fail "cluster table does not show cuda:0"
+if [[ $gpus -ge 2 ]]; then
+  mpirun_np 2 train "${common[@]}" --device cuda --epochs 1 --out "$WORK/gpu2" >"$WORK/gpu2.log"
+  acc2=$(json_field "$WORK/gpu2/metrics.jsonl" eval test_accuracy)
+  awk -v a="$acc2" 'BEGIN { exit !(a >= 0.80) }' || fail "2-GPU training: test accuracy $acc2 < 0.80"
+else
+  expect_failure shared_gpu "would share one GPU" 60 2 train "${common[@]}" --device cuda --out "$WORK/shared"
+fi
+echo "ok: GPU training reached $acc"

@@ -1,0 +1,156 @@
+// NCCL between real ranks, one GPU each: rank-filled buffers with exact expected answers,
+// on device buffers and on host buffers (staged), and the gradient reducer on device
+// gradients. Skipped on every rank together (no GPU, or fewer GPUs than ranks on a host),
+// so no rank waits in a communicator the others never create.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mirrored/core/cuda_memory.h"
+#include "mirrored/core/tensor.h"
+#include "mpi_env.h"
+
+#ifdef MIRRORED_WITH_CUDA
+#include "mirrored/comm/nccl_communicator.h"
+#include "mirrored/distribute/gradient_reducer.h"
+#include "mirrored/kernels/kernels.h"
+#include "mirrored/nn/builders.h"
+#endif
+
+using namespace mirrored;
+
+namespace {
+
+// Empty when every rank has a GPU of its own; otherwise the reason (the same on every rank).
+std::string why_not_runnable() {
+  auto& world = test_runtime().world();
+  std::string reason;
+  const int visible = cuda_device_count(&reason);
+  const int local = test_runtime().cluster().local_rank();
+  const int mine = visible == 0 ? 0 : (local < visible ? 1 : 2);
+  const int worst = world.allreduce_value<int32_t>(mine == 1 ? 0 : (mine == 0 ? 2 : 1), comm::ReduceOp::kMax);
+  if (worst == 2) return "no CUDA device: " + (reason.empty() ? std::string("on some rank") : reason);
+  if (worst == 1) return "needs one GPU per rank: more ranks than GPUs on a host";
+  return {};
+}
+
+#define SKIP_UNLESS_ONE_GPU_PER_RANK()                         \
+  do {                                                         \
+    const std::string why = why_not_runnable();                \
+    if (!why.empty()) GTEST_SKIP() << why;                     \
+  } while (0)
+
+#ifdef MIRRORED_WITH_CUDA
+int my_device() { return test_runtime().cluster().local_rank(); }
+
+std::unique_ptr<comm::NcclCommunicator> make_nccl() {
+  return std::make_unique<comm::NcclCommunicator>(test_runtime().world(), my_device(), /*timeout_seconds=*/60.0);
+}
+
+Tensor on_gpu(const std::vector<float>& values) {
+  Tensor host = Tensor::from(values, {static_cast<int64_t>(values.size())});
+  Tensor device({host.numel()}, DType::kF32, Device::cuda(my_device()));
+  kernels::copy(host, device);
+  return device;
+}
+#endif
+
+TEST(Nccl, AllreduceSumAndMeanOnDeviceBuffers) {
+  SKIP_UNLESS_ONE_GPU_PER_RANK();
+#ifdef MIRRORED_WITH_CUDA
+  auto nccl = make_nccl();
+  const int n = nccl->size(), r = nccl->rank();
+  EXPECT_EQ(n, test_runtime().world_size());
+  EXPECT_EQ(nccl->backend(), "nccl");
+  const size_t count = 1000003;  // not a multiple of anything NCCL chunks by
+  std::vector<float> values(count);
+  for (size_t i = 0; i < count; ++i) values[i] = static_cast<float>((r + 1) * static_cast<int>(i % 7 + 1));
+  Tensor sum = on_gpu(values), mean = on_gpu(values);
+  nccl->allreduce(sum.data<float>(), count, comm::ReduceOp::kSum);
+  nccl->allreduce(mean.data<float>(), count, comm::ReduceOp::kMean);
+  const float ranks = static_cast<float>(n * (n + 1) / 2);
+  const auto got_sum = sum.to_vector(), got_mean = mean.to_vector();
+  int64_t wrong = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const float expected = ranks * static_cast<float>(i % 7 + 1);
+    wrong += got_sum[i] != expected;
+    wrong += got_mean[i] != expected / static_cast<float>(n);
+  }
+  EXPECT_EQ(wrong, 0);
+#endif
+}
+
+TEST(Nccl, BroadcastAllgatherAndBarrierOnHostAndDeviceBuffers) {
+  SKIP_UNLESS_ONE_GPU_PER_RANK();
+#ifdef MIRRORED_WITH_CUDA
+  auto nccl = make_nccl();
+  const int n = nccl->size(), r = nccl->rank();
+  // Host buffers are staged through the device.
+  int64_t host_value = r == n - 1 ? 4242 : -1;
+  nccl->broadcast(&host_value, 1, n - 1);
+  EXPECT_EQ(host_value, 4242);
+  const auto ranks = nccl->allgather_value<int32_t>(r * 10);
+  for (int i = 0; i < n; ++i) EXPECT_EQ(ranks[static_cast<size_t>(i)], i * 10);
+  EXPECT_EQ(nccl->broadcast_string(r == 0 ? "from the chief" : "", 0), "from the chief");
+  // Device buffers.
+  Tensor params = on_gpu(std::vector<float>(257, static_cast<float>(r + 1)));
+  nccl->broadcast(params.data<float>(), 257, 0);
+  for (float v : params.to_vector()) ASSERT_EQ(v, 1.0f);
+  Tensor mine = on_gpu({static_cast<float>(r), static_cast<float>(-r)});
+  Tensor all({2 * static_cast<int64_t>(n)}, DType::kF32, Device::cuda(my_device()));
+  nccl->allgather(mine.data<float>(), all.data<float>(), 2, comm::DataType::kF32);
+  const auto gathered = all.to_vector();
+  for (int i = 0; i < n; ++i) {
+    EXPECT_EQ(gathered[static_cast<size_t>(2 * i)], static_cast<float>(i));
+    EXPECT_EQ(gathered[static_cast<size_t>(2 * i + 1)], static_cast<float>(-i));
+  }
+  nccl->barrier();
+  // A duplicate is an independent communicator over the same ranks.
+  auto twin = nccl->duplicate();
+  EXPECT_EQ(twin->allreduce_value<int32_t>(1, comm::ReduceOp::kSum), n);
+#endif
+}
+
+#ifdef MIRRORED_WITH_CUDA
+// Every gradient of rank r set to (r + 1) * (i % 5 + 1): the mean is exact in float and bf16.
+std::vector<float> reduced_gradients(distribute::ReducerOptions options) {
+  auto nccl = make_nccl();
+  nn::Model model = nn::mlp({{64, 32}, 10});
+  model.build({40}, Device::cuda(my_device()));
+  auto& arena = model.parameters();
+  const int r = nccl->rank();
+  std::vector<float> grads(static_cast<size_t>(arena.numel()));
+  for (size_t i = 0; i < grads.size(); ++i) grads[i] = static_cast<float>((r + 1) * static_cast<int>(i % 5 + 1));
+  distribute::GradientReducer reducer(arena, *nccl, options);
+  reducer.begin_step(1);
+  kernels::copy(Tensor::from(grads, arena.flat_grads().shape()), arena.flat_grads());
+  for (size_t layer = model.num_layers(); layer-- > 0;) reducer.on_layer_ready(layer);
+  reducer.finish();
+  return arena.flat_grads().to_vector();
+}
+#endif
+
+TEST(Nccl, GradientReducerAveragesDeviceGradientsInEveryMode) {
+  SKIP_UNLESS_ONE_GPU_PER_RANK();
+#ifdef MIRRORED_WITH_CUDA
+  const int n = test_runtime().world_size();
+  for (bool overlap : {true, false}) {
+    for (auto compression : {distribute::GradCompression::kNone, distribute::GradCompression::kBf16}) {
+      distribute::ReducerOptions options;
+      options.overlap = overlap;
+      options.compression = compression;
+      options.caps.bucket_bytes = 4096;  // several buckets
+      options.caps.first_bucket_bytes = 1024;
+      const auto got = reduced_gradients(options);
+      int64_t wrong = 0;
+      for (size_t i = 0; i < got.size(); ++i)
+        wrong += got[i] != static_cast<float>(n + 1) / 2.0f * static_cast<float>(i % 5 + 1);
+      EXPECT_EQ(wrong, 0) << "overlap " << overlap << ", bf16 " << (compression == distribute::GradCompression::kBf16);
+    }
+  }
+#endif
+}
+
+}  // namespace

@@ -1,0 +1,65 @@
+#pragma once
+// The devices a kernel test runs on: the CPU always, the first GPU when one is usable.
+// Tests parameterised over kTestDevices call skip_unless_present() first, so on a machine
+// without a GPU the CUDA instances are reported as skipped, with the reason.
+#include <gtest/gtest.h>
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "mirrored/core/cuda_memory.h"
+#include "mirrored/core/tensor.h"
+#include "mirrored/kernels/kernels.h"
+
+namespace mirrored {
+// GoogleTest prints parameters with this (the CTest names then say "cuda:0", not bytes).
+inline void PrintTo(const Device& device, std::ostream* out) { *out << device.str(); }
+}  // namespace mirrored
+
+namespace mirrored::testing {
+
+// Empty when a CUDA device is usable, else why not ("built without CUDA", the
+// cudaGetDeviceCount error text).
+inline std::string cuda_unavailable_reason() {
+  static const std::string reason = [] {
+    std::string why;
+    return cuda_device_count(&why) > 0 ? std::string() : (why.empty() ? std::string("none visible") : why);
+  }();
+  return reason;
+}
+
+inline bool cuda_present() { return cuda_unavailable_reason().empty(); }
+
+#define MIRRORED_SKIP_WITHOUT_CUDA()                                                    \
+  do {                                                                                  \
+    if (!::mirrored::testing::cuda_present())                                           \
+      GTEST_SKIP() << "no CUDA device: " << ::mirrored::testing::cuda_unavailable_reason(); \
+  } while (0)
+
+inline const std::vector<Device> kTestDevices = {Device::cpu(), Device::cuda(0)};
+
+inline std::string device_name(const ::testing::TestParamInfo<Device>& info) {
+  return info.param.is_cpu() ? "cpu" : "cuda";
+}
+
+// A copy of `t` on `device` (same shape and dtype).
+inline Tensor to_device(const Tensor& t, Device device) {
+  Tensor out(t.shape(), t.dtype(), device);
+  kernels::copy(t, out);
+  return out;
+}
+
+// The host values of a float tensor wherever it lives.
+inline std::vector<float> host_values(const Tensor& t) { return t.to_vector(); }
+
+class DeviceTest : public ::testing::TestWithParam<Device> {
+ protected:
+  void SetUp() override {
+    if (GetParam().is_cuda()) MIRRORED_SKIP_WITHOUT_CUDA();
+  }
+  Device device() const { return GetParam(); }
+  Tensor on_device(const Tensor& t) const { return to_device(t, device()); }
+};
+
+}  // namespace mirrored::testing

@@ -1,0 +1,133 @@
+// Device selection in the runtime, and batches moved to the GPU ahead of use.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+
+#include "devices.h"
+#include "mirrored/core/error.h"
+#include "mirrored/distribute/device_prefetcher.h"
+#include "mirrored/distribute/gpu_info.h"
+#include "mirrored/distribute/runtime.h"
+
+namespace mirrored {
+namespace {
+
+TEST(DeviceChoice, CudaWithoutAGpuIsAClearUsageError) {
+  if (testing::cuda_present()) GTEST_SKIP() << "a GPU is present: device = cuda succeeds here";
+  int argc = 0;
+  char** argv = nullptr;
+  try {
+    distribute::Runtime runtime(argc, argv, {distribute::Launch::kLocal, distribute::DeviceChoice::kCuda});
+    FAIL() << "device = cuda started without a GPU";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ExitCode::kUsage);
+    EXPECT_NE(std::string(e.what()).find("has no usable GPU"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(testing::cuda_unavailable_reason()), std::string::npos) << e.what();
+  }
+}
+
+TEST(DeviceChoice, AutoFallsBackToTheCpuWithoutAGpu) {
+  if (testing::cuda_present()) GTEST_SKIP() << "a GPU is present: auto picks it";
+  int argc = 0;
+  char** argv = nullptr;
+  distribute::Runtime runtime(argc, argv, {distribute::Launch::kLocal, distribute::DeviceChoice::kAuto});
+  EXPECT_TRUE(runtime.device().is_cpu());
+  EXPECT_EQ(&runtime.device_communicator(), &runtime.world());
+}
+
+TEST(DeviceChoice, CudaOnAGpuGetsTheNcclCommunicator) {
+  MIRRORED_SKIP_WITHOUT_CUDA();
+  int argc = 0;
+  char** argv = nullptr;
+  distribute::Runtime runtime(argc, argv, {distribute::Launch::kLocal, distribute::DeviceChoice::kCuda});
+  EXPECT_TRUE(runtime.device().is_cuda());
+  EXPECT_EQ(runtime.device_communicator().backend(), "nccl");
+  EXPECT_EQ(runtime.world().backend(), "local");
+  EXPECT_NE(runtime.cluster().table().find("cuda:"), std::string::npos);
+}
+
+TEST(DeviceChoice, BadDeviceOverrideNamesTheVariable) {
+  if (!testing::cuda_present()) GTEST_SKIP() << "no CUDA device: " << testing::cuda_unavailable_reason();
+  setenv("MIRRORED_CUDA_DEVICE", "first", 1);
+  int argc = 0;
+  char** argv = nullptr;
+  EXPECT_THROW(
+      {
+        try {
+          distribute::Runtime runtime(argc, argv, {distribute::Launch::kLocal, distribute::DeviceChoice::kCuda});
+        } catch (const Error& e) {
+          unsetenv("MIRRORED_CUDA_DEVICE");
+          EXPECT_NE(std::string(e.what()).find("MIRRORED_CUDA_DEVICE"), std::string::npos);
+          throw;
+        }
+      },
+      Error);
+  unsetenv("MIRRORED_CUDA_DEVICE");
+}
+
+TEST(GpuInfo, VersionsAndDevicesAreReported) {
+  const std::string versions = distribute::cuda_versions_string();
+  if (cuda_built()) {
+    EXPECT_NE(versions.find("cuDNN 9."), std::string::npos) << versions;
+    EXPECT_NE(versions.find("NCCL 2."), std::string::npos) << versions;
+  } else {
+    EXPECT_NE(versions.find("not built"), std::string::npos) << versions;
+  }
+  const std::string gpus = distribute::local_gpus_string();
+  if (testing::cuda_present()) {
+    EXPECT_NE(gpus.find("cuda:0"), std::string::npos) << gpus;
+  } else {
+    EXPECT_EQ(gpus.rfind("none (", 0), 0u) << gpus;
+  }
+}
+
+// Batch `step` is filled with the value `step` (images) and step % 10 (labels).
+void fill_step(int64_t step, Tensor& images, Tensor& labels) {
+  ensure_shape(images, {8, 1, 4, 4});
+  ensure_shape(labels, {8}, DType::kI32);
+  for (int64_t i = 0; i < images.numel(); ++i) images.data<float>()[i] = static_cast<float>(step);
+  for (int64_t i = 0; i < 8; ++i) labels.data<int32_t>()[i] = static_cast<int32_t>(step % 10);
+}
+
+TEST(DevicePrefetcher, DeliversEachStepOnTheDeviceAndPrefetchesTheNext) {
+  MIRRORED_SKIP_WITHOUT_CUDA();
+  std::atomic<int> produced{0};
+  distribute::DevicePrefetcher prefetcher(Device::cuda(0), [&](int64_t step, Tensor& images, Tensor& labels) {
+    ++produced;
+    fill_step(step, images, labels);
+  });
+  const int64_t steps = 12;
+  for (int64_t step = 0; step < steps; ++step) {
+    const auto batch = prefetcher.get(step, step + 1 < steps ? step + 1 : -1);
+    ASSERT_TRUE(batch.images->device().is_cuda());
+    // A kernel on the compute stream sees this step's data (scale by 2 in place).
+    Tensor images = *batch.images;
+    kernels::scale(images, 2.0f);
+    for (float v : images.to_vector()) ASSERT_EQ(v, 2.0f * static_cast<float>(step)) << "step " << step;
+  }
+  EXPECT_EQ(prefetcher.prefetched(), steps - 1);  // every step after the first was ready
+  EXPECT_EQ(produced.load(), steps);
+  // A new epoch starts over at step 0 with new contents: nothing stale is handed out.
+  prefetcher.reset();
+  const auto again = prefetcher.get(0, 1);
+  EXPECT_EQ(again.images->to_vector().front(), 0.0f);
+}
+
+TEST(DevicePrefetcher, ProducerErrorsReachTheCaller) {
+  MIRRORED_SKIP_WITHOUT_CUDA();
+  distribute::DevicePrefetcher prefetcher(Device::cuda(0), [](int64_t step, Tensor& images, Tensor& labels) {
+    if (step == 1) throw InputError("sample 1 is unreadable");
+    fill_step(step, images, labels);
+  });
+  prefetcher.get(0, 1);
+  EXPECT_THROW(prefetcher.get(1, 2), InputError);
+}
+
+TEST(DevicePrefetcher, NeedsTheCudaBuild) {
+  if (cuda_built()) GTEST_SKIP() << "CUDA build: construction succeeds (tested above on a GPU)";
+  EXPECT_THROW(distribute::DevicePrefetcher(Device::cuda(0), fill_step), Error);
+}
+
+}  // namespace
+}  // namespace mirrored
