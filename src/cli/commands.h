@@ -4,6 +4,9 @@
 #include <string>
 #include <vector>
 
+#include "mirrored/distribute/runtime.h"
+#include "mirrored/train/config.h"
+
 namespace mirrored::cli {
 
 using Args = std::vector<std::string>;
@@ -11,5 +14,11 @@ using Args = std::vector<std::string>;
 int train_command(int& argc, char**& argv, const Args& args);
 int data_command(const Args& args);
 int info_command(int& argc, char**& argv, const Args& args);
+// `mirrored bench NAME ...`: dispatches to the benchmarks below by name.
+int bench_command(int& argc, char**& argv, const Args& args);
+int bench_train(int& argc, char**& argv, const Args& args);
+
+// The launch and device choices of a training configuration.
+distribute::RuntimeOptions runtime_options(const train::TrainConfig& config);
 
 }  // namespace mirrored::cli

@@ -2,6 +2,7 @@
 //   mirrored train --config FILE [--KEY VALUE ...]
 //   mirrored data import-idx --images F --labels F --out F.h5
 //   mirrored info
+//   mirrored bench train --config FILE [--steps N] [--warmup N]
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -20,7 +21,8 @@ constexpr const char* kUsage =
     "commands:\n"
     "  train     train a model data-parallel (mirrored train --help)\n"
     "  data      dataset tools: import-idx (mirrored data --help)\n"
-    "  info      version, build options and, under mpirun, the cluster table\n";
+    "  info      version, build options and, under mpirun, the cluster table\n"
+    "  bench     benchmarks: train (mirrored bench --help)\n";
 
 // Reports the error once and ends every rank. An error every rank raises identically
 // (a bad config) is printed by rank 0 alone; the others give it a moment to get out
@@ -48,11 +50,12 @@ int main(int argc, char** argv) {
     if (command == "train") return cli::train_command(argc, argv, args);
     if (command == "data") return cli::data_command(args);
     if (command == "info") return cli::info_command(argc, argv, args);
+    if (command == "bench") return cli::bench_command(argc, argv, args);
     if (command == "--help" || command == "-h" || command == "help") {
       std::fputs(kUsage, stdout);
       return 0;
     }
-    throw InputError(str_cat("unknown command '", command, "'; valid commands: train, data, info"), ExitCode::kUsage);
+    throw InputError(str_cat("unknown command '", command, "'; valid commands: train, data, info, bench"), ExitCode::kUsage);
   } catch (const Error& error) {
     fail(error);
   } catch (const std::exception& error) {

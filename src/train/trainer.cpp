@@ -12,37 +12,13 @@
 #include "mirrored/optim/optimizer.h"
 #include "mirrored/train/evaluate.h"
 #include "mirrored/train/model_factory.h"
+#include "mirrored/train/optimizer_factory.h"
 #include "mirrored/train/run_directory.h"
+#include "mirrored/train/run_setup.h"
 #include "mirrored/train/standard_callbacks.h"
 
 namespace mirrored::train {
 namespace {
-
-int threads_per_rank(const TrainConfig& config, const distribute::Cluster& cluster) {
-  if (config.threads > 0) return static_cast<int>(config.threads);
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return std::max(1, cores / std::max(1, cluster.local_size()));
-}
-
-std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& config, nn::ParameterArena& arena) {
-  if (config.optimizer == "sgd") {
-    return std::make_unique<optim::Sgd>(
-        arena, kernels::SgdHyper{static_cast<float>(config.lr), static_cast<float>(config.momentum),
-                                 static_cast<float>(config.weight_decay), false});
-  }
-  kernels::AdamHyper hyper;
-  hyper.lr = static_cast<float>(config.lr);
-  hyper.beta1 = static_cast<float>(config.beta1);
-  hyper.beta2 = static_cast<float>(config.beta2);
-  hyper.eps = static_cast<float>(config.eps);
-  hyper.weight_decay = static_cast<float>(config.weight_decay);
-  hyper.decoupled_weight_decay = config.optimizer == "adamw";
-  return std::make_unique<optim::Adam>(arena, hyper);
-}
-
-std::shared_ptr<const data::Dataset> load(const std::string& path) {
-  return std::make_shared<const data::Dataset>(data::load_hdf5_dataset(path));
-}
 
 // Sums over the steps between two log points, reduced across replicas at the point.
 struct Interval {
@@ -64,8 +40,8 @@ TrainSummary run_training(const TrainConfig& config, distribute::Runtime& runtim
   strategy.per_replica_batch(config.batch_size);  // fails fast, on every rank, before any I/O
   kernels::set_cpu_threads(threads_per_rank(config, runtime.cluster()));
 
-  const auto train_set = load(config.train_data);
-  const auto test_set = load(config.test_data);
+  const auto train_set = load_dataset(config.train_data);
+  const auto test_set = load_dataset(config.test_data);
   if (test_set->sample_shape != train_set->sample_shape)
     throw InputError(str_cat("data.test '", config.test_data, "' has samples of shape ",
                              shape_str(test_set->sample_shape), " but data.train '", config.train_data, "' has ",
@@ -93,7 +69,9 @@ TrainSummary run_training(const TrainConfig& config, distribute::Runtime& runtim
     for (auto& callback : callbacks) fn(*callback);
   };
 
+  TrainSummary summary;
   auto train_step = [&](const distribute::Batch& batch) {
+    model.set_step(summary.steps);
     model.zero_grad();
     const auto value = loss_fn.forward(model.forward(batch.images, nn::Mode::kTrain), batch.labels);
     model.backward(loss_fn.grad());
@@ -103,7 +81,6 @@ TrainSummary run_training(const TrainConfig& config, distribute::Runtime& runtim
   };
 
   for_each_callback([&](Callback& c) { c.on_train_begin(ctx); });
-  TrainSummary summary;
   double timed_seconds = 0.0;  // step time after step 0, which pays one-time costs
   int64_t timed_steps = 0;
   for (int64_t epoch = 0; epoch < config.epochs && summary.steps < total_steps && !ctx.stop_training; ++epoch) {
@@ -147,6 +124,7 @@ TrainSummary run_training(const TrainConfig& config, distribute::Runtime& runtim
     end.train_loss = epoch_loss_sum / static_cast<double>(std::max<int64_t>(epoch_steps, 1));
     end.seconds = epoch_seconds;
     end.samples_per_sec = static_cast<double>(epoch_steps * config.batch_size) / std::max(epoch_seconds, 1e-9);
+    model.synchronize_buffers();  // one set of running statistics to evaluate and save
     end.eval = evaluate(strategy, model, test_data);
     strategy.check_replicas_in_sync(model);
     summary.final_test_loss = end.eval.loss;

@@ -21,6 +21,13 @@ class Model {
   void build(const Shape& input_shape, Device device = Device::cpu());
   void initialize(uint64_t seed);  // deterministic from the seed
 
+  // Run context the layers see (see RunContext): the seed of dropout masks, this
+  // replica's index and the cross-replica reducer (sync batch norm), the current step.
+  void set_random_seed(uint64_t seed) { context_->seed = seed; }
+  void set_replica(int replica, CrossReplicaReducer* reducer);
+  void set_step(int64_t step) { context_->step = step; }
+  const RunContext& context() const { return *context_; }
+
   const Tensor& forward(const Tensor& x, Mode mode);
   // Called after each layer's backward, in reverse layer order, with that layer's index:
   // its gradients are final for this step (the hook the gradient reducer listens on).
@@ -44,6 +51,8 @@ class Model {
   Shape output_shape_;
   Device device_;
   bool built_ = false;
+  // On the heap so that the layers' pointers to it survive moving the Model.
+  std::unique_ptr<RunContext> context_ = std::make_unique<RunContext>();
 };
 
 }  // namespace mirrored::nn
