@@ -24,7 +24,8 @@ struct CnnSpec {
   float dropout = 0.0f;                      // after each hidden fully connected layer
   int64_t num_classes = 10;
 };
-// For each channel count: Conv2d(kernel, padding) [-> BatchNorm2d] -> ReLU -> MaxPool2d(pool);
+// For each channel count: Conv2d(kernel, padding) [-> BatchNorm2d] -> ReLU -> MaxPool2d(pool),
+// built as MaxPool2d then ReLU (the same function, cheaper: see builders.cpp);
 // then Flatten, Linear+ReLU [+Dropout] per hidden width, Linear to num_classes.
 Model cnn(const CnnSpec& spec);
 

@@ -7,7 +7,39 @@
 
 namespace mirrored::kernels::cpu {
 
+namespace {
+// The common 2x2, stride 2, unpadded case: two input rows per output row, no clipping.
+void max_pool2x2(const float* x, const PoolShape& s, float* y, int32_t* argmax) {
+  const int64_t in_plane = s.h * s.w, out_plane = s.oh * s.ow;
+  for (int64_t p = 0; p < s.planes; ++p) {
+    const float* in = x + p * in_plane;
+    for (int64_t oy = 0; oy < s.oh; ++oy) {
+      const float* r0 = in + 2 * oy * s.w;
+      const float* r1 = r0 + s.w;
+      float* out = y + p * out_plane + oy * s.ow;
+      int32_t* arg = argmax + p * out_plane + oy * s.ow;
+      const auto base = static_cast<int32_t>(2 * oy * s.w);
+      const auto w = static_cast<int32_t>(s.w);
+      for (int64_t ox = 0; ox < s.ow; ++ox) {
+        const auto c = static_cast<int32_t>(2 * ox);
+        // Row-major scan order with strict '>', as the general loop: the first maximum wins.
+        // Selects rather than branches: which element wins is data, and mispredicted
+        // branches cost more than the whole comparison.
+        const float a = r0[c], b = r0[c + 1], d = r1[c], e = r1[c + 1];
+        const bool top_right = b > a, bottom_right = e > d;
+        const float top = top_right ? b : a, bottom = bottom_right ? e : d;
+        const int32_t top_at = base + c + (top_right ? 1 : 0), bottom_at = base + w + c + (bottom_right ? 1 : 0);
+        const bool lower = bottom > top;
+        out[ox] = lower ? bottom : top;
+        arg[ox] = lower ? bottom_at : top_at;
+      }
+    }
+  }
+}
+}  // namespace
+
 void max_pool2d_forward(const float* x, const PoolShape& s, float* y, int32_t* argmax) {
+  if (s.kh == 2 && s.kw == 2 && s.stride == 2 && s.pad == 0) return max_pool2x2(x, s, y, argmax);
   const int64_t in_plane = s.h * s.w, out_plane = s.oh * s.ow;
   for (int64_t p = 0; p < s.planes; ++p) {
     const float* in = x + p * in_plane;
