@@ -13,6 +13,7 @@ mpirun_np 2 train --config "$SOURCE_DIR/launch/configs/fmnist_resnet.ini" "${dat
 cnn=$(json_field "$WORK/cnn/metrics.jsonl" eval test_accuracy)
 resnet=$(json_field "$WORK/resnet/metrics.jsonl" eval test_accuracy)
 echo "test accuracy: cnn $cnn after 150 steps, resnet $resnet after 80 steps"
-# THRESHOLDS
-awk -v a="$cnn" 'BEGIN { exit !(a >= CNN_MIN) }' || fail "cnn test accuracy $cnn < CNN_MIN"
-awk -v a="$resnet" 'BEGIN { exit !(a >= RESNET_MIN) }' || fail "resnet test accuracy $resnet < RESNET_MIN"
+# Measured: cnn 0.845, resnet 0.671 (chance is 0.1); the thresholds leave room for other
+# BLAS builds and rounding while still failing a model that does not learn.
+awk -v a="$cnn" 'BEGIN { exit !(a >= 0.80) }' || fail "cnn test accuracy $cnn < 0.80"
+awk -v a="$resnet" 'BEGIN { exit !(a >= 0.55) }' || fail "resnet test accuracy $resnet < 0.55"
