@@ -15,6 +15,10 @@ python=${PYTHON:-/usr/bin/python3}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # One thread per rank for every BLAS and OpenMP runtime, in both programs.
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
+# Open MPI's shared-memory transport spins while it waits for a peer; on a host shared with
+# other work the spinning ranks lose the CPU to it (gloo's waiting ranks sleep instead).
+# Yielding while idle costs nothing measurable on an idle host. Override by exporting it.
+export OMPI_MCA_mpi_yield_when_idle=${OMPI_MCA_mpi_yield_when_idle:-1}
 
 "$python" -c 'import torch' 2>/dev/null || { echo "PyTorch missing: apt-get install python3-torch" >&2; exit 1; }
 
