@@ -44,8 +44,9 @@ Args take_bench_options(const Args& args, BenchOptions& options) {
     char* end = nullptr;
     const long long value = std::strtoll(text.c_str(), &end, 10);
     if (text.empty() || *end != '\0' || value < (steps ? 1 : 0))
-      throw InputError(str_cat("command line: ", args[i - 1], " = '", text, "': expected an integer >= ", steps ? 1 : 0),
-                       ExitCode::kUsage);
+      throw InputError(
+          str_cat("command line: ", args[i - 1], " = '", text, "': expected an integer >= ", steps ? 1 : 0),
+          ExitCode::kUsage);
     (steps ? options.steps : options.warmup) = value;
   }
   return rest;
@@ -81,8 +82,9 @@ int bench_train(int& argc, char**& argv, const Args& args) {
   kernels::set_cpu_threads(train::threads_per_rank(config, runtime.cluster()));
   const auto train_set = train::load_dataset(config.train_data);
   auto data = strategy.distribute_dataset(train_set, {config.batch_size, config.seed, true});
-  auto model = strategy.scope([&] { return train::make_model(config, train_set->sample_shape, train_set->num_classes); },
-                              {train_set->sample_shape, config.seed});
+  auto model = strategy.scope(
+      [&] { return train::make_model(config, train_set->sample_shape, train_set->num_classes); },
+      {train_set->sample_shape, config.seed});
   auto optimizer = train::make_optimizer(config, model.parameters());
   nn::CrossEntropyLoss loss_fn;
 
@@ -138,7 +140,8 @@ int bench_train(int& argc, char**& argv, const Args& args) {
                       " replica(s) x ", strategy.per_replica_batch(config.batch_size), " = global batch ",
                       config.batch_size, ", ", kernels::cpu_threads(), " thread(s)/rank, ", bench.steps,
                       " timed steps after ", warmup, " warm-up"));
-  std::string header = "  ms/step  samples/s", row = str_cat("  ", fixed(ms_per_step, 3), "  ", fixed(samples_per_sec, 1));
+  std::string header = "  ms/step  samples/s";
+  std::string row = str_cat("  ", fixed(ms_per_step, 3), "  ", fixed(samples_per_sec, 1));
   for (int p = 0; p < kPhases; ++p) {
     header += str_cat("  ", kPhaseNames[p]);
     row += str_cat("  ", fixed(figures[p] / steps * 1e3, 3));

@@ -55,7 +55,8 @@ int main(int argc, char** argv) {
       std::fputs(kUsage, stdout);
       return 0;
     }
-    throw InputError(str_cat("unknown command '", command, "'; valid commands: train, data, info, bench"), ExitCode::kUsage);
+    throw InputError(str_cat("unknown command '", command, "'; valid commands: train, data, info, bench"),
+                     ExitCode::kUsage);
   } catch (const Error& error) {
     fail(error);
   } catch (const std::exception& error) {

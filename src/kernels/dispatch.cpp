@@ -358,7 +358,8 @@ void batch_norm_statistics(const Tensor& sums, const Tensor& shift, float eps, f
   const bool cuda = on_cuda(op, {&sums, &shift, &mean, &invstd, &running_mean, &running_var});
   require_f32(op, {&sums, &shift, &mean, &invstd, &running_mean, &running_var});
   const int64_t c = shift.numel();
-  for (const Tensor* t : std::initializer_list<const Tensor*>{&shift, &mean, &invstd, &running_mean, &running_var}) require_vector(op, *t, c, "vector");
+  for (const Tensor* t : std::initializer_list<const Tensor*>{&shift, &mean, &invstd, &running_mean, &running_var})
+    require_vector(op, *t, c, "vector");
   require_vector(op, sums, 2 * c + 1, "sums");
   MIRRORED_CHECK(eps > 0.0f && momentum >= 0.0f && momentum <= 1.0f, op, ": eps ", eps, ", momentum ", momentum);
   if (cuda) cuda_kernels_missing(op);
@@ -373,7 +374,8 @@ void batch_norm_inference_statistics(const Tensor& running_mean, const Tensor& r
   const bool cuda = on_cuda(op, {&running_mean, &running_var, &mean, &invstd});
   require_f32(op, {&running_mean, &running_var, &mean, &invstd});
   const int64_t c = running_mean.numel();
-  for (const Tensor* t : std::initializer_list<const Tensor*>{&running_mean, &running_var, &mean, &invstd}) require_vector(op, *t, c, "vector");
+  for (const Tensor* t : std::initializer_list<const Tensor*>{&running_mean, &running_var, &mean, &invstd})
+    require_vector(op, *t, c, "vector");
   MIRRORED_CHECK(eps > 0.0f, op, ": eps ", eps);
   if (cuda) cuda_kernels_missing(op);
   cpu::batch_norm_inference_statistics(running_mean.data<float>(), running_var.data<float>(), c, eps,
@@ -386,7 +388,8 @@ void batch_norm_apply(const Tensor& x, const Tensor& mean, const Tensor& invstd,
   const bool cuda = on_cuda(op, {&x, &mean, &invstd, &gamma, &beta, &y});
   require_f32(op, {&x, &mean, &invstd, &gamma, &beta, &y});
   const BnShape s = bn_shape(op, x);
-  for (const Tensor* t : std::initializer_list<const Tensor*>{&mean, &invstd, &gamma, &beta}) require_vector(op, *t, s.c, "vector");
+  for (const Tensor* t : std::initializer_list<const Tensor*>{&mean, &invstd, &gamma, &beta})
+    require_vector(op, *t, s.c, "vector");
   require_same_shape(op, x, y);
   if (cuda) cuda_kernels_missing(op);
   cpu::batch_norm_apply(x.data<float>(), mean.data<float>(), invstd.data<float>(), gamma.data<float>(),
@@ -416,7 +419,8 @@ void batch_norm_backward_input(const Tensor& x, const Tensor& dy, const Tensor& 
   const BnShape s = bn_shape(op, x);
   require_same_shape(op, x, dy);
   require_same_shape(op, x, dx);
-  for (const Tensor* t : std::initializer_list<const Tensor*>{&mean, &invstd, &gamma}) require_vector(op, *t, s.c, "vector");
+  for (const Tensor* t : std::initializer_list<const Tensor*>{&mean, &invstd, &gamma})
+    require_vector(op, *t, s.c, "vector");
   require_vector(op, grad_sums, 2 * s.c + 1, "grad_sums");
   if (cuda) cuda_kernels_missing(op);
   MIRRORED_CHECK(grad_sums.data<float>()[2 * s.c] > 0.0f, op, ": gradient of an empty batch");

@@ -54,10 +54,9 @@ Shape AvgPool2d::build(const Shape& input, const std::string&, size_t, Parameter
 const Tensor& AvgPool2d::forward(const Tensor& x, Mode /*mode*/) {
   MIRRORED_CHECK(x.rank() == 4, "AvgPool2d expects [N, C, H, W], got ", shape_str(x.shape()));
   input_shape_ = x.shape();
-  ensure_shape(output_,
-               {x.dim(0), x.dim(1), kernels::conv_output_size(x.dim(2), params_.kernel_h, params_.stride, params_.padding),
-                kernels::conv_output_size(x.dim(3), params_.kernel_w, params_.stride, params_.padding)},
-               DType::kF32, x.device());
+  const int64_t oh = kernels::conv_output_size(x.dim(2), params_.kernel_h, params_.stride, params_.padding);
+  const int64_t ow = kernels::conv_output_size(x.dim(3), params_.kernel_w, params_.stride, params_.padding);
+  ensure_shape(output_, {x.dim(0), x.dim(1), oh, ow}, DType::kF32, x.device());
   kernels::avg_pool2d_forward(x, params_, output_);
   return output_;
 }

@@ -212,7 +212,8 @@ void check_model(nn::Model& model, const Shape& sample, int64_t batch, int64_t c
   xs.insert(xs.begin(), batch);
   const Tensor x = random_tensor(xs, rng);
   Tensor labels({batch}, DType::kI32);
-  for (int64_t i = 0; i < batch; ++i) labels.data<int32_t>()[i] = static_cast<int32_t>(rng.below(static_cast<uint64_t>(classes)));
+  for (int64_t i = 0; i < batch; ++i)
+    labels.data<int32_t>()[i] = static_cast<int32_t>(rng.below(static_cast<uint64_t>(classes)));
   nn::CrossEntropyLoss ce;
   nn::ParameterArena& arena = model.parameters();
   arena.zero_grads();
