@@ -5,6 +5,7 @@
 //   mirrored data inspect F
 //   mirrored info
 //   mirrored bench allreduce [--min-bytes N --max-bytes N --iters N --warmup N --json FILE]
+//   mirrored bench train --config FILE [--steps N] [--warmup N]
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -25,7 +26,7 @@ constexpr const char* kUsage =
     "  eval      accuracy and loss of a parameter file (mirrored eval --help)\n"
     "  data      dataset tools: import-idx, inspect (mirrored data --help)\n"
     "  info      version, build options and, under mpirun, the cluster table\n"
-    "  bench     benchmarks: allreduce (mirrored bench --help)\n";
+    "  bench     benchmarks: allreduce, train (mirrored bench --help)\n";
 
 // Reports the error once and ends every rank. An error every rank raises identically
 // (a bad config) is printed by rank 0 alone; the others give it a moment to get out

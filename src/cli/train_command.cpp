@@ -19,6 +19,10 @@ distribute::DeviceChoice device_of(const std::string& name) {
 }
 }  // namespace
 
+distribute::RuntimeOptions runtime_options(const train::TrainConfig& config) {
+  return {launch_of(config.launch), device_of(config.device), false};
+}
+
 int train_command(int& argc, char**& argv, const Args& args) {
   bool help = false;
   // Every rank parses the same file and flags, so a bad value fails on all of them alike.
@@ -27,8 +31,7 @@ int train_command(int& argc, char**& argv, const Args& args) {
     std::fputs(train::train_config_help().c_str(), stdout);
     return 0;
   }
-  distribute::Runtime runtime(argc, argv,
-                              {launch_of(config.launch), device_of(config.device), false, config.collective_timeout_s});
+  distribute::Runtime runtime(argc, argv, runtime_options(config));
   if (config.quiet) set_log_level(LogLevel::kQuiet);
   if (config.verbose) set_log_level(LogLevel::kVerbose);
   chief_info(str_cat("cluster:\n", runtime.cluster().table()));

@@ -4,13 +4,25 @@
 
 namespace mirrored::distribute {
 
+void CommunicatorReducer::sum(Tensor& values) {
+  MIRRORED_CHECK(values.device().is_cpu(), "cross-replica sum of device tensors needs the device communicator");
+  comm_.allreduce(values.data<float>(), static_cast<size_t>(values.numel()), comm::ReduceOp::kSum);
+}
+
 DistributedModel::DistributedModel(std::unique_ptr<nn::Model> model, comm::Communicator& comm, ReducerOptions options,
                                    int accumulate_steps)
     : model_(std::move(model)),
       reducer_(std::make_unique<GradientReducer>(model_->parameters(), comm, options)),
-      accumulate_steps_(accumulate_steps) {
+      accumulate_steps_(accumulate_steps),
+      comm_(&comm),
+      cross_replica_(std::make_unique<CommunicatorReducer>(comm)) {
   MIRRORED_CHECK(accumulate_steps_ >= 1, "accumulate_steps = ", accumulate_steps_);
+  // A world of one has nothing to reduce: layers then skip the call altogether.
+  model_->set_replica(comm.rank(), comm.size() > 1 ? cross_replica_.get() : nullptr);
 }
+
+DistributedModel::~DistributedModel() = default;
+DistributedModel::DistributedModel(DistributedModel&&) noexcept = default;
 
 void DistributedModel::zero_grad() {
   model_->parameters().zero_grads();
@@ -37,6 +49,13 @@ void DistributedModel::synchronize_gradients() {
 void DistributedModel::set_timeline(Timeline* timeline) {
   model_->set_timeline(timeline);
   reducer_->set_timeline(timeline);
+}
+
+void DistributedModel::synchronize_buffers() {
+  Tensor& buffers = model_->parameters().flat_buffers();
+  if (comm_->size() == 1 || buffers.numel() == 0) return;
+  MIRRORED_CHECK(buffers.device().is_cpu(), "buffer all-reduce of device tensors needs the device communicator");
+  comm_->allreduce(buffers.data<float>(), static_cast<size_t>(buffers.numel()), comm::ReduceOp::kMean);
 }
 
 }  // namespace mirrored::distribute

@@ -33,6 +33,7 @@ int64_t MirroredStrategy::per_replica_batch(int64_t global_batch) const {
 DistributedModel MirroredStrategy::mirror(std::unique_ptr<nn::Model> model, const ModelOptions& options) {
   model->build(options.input_shape, device());
   if (is_chief()) model->initialize(options.seed);
+  model->set_random_seed(options.seed);  // dropout masks, on every replica
   Tensor& params = model->parameters().flat_params();
   MIRRORED_CHECK(params.device().is_cpu() || device_comm_.backend() == "nccl", "parameters on ",
                  params.device().str(), " but the device communicator is '", device_comm_.backend(), "'");

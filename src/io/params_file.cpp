@@ -15,9 +15,12 @@ std::string dataset_for(const nn::ParameterInfo& info) { return "/params/" + inf
 void save_parameters(const std::string& path, const nn::ParameterArena& arena) {
   MIRRORED_CHECK(arena.allocated(), "saving parameters of an arena that is not allocated");
   H5File file(path, H5File::Access::kTruncate);
-  for (size_t i = 0; i < arena.size(); ++i) {
-    const nn::ParameterInfo& info = arena.info(i);
-    const Tensor param = arena.param(i);
+  // Buffers (running statistics) are saved beside the parameters: a model needs them to
+  // evaluate, and the world-size comparisons cover them too.
+  for (size_t i = 0; i < arena.size() + arena.num_buffers(); ++i) {
+    const bool is_param = i < arena.size();
+    const nn::ParameterInfo& info = is_param ? arena.info(i) : arena.buffer_info(i - arena.size());
+    const Tensor param = is_param ? arena.param(i) : arena.buffer(i - arena.size());
     if (param.device().is_cpu()) {
       file.write_f32(dataset_for(info), info.shape, param.data<float>());
     } else {
@@ -29,8 +32,9 @@ void save_parameters(const std::string& path, const nn::ParameterArena& arena) {
 void load_parameters(const std::string& path, nn::ParameterArena& arena) {
   MIRRORED_CHECK(arena.allocated(), "loading parameters into an arena that is not allocated");
   const H5File file(path, H5File::Access::kRead);
-  for (size_t i = 0; i < arena.size(); ++i) {
-    const nn::ParameterInfo& info = arena.info(i);
+  for (size_t i = 0; i < arena.size() + arena.num_buffers(); ++i) {
+    const bool is_param = i < arena.size();
+    const nn::ParameterInfo& info = is_param ? arena.info(i) : arena.buffer_info(i - arena.size());
     const std::string dataset = dataset_for(info);
     if (!file.exists(dataset)) {
       throw InputError(str_cat("'", path, "': parameter ", info.name, " is missing (no dataset ",
@@ -47,7 +51,7 @@ void load_parameters(const std::string& path, nn::ParameterArena& arena) {
                                ") is not floating point"));
     }
     const std::vector<float> values = file.read_f32(dataset);
-    Tensor param = arena.param(i);
+    Tensor param = is_param ? arena.param(i) : arena.buffer(i - arena.size());
     const size_t bytes = values.size() * sizeof(float);
     MIRRORED_CHECK(bytes == param.bytes(), "parameter ", info.name, " holds ", param.bytes(),
                    " bytes, file gives ", bytes);

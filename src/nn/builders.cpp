@@ -1,5 +1,6 @@
 #include "mirrored/nn/builders.h"
 
+#include "mirrored/nn/conv.h"
 #include "mirrored/nn/layers.h"
 
 namespace mirrored::nn {
@@ -11,6 +12,48 @@ Model mlp(const MlpSpec& spec) {
     model.add(std::make_unique<Linear>(width));
     model.add(std::make_unique<ReLU>());
   }
+  model.add(std::make_unique<Linear>(spec.num_classes));
+  return model;
+}
+
+Model cnn(const CnnSpec& spec) {
+  MIRRORED_CHECK(spec.num_classes > 0 && !spec.channels.empty(), "cnn needs channels and num_classes > 0");
+  Model model;
+  for (int64_t channels : spec.channels) {
+    // A batch norm right after the conv makes the conv's bias redundant (beta replaces it).
+    model.add(std::make_unique<Conv2d>(channels, spec.kernel, 1, spec.padding, /*bias=*/!spec.batchnorm));
+    if (spec.batchnorm) model.add(std::make_unique<BatchNorm2d>(spec.sync_batchnorm));
+    // ReLU and max pooling commute (both are monotone: max(relu(a), relu(b)) =
+    // relu(max(a, b))), so pooling first gives the same function with the ReLU on a
+    // quarter of the values, forward and backward.
+    if (spec.pool > 1) model.add(std::make_unique<MaxPool2d>(spec.pool));
+    model.add(std::make_unique<ReLU>());
+  }
+  model.add(std::make_unique<Flatten>());
+  for (int64_t width : spec.hidden) {
+    model.add(std::make_unique<Linear>(width));
+    model.add(std::make_unique<ReLU>());
+    if (spec.dropout > 0.0f) model.add(std::make_unique<Dropout>(spec.dropout));
+  }
+  model.add(std::make_unique<Linear>(spec.num_classes));
+  return model;
+}
+
+Model resnet(const ResNetSpec& spec) {
+  MIRRORED_CHECK(spec.num_classes > 0 && !spec.channels.empty() && spec.blocks > 0,
+                 "resnet needs channels, blocks > 0 and num_classes > 0");
+  Model model;
+  model.add(std::make_unique<Conv2d>(spec.channels[0], 3, 1, 1, /*bias=*/false));
+  model.add(std::make_unique<BatchNorm2d>(spec.sync_batchnorm));
+  model.add(std::make_unique<ReLU>());
+  for (size_t stage = 0; stage < spec.channels.size(); ++stage) {
+    for (int64_t block = 0; block < spec.blocks; ++block) {
+      const int64_t stride = stage > 0 && block == 0 ? 2 : 1;
+      model.add(std::make_unique<ResidualBlock>(spec.channels[stage], stride, spec.sync_batchnorm));
+    }
+  }
+  model.add(std::make_unique<AvgPool2d>());  // global
+  model.add(std::make_unique<Flatten>());
   model.add(std::make_unique<Linear>(spec.num_classes));
   return model;
 }

@@ -25,7 +25,10 @@ void Model::build(const Shape& input_shape, Device device) {
   }
   output_shape_ = shape;
   arena_.allocate(device);
-  for (auto& layer : layers_) layer->bind(arena_);
+  for (auto& layer : layers_) {
+    layer->bind(arena_);
+    layer->attach(context_.get());
+  }
   built_ = true;
 }
 
@@ -47,6 +50,12 @@ void Model::initialize(uint64_t seed) {
   kernels::copy(arena_.flat_params(), on_device);
   arena_.flat_params() = on_device;
   for (auto& layer : layers_) layer->bind(arena_);
+}
+
+void Model::set_replica(int replica, CrossReplicaReducer* reducer) {
+  MIRRORED_CHECK(replica >= 0, "replica index ", replica);
+  context_->replica = replica;
+  context_->reducer = reducer;
 }
 
 const Tensor& Model::forward(const Tensor& x, Mode mode) {

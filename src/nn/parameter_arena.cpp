@@ -4,8 +4,7 @@ namespace mirrored::nn {
 
 size_t ParameterArena::declare(std::string name, Shape shape, size_t layer) {
   MIRRORED_CHECK(!allocated(), "declare(\"", name, "\") after the arena was allocated");
-  for (const ParameterInfo& info : infos_)
-    MIRRORED_CHECK(info.name != name, "parameter \"", name, "\" declared twice");
+  require_new_name(name);
   const int64_t numel = shape_numel(shape);
   MIRRORED_CHECK(numel >= 0, "parameter \"", name, "\" has shape ", shape_str(shape));
   infos_.push_back({std::move(name), std::move(shape), numel_, layer});
@@ -17,6 +16,30 @@ void ParameterArena::allocate(Device device) {
   MIRRORED_CHECK(!allocated(), "parameter arena allocated twice");
   params_ = Tensor({numel_}, DType::kF32, device);
   grads_ = Tensor({numel_}, DType::kF32, device);
+  buffers_ = Tensor({buffer_numel_}, DType::kF32, device);
+}
+
+void ParameterArena::require_new_name(const std::string& name) const {
+  for (const ParameterInfo& info : infos_)
+    MIRRORED_CHECK(info.name != name, "parameter \"", name, "\" declared twice");
+  for (const ParameterInfo& info : buffer_infos_)
+    MIRRORED_CHECK(info.name != name, "buffer \"", name, "\" declared twice");
+}
+
+size_t ParameterArena::declare_buffer(std::string name, Shape shape, size_t layer) {
+  MIRRORED_CHECK(!allocated(), "declare_buffer(\"", name, "\") after the arena was allocated");
+  require_new_name(name);
+  const int64_t numel = shape_numel(shape);
+  MIRRORED_CHECK(numel >= 0, "buffer \"", name, "\" has shape ", shape_str(shape));
+  buffer_infos_.push_back({std::move(name), std::move(shape), buffer_numel_, layer});
+  buffer_numel_ += numel;
+  return buffer_infos_.size() - 1;
+}
+
+Tensor ParameterArena::buffer(size_t index) const {
+  MIRRORED_CHECK(allocated(), "buffer(", index, ") before the arena was allocated");
+  const ParameterInfo& b = buffer_info(index);
+  return buffers_.view(b.offset, b.shape);
 }
 
 Tensor ParameterArena::param(size_t index) const {

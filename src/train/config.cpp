@@ -97,17 +97,20 @@ Option string_option(std::string key, std::string help, std::string TrainConfig:
           [field](const TrainConfig& c) { return c.*field; }};
 }
 
+Option list_option(std::string key, std::string help, std::vector<int64_t> TrainConfig::*field, int64_t min) {
+  return {key, std::move(help),
+          [key, field, min](TrainConfig& c, const std::string& v, const std::string& origin) {
+            (c.*field).clear();
+            for (const auto& part : split(v, ',')) (c.*field).push_back(parse_int(origin, key, part, min));
+            if ((c.*field).empty()) bad_value(origin, key, v, "a comma-separated list of integers");
+          },
+          [field](const TrainConfig& c) { return join(c.*field, ","); }};
+}
+
 Option bool_option(std::string key, std::string help, bool TrainConfig::*field) {
   return {key, std::move(help),
           [key, field](TrainConfig& c, const std::string& v, const std::string& origin) {
-            const std::string value = trim(v);
-            if (value == "true" || value == "1" || value == "on" || value == "yes") {
-              c.*field = true;
-            } else if (value == "false" || value == "0" || value == "off" || value == "no") {
-              c.*field = false;
-            } else {
-              bad_value(origin, key, v, "true or false");
-            }
+            c.*field = parse_choice(origin, key, v, {"true", "false"}) == "true";
           },
           [field](const TrainConfig& c) { return std::string(c.*field ? "true" : "false"); }};
 }
@@ -122,13 +125,26 @@ const std::vector<Option>& options() {
   static const std::vector<Option> table = {
       string_option("data.train", "training set (HDF5: /images, /labels)", &TrainConfig::train_data),
       string_option("data.test", "test set, evaluated after every epoch", &TrainConfig::test_data),
-      string_option("model", "model architecture", &TrainConfig::model, {"mlp"}),
+      string_option("model", "model architecture", &TrainConfig::model, {"mlp", "cnn", "resnet"}),
       {"model.hidden", "hidden layer widths of the mlp, comma separated",
        [](TrainConfig& c, const std::string& v, const std::string& origin) {
          c.hidden.clear();
          for (const auto& part : split(v, ',')) c.hidden.push_back(parse_int(origin, "model.hidden", part, 1));
        },
        [](const TrainConfig& c) { return join(c.hidden, ","); }},
+      list_option("cnn.channels", "cnn: output channels of each conv + maxpool stage", &TrainConfig::cnn_channels, 1),
+      int_option("cnn.kernel_size", "cnn: square kernel of the convolutions", &TrainConfig::cnn_kernel, 1),
+      int_option("cnn.padding", "cnn: zero padding of the convolutions", &TrainConfig::cnn_padding, 0),
+      list_option("cnn.fc", "cnn: widths of the fully connected layers before the classifier", &TrainConfig::cnn_fc,
+                  1),
+      bool_option("cnn.batchnorm", "cnn: batch norm after each convolution", &TrainConfig::cnn_batchnorm),
+      list_option("resnet.channels", "resnet: channels of each stage (the stem uses the first)",
+                  &TrainConfig::resnet_channels, 1),
+      int_option("resnet.blocks", "resnet: residual blocks per stage", &TrainConfig::resnet_blocks, 1),
+      bool_option("model.sync_batchnorm", "batch norm statistics over the global batch (all replicas)",
+                  &TrainConfig::sync_batchnorm),
+      real_option("model.dropout", "cnn: dropout probability after each hidden fully connected layer",
+                  &TrainConfig::dropout, 0, 1, false, true, "a number in [0, 1)"),
       int_option("batch_size", "global batch, split evenly over replicas", &TrainConfig::batch_size, 1),
       int_option("eval_batch_size", "evaluation batch per replica", &TrainConfig::eval_batch_size, 1),
       int_option("epochs", "passes over the training set", &TrainConfig::epochs, 1),

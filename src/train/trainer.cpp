@@ -19,6 +19,8 @@
 #include "mirrored/train/model_factory.h"
 #include "mirrored/train/progress.h"
 #include "mirrored/train/non_finite_guard.h"
+#include "mirrored/train/optimizer_factory.h"
+#include "mirrored/train/run_setup.h"
 #include "mirrored/train/run_directory.h"
 #include "mirrored/train/standard_callbacks.h"
 #include "mirrored/train/timeline_writer.h"
@@ -26,32 +28,6 @@
 
 namespace mirrored::train {
 namespace {
-
-int threads_per_rank(const TrainConfig& config, const distribute::Cluster& cluster) {
-  if (config.threads > 0) return static_cast<int>(config.threads);
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return std::max(1, cores / std::max(1, cluster.local_size()));
-}
-
-std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& config, nn::ParameterArena& arena) {
-  if (config.optimizer == "sgd") {
-    return std::make_unique<optim::Sgd>(
-        arena, kernels::SgdHyper{static_cast<float>(config.lr), static_cast<float>(config.momentum),
-                                 static_cast<float>(config.weight_decay), false});
-  }
-  kernels::AdamHyper hyper;
-  hyper.lr = static_cast<float>(config.lr);
-  hyper.beta1 = static_cast<float>(config.beta1);
-  hyper.beta2 = static_cast<float>(config.beta2);
-  hyper.eps = static_cast<float>(config.eps);
-  hyper.weight_decay = static_cast<float>(config.weight_decay);
-  hyper.decoupled_weight_decay = config.optimizer == "adamw";
-  return std::make_unique<optim::Adam>(arena, hyper);
-}
-
-std::shared_ptr<const data::Dataset> load(const std::string& path) {
-  return std::make_shared<const data::Dataset>(data::load_hdf5_dataset(path));
-}
 
 distribute::ReducerOptions reducer_options(const TrainConfig& config) {
   distribute::ReducerOptions options;
@@ -81,8 +57,8 @@ TrainSummary run_training(const TrainConfig& config, distribute::Runtime& runtim
   strategy.per_replica_batch(config.batch_size);  // fails fast, on every rank, before any I/O
   kernels::set_cpu_threads(threads_per_rank(config, runtime.cluster()));
 
-  const auto train_set = load(config.train_data);
-  const auto test_set = load(config.test_data);
+  const auto train_set = load_dataset(config.train_data);
+  const auto test_set = load_dataset(config.test_data);
   if (test_set->sample_shape != train_set->sample_shape)
     throw InputError(str_cat("data.test '", config.test_data, "' has samples of shape ",
                              shape_str(test_set->sample_shape), " but data.train '", config.train_data, "' has ",
@@ -175,6 +151,7 @@ TrainSummary run_training(const TrainConfig& config, distribute::Runtime& runtim
       float loss = 0.0f;
       model.zero_grad();
       for (int micro = 0; micro < micro_batches; ++micro, ++next_batch) {
+        model.set_step(summary.steps * micro_batches + micro);  // dropout masks are keyed by it
         const distribute::Batch* batch;
         {
           static const std::string kData = "data";
@@ -225,6 +202,7 @@ TrainSummary run_training(const TrainConfig& config, distribute::Runtime& runtim
     end.train_loss = epoch_loss_sum / static_cast<double>(std::max<int64_t>(epoch_steps, 1));
     end.seconds = epoch_seconds;
     end.samples_per_sec = static_cast<double>(epoch_steps * samples_per_step) / std::max(epoch_seconds, 1e-9);
+    model.synchronize_buffers();  // one set of running statistics to evaluate and save
     end.eval = evaluate(strategy, model, test_data);
     strategy.check_replicas_in_sync(model);
     summary.final_test_loss = end.eval.loss;

@@ -51,6 +51,24 @@ inline std::vector<float> numerical_grad(const Tensor& x, const std::function<do
   return grad;
 }
 
+// Inside a network the inputs of ReLUs and max-pool windows cannot be kept away from
+// their kinks (we measured max-pool windows whose top two values differ by 1.4e-5), and a
+// central difference that straddles one is off by O(1) whatever the step: a few entries
+// of a large check may disagree for that reason alone. This returns the share of entries
+// whose analytic and numerical derivatives agree within kGradTolerance (on the scale of
+// relative_error); a wrong formula (a missing term, a wrong index) breaks most entries,
+// a kink only the few whose step crossed it.
+inline double agreeing_fraction(const std::vector<float>& analytic, const std::vector<float>& numeric) {
+  if (analytic.size() != numeric.size() || analytic.empty()) return 0.0;
+  double scale = 1.0;
+  for (size_t i = 0; i < analytic.size(); ++i)
+    scale = std::max({scale, std::abs(static_cast<double>(analytic[i])), std::abs(static_cast<double>(numeric[i]))});
+  size_t agree = 0;
+  for (size_t i = 0; i < analytic.size(); ++i)
+    agree += std::abs(static_cast<double>(analytic[i]) - numeric[i]) <= kGradTolerance * scale;
+  return static_cast<double>(agree) / static_cast<double>(analytic.size());
+}
+
 // sum(y * weights) in double: a scalar whose gradient with respect to y is `weights`.
 inline double weighted_sum(const Tensor& y, const Tensor& weights) {
   const float* a = y.data<float>();

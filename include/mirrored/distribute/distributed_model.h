@@ -14,10 +14,25 @@
 
 namespace mirrored::distribute {
 
+// nn::CrossReplicaReducer over a communicator: sync batch norm's statistics. Called from
+// the thread that runs the step, on the world communicator, in layer order; a gradient
+// reducer that communicates from its own thread does so on a communicator of its own.
+class CommunicatorReducer final : public nn::CrossReplicaReducer {
+ public:
+  explicit CommunicatorReducer(comm::Communicator& comm) : comm_(comm) {}
+  void sum(Tensor& values) override;
+
+ private:
+  comm::Communicator& comm_;
+};
+
 class DistributedModel {
  public:
   DistributedModel(std::unique_ptr<nn::Model> model, comm::Communicator& comm, ReducerOptions options,
                    int accumulate_steps = 1);
+  ~DistributedModel();
+  DistributedModel(DistributedModel&&) noexcept;
+  DistributedModel& operator=(DistributedModel&&) = delete;
 
   const Tensor& forward(const Tensor& x, nn::Mode mode) { return model_->forward(x, mode); }
   void zero_grad();
@@ -28,6 +43,11 @@ class DistributedModel {
   const CommStats& comm_stats() const { return reducer_->last_step_stats(); }
   const GradientReducer& reducer() const { return *reducer_; }
   void set_timeline(Timeline* timeline);
+  // The step about to run (dropout masks are keyed by it).
+  void set_step(int64_t step) { model_->set_step(step); }
+  // Averages the model's buffers (batch norm running statistics) over replicas: without
+  // sync batch norm each replica tracks its own; call before evaluating or saving.
+  void synchronize_buffers();
 
   nn::Model& module() { return *model_; }
   nn::ParameterArena& parameters() { return model_->parameters(); }
@@ -38,6 +58,8 @@ class DistributedModel {
   std::unique_ptr<GradientReducer> reducer_;
   int accumulate_steps_;
   int backward_passes_ = 0;  // since zero_grad()
+  comm::Communicator* comm_;
+  std::unique_ptr<CommunicatorReducer> cross_replica_;  // the model's layers point at it
 };
 
 }  // namespace mirrored::distribute

@@ -1,6 +1,7 @@
 #pragma once
 // Model parameters as an HDF5 file: one float32 dataset per parameter, named as in the
-// arena ("/params/0.linear.weight"). This is final.h5.
+// arena ("/params/0.linear.weight"); the arena's buffers (batch norm running statistics,
+// "/params/1.batchnorm.running_mean") are stored the same way. This is final.h5.
 #include <string>
 
 #include "mirrored/nn/parameter_arena.h"

@@ -67,6 +67,74 @@ struct AdamHyper {
 void adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamHyper& hyper,
                  int64_t step);
 
+// ---- Convolution, pooling, normalisation, dropout: activations are NCHW [N, C, H, W].
+
+// A 2-D convolution's geometry (square stride and padding on both sides, zeros outside).
+struct Conv2dParams {
+  int64_t kernel_h = 1, kernel_w = 1;
+  int64_t stride = 1;
+  int64_t padding = 0;
+};
+// Output extent along one dimension, or <= 0 when the kernel does not fit.
+int64_t conv_output_size(int64_t input, int64_t kernel, int64_t stride, int64_t padding);
+
+// y = conv(x, weight) (+ bias), weight [OC, C, KH, KW] (PyTorch layout), bias [OC] or null.
+// `workspace` belongs to the caller (a layer): the op sizes it and reuses it across calls;
+// pass the same one to the matching backward.
+void conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor* bias, const Conv2dParams& params,
+                    Tensor& y, Tensor& workspace);
+// Accumulates dweight (and dbias) from dy; writes dx when it is given (not accumulated).
+void conv2d_backward(const Tensor& x, const Tensor& weight, const Tensor& dy, const Conv2dParams& params,
+                     Tensor* dx, Tensor& dweight, Tensor* dbias, Tensor& workspace);
+
+// Pooling windows: kernel_h x kernel_w, one stride for both dimensions, zero padding.
+struct Pool2dParams {
+  int64_t kernel_h = 2, kernel_w = 2;
+  int64_t stride = 2;
+  int64_t padding = 0;
+};
+// Max pooling. `argmax` (int32, shaped like y) records the input index, within its
+// [H, W] plane, that each output came from; padding never wins. Ties go to the first.
+void max_pool2d_forward(const Tensor& x, const Pool2dParams& params, Tensor& y, Tensor& argmax);
+// dx = 0, then dx[argmax] += dy.
+void max_pool2d_backward(const Tensor& dy, const Tensor& argmax, Tensor& dx);
+// Average pooling; padded zeros count in the divisor (PyTorch's count_include_pad=True).
+void avg_pool2d_forward(const Tensor& x, const Pool2dParams& params, Tensor& y);
+void avg_pool2d_backward(const Tensor& dy, const Pool2dParams& params, Tensor& dx);
+
+// Batch normalisation over N and the spatial dimensions of x [N, C, ...], in pieces so
+// that the statistics can be summed across replicas between them (sync batch norm).
+// sums [2C + 1] = {sum (x - shift), sum (x - shift)^2, count}: `shift` (e.g. the running
+// mean) keeps the second sum from cancelling when the mean is large.
+void batch_norm_sums(const Tensor& x, const Tensor& shift, Tensor& sums);
+// From (possibly cross-replica) sums: mean, invstd = 1 / sqrt(var + eps) with the biased
+// variance; running = (1 - momentum) running + momentum * stat, unbiased var (PyTorch).
+void batch_norm_statistics(const Tensor& sums, const Tensor& shift, float eps, float momentum, Tensor& mean,
+                           Tensor& invstd, Tensor& running_mean, Tensor& running_var);
+// Inference: mean = running_mean, invstd = 1 / sqrt(running_var + eps).
+void batch_norm_inference_statistics(const Tensor& running_mean, const Tensor& running_var, float eps,
+                                     Tensor& mean, Tensor& invstd);
+// y = (x - mean) * invstd * gamma + beta, per channel.
+void batch_norm_apply(const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& gamma,
+                      const Tensor& beta, Tensor& y);
+// grad_sums [2C + 1] = {sum dy, sum dy * xhat, count}, xhat = (x - mean) * invstd.
+void batch_norm_backward_sums(const Tensor& x, const Tensor& dy, const Tensor& mean, const Tensor& invstd,
+                              Tensor& grad_sums);
+// dx = gamma * invstd * (dy - sum dy / count - xhat * sum (dy xhat) / count), from
+// (possibly cross-replica) grad_sums.
+void batch_norm_backward_input(const Tensor& x, const Tensor& dy, const Tensor& mean, const Tensor& invstd,
+                               const Tensor& gamma, const Tensor& grad_sums, Tensor& dx);
+
+// Inverted dropout: each sample's mask is drawn from its own stream, keyed by `seed` and
+// the sample's index `first_sample + n`, so a mask depends on which global sample it is
+// and not on how the batch was split. mask = 0 or 1 / (1 - p); y = x * mask.
+void dropout_forward(const Tensor& x, float p, uint64_t seed, int64_t first_sample, Tensor& mask, Tensor& y);
+// dx = dy * mask
+void dropout_backward(const Tensor& dy, const Tensor& mask, Tensor& dx);
+
+// y = a + b (same shapes; y may alias a or b)
+void add(const Tensor& a, const Tensor& b, Tensor& y);
+
 // Sets the number of threads the CPU kernels (and BLAS) use in this process.
 void set_cpu_threads(int threads);
 int cpu_threads();

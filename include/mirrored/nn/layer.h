@@ -1,6 +1,7 @@
 #pragma once
 // A layer of a model. Layers own their output and input-gradient buffers (reused across
 // steps), declare parameters in the model's arena, and accumulate parameter gradients.
+#include <cstdint>
 #include <string>
 
 #include "mirrored/core/rng.h"
@@ -10,6 +11,24 @@
 namespace mirrored::nn {
 
 enum class Mode { kTrain, kEval };
+
+// Sums a tensor over every replica, in place. A collective: every replica calls it the
+// same number of times in the same order (layers call it in forward order, then in
+// backward order, from the thread that runs the step). nn/ declares it; the distribute
+// layer implements it over the world communicator (sync batch norm).
+class CrossReplicaReducer {
+ public:
+  virtual ~CrossReplicaReducer() = default;
+  virtual void sum(Tensor& values) = 0;
+};
+
+// What a layer may need to know about the step it runs in, owned by the Model.
+struct RunContext {
+  uint64_t seed = 0;       // dropout masks: (seed, step, layer, global sample index)
+  int64_t step = 0;        // training step, set by the loop before each forward
+  int replica = 0;         // this replica's index; its batch is the replica-th slice
+  CrossReplicaReducer* reducer = nullptr;  // null: a single replica, nothing to reduce
+};
 
 class Layer {
  public:
@@ -28,12 +47,17 @@ class Layer {
   virtual void bind(ParameterArena& /*arena*/) {}
   // Initialises parameters (only ever called on the chief; replicas receive a broadcast).
   virtual void initialize(Rng& /*rng*/) {}
+  // The model's run context (stable for the model's lifetime). Composite layers pass it on.
+  virtual void attach(const RunContext* context) { context_ = context; }
 
   // x: [batch, ...input]. Returns the output, valid until the next forward.
   virtual const Tensor& forward(const Tensor& x, Mode mode) = 0;
   // dy: gradient w.r.t. the last forward's output. Accumulates parameter gradients and
   // returns the gradient w.r.t. the input (undefined when !need_input_grad).
   virtual const Tensor& backward(const Tensor& dy, bool need_input_grad) = 0;
+
+ protected:
+  const RunContext* context_ = nullptr;
 };
 
 }  // namespace mirrored::nn

@@ -22,6 +22,13 @@ class Model {
   void build(const Shape& input_shape, Device device = Device::cpu());
   void initialize(uint64_t seed);  // deterministic from the seed
 
+  // Run context the layers see (see RunContext): the seed of dropout masks, this
+  // replica's index and the cross-replica reducer (sync batch norm), the current step.
+  void set_random_seed(uint64_t seed) { context_->seed = seed; }
+  void set_replica(int replica, CrossReplicaReducer* reducer);
+  void set_step(int64_t step) { context_->step = step; }
+  const RunContext& context() const { return *context_; }
+
   const Tensor& forward(const Tensor& x, Mode mode);
   // Called after each layer's backward, in reverse layer order, with that layer's index:
   // its gradients are final for this step (the hook the gradient reducer listens on).
@@ -49,6 +56,8 @@ class Model {
   bool built_ = false;
   Timeline* timeline_ = nullptr;
   std::vector<std::string> backward_span_names_;  // "backward 3.linear", built once
+  // On the heap so that the layers' pointers to it survive moving the Model.
+  std::unique_ptr<RunContext> context_ = std::make_unique<RunContext>();
 };
 
 }  // namespace mirrored::nn

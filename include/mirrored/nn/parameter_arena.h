@@ -5,6 +5,11 @@
 //
 // Two phases: layers declare() their parameters while the model is built, then allocate()
 // creates both buffers and the views become valid.
+//
+// Buffers (declare_buffer) are model state that is not trained: batch norm's running
+// statistics. They live in a third flat tensor, so the optimizer and the gradient
+// all-reduce never touch them, but they are saved with the parameters (Keras's
+// non-trainable weights).
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -41,11 +46,24 @@ class ParameterArena {
 
   void zero_grads() { grads_.zero(); }
 
+  // Non-trained state, same two phases. Buffer names share the parameters' namespace.
+  size_t declare_buffer(std::string name, Shape shape, size_t layer);
+  size_t num_buffers() const { return buffer_infos_.size(); }
+  const ParameterInfo& buffer_info(size_t index) const { return buffer_infos_.at(index); }
+  Tensor buffer(size_t index) const;
+  Tensor& flat_buffers() { return buffers_; }
+  const Tensor& flat_buffers() const { return buffers_; }
+
  private:
   std::vector<ParameterInfo> infos_;
   int64_t numel_ = 0;
   Tensor params_;
   Tensor grads_;
+  std::vector<ParameterInfo> buffer_infos_;
+  int64_t buffer_numel_ = 0;
+  Tensor buffers_;
+
+  void require_new_name(const std::string& name) const;
 };
 
 }  // namespace mirrored::nn

@@ -17,6 +17,18 @@ struct TrainConfig {
   // model
   std::string model = "mlp";
   std::vector<int64_t> hidden = {256, 128};
+  // model = cnn
+  std::vector<int64_t> cnn_channels = {32, 64};
+  int64_t cnn_kernel = 5;
+  int64_t cnn_padding = 0;
+  std::vector<int64_t> cnn_fc = {128};
+  bool cnn_batchnorm = false;
+  // model = resnet
+  std::vector<int64_t> resnet_channels = {16, 32, 64};
+  int64_t resnet_blocks = 2;
+  // cnn and resnet
+  bool sync_batchnorm = false;      // batch statistics over the global batch
+  double dropout = 0.0;             // cnn: after each hidden fully connected layer
   // schedule
   int64_t batch_size = 128;         // global, split evenly over replicas
   int64_t eval_batch_size = 1000;   // per replica

@@ -1,5 +1,6 @@
 #pragma once
-// The model named by the configuration (`model`, `model.*` keys), not yet built.
+// The model named by the configuration (`model`, `model.*`, `cnn.*`, `resnet.*` keys),
+// not yet built.
 #include "mirrored/core/tensor.h"
 #include "mirrored/nn/model.h"
 #include "mirrored/train/config.h"

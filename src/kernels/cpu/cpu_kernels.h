@@ -30,6 +30,51 @@ void sgd_update(float* param, const float* grad, float* velocity, int64_t n, con
 void adam_update(float* param, const float* grad, float* m, float* v, int64_t n,
                  const AdamHyper& hyper, int64_t step);
 
+// The full geometry of one convolution (input, weight and output extents).
+struct ConvShape {
+  int64_t n = 0, c = 0, h = 0, w = 0;  // input
+  int64_t oc = 0, kh = 0, kw = 0;      // weight [oc, c, kh, kw]
+  int64_t stride = 1, pad = 0;
+  int64_t oh = 0, ow = 0;              // output
+};
+// Floats of workspace conv2d_* need for this shape.
+int64_t conv2d_workspace_floats(const ConvShape& s);
+void conv2d_forward(const float* x, const float* weight, const float* bias, const ConvShape& s, float* y,
+                    float* workspace);
+// dx may be null (not wanted), dbias too.
+void conv2d_backward(const float* x, const float* weight, const float* dy, const ConvShape& s, float* dx,
+                     float* dweight, float* dbias, float* workspace);
+
+struct PoolShape {
+  int64_t planes = 0, h = 0, w = 0;  // planes = N * C
+  int64_t kh = 2, kw = 2, stride = 2, pad = 0;
+  int64_t oh = 0, ow = 0;
+};
+void max_pool2d_forward(const float* x, const PoolShape& s, float* y, int32_t* argmax);
+void max_pool2d_backward(const float* dy, const int32_t* argmax, int64_t planes, int64_t in_plane,
+                         int64_t out_plane, float* dx);
+void avg_pool2d_forward(const float* x, const PoolShape& s, float* y);
+void avg_pool2d_backward(const float* dy, const PoolShape& s, float* dx);
+
+// x is [n, c, plane] for the batch-norm kernels.
+void batch_norm_sums(const float* x, const float* shift, int64_t n, int64_t c, int64_t plane, float* sums);
+void batch_norm_statistics(const float* sums, const float* shift, int64_t c, float eps, float momentum,
+                           float* mean, float* invstd, float* running_mean, float* running_var);
+void batch_norm_inference_statistics(const float* running_mean, const float* running_var, int64_t c, float eps,
+                                     float* mean, float* invstd);
+void batch_norm_apply(const float* x, const float* mean, const float* invstd, const float* gamma,
+                      const float* beta, int64_t n, int64_t c, int64_t plane, float* y);
+void batch_norm_backward_sums(const float* x, const float* dy, const float* mean, const float* invstd, int64_t n,
+                              int64_t c, int64_t plane, float* grad_sums);
+void batch_norm_backward_input(const float* x, const float* dy, const float* mean, const float* invstd,
+                               const float* gamma, const float* grad_sums, int64_t n, int64_t c, int64_t plane,
+                               float* dx);
+
+void dropout_forward(const float* x, float p, uint64_t seed, int64_t first_sample, int64_t n,
+                     int64_t sample_numel, float* mask, float* y);
+void multiply(const float* a, const float* b, float* y, int64_t n);
+void add(const float* a, const float* b, float* y, int64_t n);
+
 // Threads used by BLAS (and, later, by the element-wise loops).
 void set_threads(int threads);
 int threads();

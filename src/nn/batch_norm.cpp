@@ -1,0 +1,91 @@
+#include "mirrored/nn/conv.h"
+
+namespace mirrored::nn {
+
+BatchNorm2d::BatchNorm2d(bool sync, float eps, float momentum) : sync_(sync), eps_(eps), momentum_(momentum) {
+  MIRRORED_CHECK(eps > 0.0f && momentum >= 0.0f && momentum <= 1.0f, "BatchNorm2d eps ", eps, ", momentum ",
+                 momentum);
+}
+
+Shape BatchNorm2d::build(const Shape& input, const std::string& prefix, size_t layer_index, ParameterArena& arena) {
+  MIRRORED_CHECK(!input.empty() && input[0] > 0, "BatchNorm2d expects [C, ...] samples, got ", shape_str(input));
+  channels_ = input[0];
+  gamma_index_ = arena.declare(prefix + "weight", {channels_}, layer_index);
+  beta_index_ = arena.declare(prefix + "bias", {channels_}, layer_index);
+  mean_index_ = arena.declare_buffer(prefix + "running_mean", {channels_}, layer_index);
+  var_index_ = arena.declare_buffer(prefix + "running_var", {channels_}, layer_index);
+  return input;
+}
+
+void BatchNorm2d::bind(ParameterArena& arena) {
+  gamma_ = arena.param(gamma_index_);
+  beta_ = arena.param(beta_index_);
+  dgamma_ = arena.grad(gamma_index_);
+  dbeta_ = arena.grad(beta_index_);
+  running_mean_ = arena.buffer(mean_index_);
+  running_var_ = arena.buffer(var_index_);
+  const Device device = gamma_.device();
+  for (Tensor* t : {&shift_, &mean_, &invstd_}) *t = Tensor({channels_}, DType::kF32, device);
+  sums_ = Tensor({2 * channels_ + 1}, DType::kF32, device);
+  grad_sums_ = Tensor({2 * channels_ + 1}, DType::kF32, device);
+  // Buffers are set here, on every replica alike, not in initialize() (chief only).
+  reset_running_statistics();
+}
+
+void BatchNorm2d::reset_running_statistics() {
+  MIRRORED_CHECK(running_var_.device().is_cpu(), "BatchNorm2d buffers on ", running_var_.device().str());
+  running_mean_.zero();
+  float* var = running_var_.data<float>();
+  for (int64_t c = 0; c < channels_; ++c) var[c] = 1.0f;
+}
+
+void BatchNorm2d::initialize(Rng& /*rng*/) {
+  // PyTorch's reset_parameters: gamma 1, beta 0 (no random draws, so the other layers'
+  // initial weights do not depend on whether batch norm is on).
+  float* gamma = gamma_.data<float>();
+  for (int64_t c = 0; c < channels_; ++c) gamma[c] = 1.0f;
+  beta_.zero();
+  reset_running_statistics();
+}
+
+void BatchNorm2d::sum_over_replicas(Tensor& sums) {
+  if (sync_ && context_ != nullptr && context_->reducer != nullptr) context_->reducer->sum(sums);
+}
+
+const Tensor& BatchNorm2d::forward(const Tensor& x, Mode mode) {
+  MIRRORED_CHECK(x.rank() >= 2 && x.dim(1) == channels_, "BatchNorm2d expects [N, ", channels_, ", ...], got ",
+                 shape_str(x.shape()));
+  input_ = x;
+  mode_ = mode;
+  if (mode == Mode::kTrain) {
+    // Sums shifted by the running mean (the same on every replica) keep the variance
+    // from cancelling; the copy keeps the shift fixed while the running mean updates.
+    kernels::copy(running_mean_, shift_);
+    kernels::batch_norm_sums(x, shift_, sums_);
+    sum_over_replicas(sums_);
+    kernels::batch_norm_statistics(sums_, shift_, eps_, momentum_, mean_, invstd_, running_mean_, running_var_);
+  } else {
+    kernels::batch_norm_inference_statistics(running_mean_, running_var_, eps_, mean_, invstd_);
+  }
+  ensure_shape(output_, x.shape(), DType::kF32, x.device());
+  kernels::batch_norm_apply(x, mean_, invstd_, gamma_, beta_, output_);
+  return output_;
+}
+
+const Tensor& BatchNorm2d::backward(const Tensor& dy, bool need_input_grad) {
+  MIRRORED_CHECK(mode_ == Mode::kTrain, "BatchNorm2d backward after an evaluation-mode forward");
+  kernels::batch_norm_backward_sums(input_, dy, mean_, invstd_, grad_sums_);
+  // Parameter gradients from this replica's samples; the gradient all-reduce averages them.
+  Tensor dy_sum = grad_sums_.view(0, {channels_});
+  Tensor dy_xhat_sum = grad_sums_.view(channels_, {channels_});
+  kernels::axpy(1.0f, dy_xhat_sum, dgamma_);
+  kernels::axpy(1.0f, dy_sum, dbeta_);
+  if (!need_input_grad) return dinput_;
+  // The input gradient needs the sums over the whole (global) batch the statistics came from.
+  sum_over_replicas(grad_sums_);
+  ensure_shape(dinput_, input_.shape(), DType::kF32, dy.device());
+  kernels::batch_norm_backward_input(input_, dy, mean_, invstd_, gamma_, grad_sums_, dinput_);
+  return dinput_;
+}
+
+}  // namespace mirrored::nn

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Throughput of mirrored against PyTorch DDP (gloo) on the same models, data, global batch
+# (128), world size and threads (1 per rank): runs both REPEATS times, alternating, and
+# prints the median samples/s of each and the ratio mirrored / PyTorch.
+#   tests/bench/compare_pytorch.sh [build/mirrored]
+# Environment: REPEATS (3), STEPS (timed steps per run, 40), WARMUP (5), CASES
+# ("mlp:1 mlp:2 cnn:1 cnn:2"), PYTHON (/usr/bin/python3, Debian's python3-torch).
+# Needs data/fashion-mnist/*.h5 (launch/import_fmnist.sh) and python3-torch.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+bin=${1:-build/mirrored}
+repeats=${REPEATS:-3} steps=${STEPS:-40} warmup=${WARMUP:-5}
+cases=${CASES:-"mlp:1 mlp:2 cnn:1 cnn:2"}
+python=${PYTHON:-/usr/bin/python3}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# One thread per rank for every BLAS and OpenMP runtime, in both programs.
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
+# Open MPI's shared-memory transport spins while it waits for a peer; on a host shared with
+# other work the spinning ranks lose the CPU to it (gloo's waiting ranks sleep instead).
+# Yielding while idle costs nothing measurable on an idle host. Override by exporting it.
+export OMPI_MCA_mpi_yield_when_idle=${OMPI_MCA_mpi_yield_when_idle:-1}
+
+"$python" -c 'import torch' 2>/dev/null || { echo "PyTorch missing: apt-get install python3-torch" >&2; exit 1; }
+
+config_of() {
+  case $1 in
+    mlp) echo launch/configs/fmnist_mlp.ini ;;
+    # The issue's cnn without batch norm: PyTorch's plain BatchNorm2d under DDP is not the
+    # same computation as sync batch norm, so the timed comparison leaves it out.
+    cnn) echo "launch/configs/fmnist_cnn.ini --cnn.batchnorm false --model.sync_batchnorm false" ;;
+  esac
+}
+
+median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+field() { grep -o 'samples_per_sec=[0-9.]*' | tail -1 | cut -d= -f2; }
+
+printf '%-6s %5s %14s %14s %8s\n' model ranks mirrored pytorch ratio
+for c in $cases; do
+  model=${c%%:*} np=${c##*:}
+  ours=() theirs=()
+  for ((i = 0; i < repeats; ++i)); do
+    # shellcheck disable=SC2046
+    ours+=("$(mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$np" "$bin" bench train \
+      --config $(config_of "$model") --threads 1 --steps "$steps" --warmup "$warmup" | field)")
+    theirs+=("$("$python" tests/bench/pytorch_baseline.py --model "$model" --world "$np" --threads 1 \
+      --steps "$steps" --warmup "$warmup" | field)")
+  done
+  m=$(printf '%s\n' "${ours[@]}" | median) p=$(printf '%s\n' "${theirs[@]}" | median)
+  printf '%-6s %5s %14.1f %14.1f %7.2fx   (runs: %s | %s)\n' "$model" "$np" "$m" "$p" \
+    "$(awk -v a="$m" -v b="$p" 'BEGIN { print a / b }')" "${ours[*]}" "${theirs[*]}"
+done
