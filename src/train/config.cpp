@@ -154,6 +154,10 @@ const std::vector<Option>& options() {
       real_option("bucket_mb", "gradient bucket size cap in MB (all-reduced as soon as backward fills one)",
                   &TrainConfig::bucket_mb, 0, 1e6, true, false, "a number > 0"),
       bool_option("overlap", "all-reduce gradient buckets while backward is still running", &TrainConfig::overlap),
+      string_option("allreduce",
+                    "gradient all-reduce: flat, hierarchical (reduce in each node, all-reduce among node "
+                    "leaders, broadcast in each node), or auto (hierarchical on several nodes with several ranks each)",
+                    &TrainConfig::allreduce, {"auto", "flat", "hierarchical"}),
       string_option("grad_compression", "gradient wire format; bf16 halves traffic and changes numerics",
                     &TrainConfig::grad_compression, {"none", "bf16"}),
       int_option("accumulate_steps", "micro-batches of batch_size per update, one all-reduce per update",

@@ -69,7 +69,7 @@ struct Interval {
 
 TrainSummary run_training(const TrainConfig& config, distribute::Runtime& runtime,
                           std::vector<std::unique_ptr<Callback>> extra) {
-  distribute::MirroredStrategy strategy(runtime);
+  distribute::MirroredStrategy strategy(runtime, {distribute::allreduce_from_name(config.allreduce)});
   strategy.per_replica_batch(config.batch_size);  // fails fast, on every rank, before any I/O
   kernels::set_cpu_threads(threads_per_rank(config, runtime.cluster()));
 

@@ -38,6 +38,7 @@ struct TrainConfig {
   // communication
   double bucket_mb = 25.0;          // gradient bucket cap (the first bucket is capped at 1 MB)
   bool overlap = true;              // all-reduce buckets while backward still runs
+  std::string allreduce = "auto";   // auto | flat | hierarchical (one leader per node)
   std::string grad_compression = "none";  // none | bf16 (changes numerics)
   int64_t accumulate_steps = 1;     // micro-batches per update (one all-reduce per update)
   double collective_timeout_s = 300.0;
