@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what is missing, builds, imports the data set and runs
-# every test through CTest; then the same suite under ASan+UBSan. CI runs exactly this.
+# every test through CTest; then the same suite under ASan+UBSan; then ~20 s of fuzzing per
+# libFuzzer target. CI runs exactly this.
 #   tests/run.sh                       everything
 #   MIRRORED_SANITIZERS=0 tests/run.sh skip the sanitizer pass (quicker local runs)
+#   MIRRORED_FUZZ=0 tests/run.sh       skip the short libFuzzer run (tests/fuzz/run.sh)
 #   tests/run.sh -L unit               extra arguments go to ctest (both passes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,4 +14,7 @@ launch/import_fmnist.sh build/mirrored
 (cd build && ctest --output-on-failure --timeout 900 "$@")
 if [[ "${MIRRORED_SANITIZERS:-1}" != 0 ]]; then
   tests/sanitize.sh "$@"
+fi
+if [[ "${MIRRORED_FUZZ:-1}" != 0 ]]; then
+  tests/fuzz/run.sh
 fi

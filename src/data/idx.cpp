@@ -21,6 +21,7 @@ constexpr int kMaxDims = 4;
 constexpr int64_t kMaxPayloadBytes = int64_t{1} << 34;
 // gzread/gzwrite take an unsigned length and return an int, so big payloads go in pieces.
 constexpr int64_t kMaxPiece = int64_t{1} << 30;
+constexpr int64_t kGrowthStep = int64_t{64} << 20;
 
 using GzFile = std::unique_ptr<gzFile_s, decltype(&gzclose)>;
 
@@ -99,8 +100,16 @@ IdxArray read_idx(const std::string& path) {
   IdxArray array;
   read_header(in.get(), path, array);
   const int64_t expected = shape_numel(array.dims);
-  array.values.resize(static_cast<size_t>(expected));
-  const int64_t got = read_up_to(in.get(), array.values.data(), expected, path);
+  // The buffer grows with the data actually read: a corrupt header that claims gigabytes
+  // in a file of a few bytes must not allocate them first.
+  int64_t got = 0;
+  while (got < expected) {
+    const int64_t piece = std::min(expected - got, kGrowthStep);
+    array.values.resize(static_cast<size_t>(got + piece));
+    const int64_t n = read_up_to(in.get(), array.values.data() + got, piece, path);
+    got += n;
+    if (n < piece) break;
+  }
   if (got != expected) {
     // zlib notes when a compressed stream was cut off mid-way; say so when it has.
     int code = Z_OK;

@@ -13,6 +13,8 @@ namespace {
 // enough that reading one sample does not inflate the whole file.
 constexpr int64_t kChunkBytes = int64_t{1} << 20;
 constexpr unsigned kDeflateLevel = 4;
+constexpr int64_t kMaxElements = int64_t{1} << 48;
+constexpr double kMaxCompressionRatio = 1100.0;
 
 std::string on(const H5File& file, const std::string& object) {
   return str_cat("'", file.path(), "' ", object);
@@ -35,14 +37,39 @@ std::vector<int64_t> dataset_shape(hid_t set, const std::string& target) {
   const int rank = MIRRORED_H5_CHECK(H5Sget_simple_extent_ndims(space.get()), target);
   std::vector<hsize_t> dims(static_cast<size_t>(rank));
   MIRRORED_H5_CHECK(H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr), target);
+  // Every caller multiplies the dimensions; a damaged header must not overflow that.
+  int64_t numel = 1;
+  for (hsize_t d : dims) {
+    if (d > static_cast<hsize_t>(kMaxElements) || (d > 0 && numel > kMaxElements / static_cast<int64_t>(d))) {
+      throw InputError(str_cat(target, " declares dimensions ", shape_str(std::vector<int64_t>(dims.begin(), dims.end())),
+                               " beyond 2^48 elements; the file is corrupt"));
+    }
+    numel *= static_cast<int64_t>(d);
+  }
   return std::vector<int64_t>(dims.begin(), dims.end());
+}
+
+// A damaged or hostile file can declare a dataset far larger than the bytes it holds
+// (HDF5 returns the fill value for chunks that were never written). Refuse before
+// allocating: stored bytes fall short of the data only through compression, and deflate,
+// the only filter this project writes, stays below ~1032:1.
+void check_declared_size(hid_t set, int64_t numel, const std::string& target) {
+  const H5Handle type(MIRRORED_H5_CHECK(H5Dget_type(set), target), H5Tclose);
+  const auto declared = static_cast<double>(numel) * static_cast<double>(H5Tget_size(type.get()));
+  const hsize_t stored = H5Dget_storage_size(set);
+  if (declared > static_cast<double>(stored) * kMaxCompressionRatio + 4096.0) {
+    throw InputError(str_cat(target, " declares ", static_cast<int64_t>(declared), " bytes of data but the file holds ",
+                             stored, " bytes of it; the file is truncated or corrupt"));
+  }
 }
 
 template <typename T>
 std::vector<T> read_whole(const H5File& file, const std::string& name, hid_t memory_type) {
   const H5Handle set = open_dataset(file, name);
   const std::string target = on(file, name);
-  std::vector<T> values(static_cast<size_t>(shape_numel(dataset_shape(set.get(), target))));
+  const int64_t numel = shape_numel(dataset_shape(set.get(), target));
+  check_declared_size(set.get(), numel, target);
+  std::vector<T> values(static_cast<size_t>(numel));
   if (!values.empty()) {
     MIRRORED_H5_CHECK(
         H5Dread(set.get(), memory_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()), target);

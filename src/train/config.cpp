@@ -167,6 +167,15 @@ const std::vector<Option>& options() {
       optional_string_option("timeline", "write a Chrome trace (chrome://tracing, Perfetto) to this file",
                              &TrainConfig::timeline),
       int_option("timeline_steps", "steps recorded in the timeline", &TrainConfig::timeline_steps, 1),
+      int_option("checkpoint.every_steps", "write a checkpoint every N steps (0: off)",
+                 &TrainConfig::checkpoint_every_steps, 0),
+      int_option("checkpoint.every_epochs", "write a checkpoint every N epochs (0: off)",
+                 &TrainConfig::checkpoint_every_epochs, 0),
+      int_option("checkpoint.keep", "newest checkpoints kept in <out>/checkpoints", &TrainConfig::checkpoint_keep, 1),
+      string_option("resume", "auto: newest valid checkpoint in <out>/checkpoints; never; or a checkpoint file/dir",
+                    &TrainConfig::resume),
+      string_option("nan_policy", "on a NaN/Inf gradient: stop (exit 6) or skip the step", &TrainConfig::nan_policy,
+                    {"stop", "skip"}),
   };
   return table;
 }

@@ -1,5 +1,6 @@
 #include "mirrored/train/run_directory.h"
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -17,7 +18,6 @@ RunDirectory::RunDirectory(const TrainConfig& config, bool is_chief) : path_(con
   std::ofstream ini(file("config.ini"));
   ini << to_ini(config);
   if (!ini) throw Error(ExitCode::kFailure, str_cat("cannot write '", file("config.ini"), "'"), true);
-  metrics_ = io::JsonlWriter(file("metrics.jsonl"), /*append=*/false);
 }
 
 std::string RunDirectory::file(const std::string& name) const {
@@ -25,7 +25,29 @@ std::string RunDirectory::file(const std::string& name) const {
 }
 
 void RunDirectory::log_metrics(const io::JsonRecord& record) {
-  if (active_) metrics_.write(record);
+  if (!active_) return;
+  if (!metrics_.is_open()) open_metrics();
+  metrics_.write(record);
+}
+
+void RunDirectory::open_metrics(int64_t resumed_step) {
+  if (!active_) return;
+  const std::string path = file("metrics.jsonl");
+  if (resumed_step > 0 && std::filesystem::exists(path)) {
+    // Keep whole records (a killed run may have left half a line) up to the resume step.
+    std::ifstream in(path);
+    std::string kept, line;
+    while (std::getline(in, line)) {
+      if (line.empty() || line.back() != '}') continue;
+      const size_t at = line.find("\"step\": ");
+      if (at != std::string::npos && std::strtoll(line.c_str() + at + 8, nullptr, 10) > resumed_step) continue;
+      kept += line + "\n";
+    }
+    const std::string temporary = path + ".tmp";
+    std::ofstream(temporary, std::ios::trunc) << kept;
+    std::filesystem::rename(temporary, path);
+  }
+  metrics_ = io::JsonlWriter(path, /*append=*/resumed_step > 0);
 }
 
 }  // namespace mirrored::train

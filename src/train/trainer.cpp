@@ -4,14 +4,17 @@
 #include <memory>
 #include <thread>
 
+#include "mirrored/core/log.h"
 #include "mirrored/core/timer.h"
 #include "mirrored/data/hdf5_dataset.h"
 #include "mirrored/distribute/strategy.h"
 #include "mirrored/kernels/kernels.h"
 #include "mirrored/nn/loss.h"
 #include "mirrored/optim/optimizer.h"
+#include "mirrored/train/checkpointer.h"
 #include "mirrored/train/evaluate.h"
 #include "mirrored/train/model_factory.h"
+#include "mirrored/train/non_finite_guard.h"
 #include "mirrored/train/run_directory.h"
 #include "mirrored/train/standard_callbacks.h"
 #include "mirrored/train/timeline_writer.h"
@@ -80,7 +83,13 @@ TrainSummary run_training(const TrainConfig& config, distribute::Runtime& runtim
                              shape_str(test_set->sample_shape), " but data.train '", config.train_data, "' has ",
                              shape_str(train_set->sample_shape)));
 
-  auto train_data = strategy.distribute_dataset(train_set, {config.batch_size, config.seed, true});
+  auto train_data = [&] {
+    try {
+      return strategy.distribute_dataset(train_set, {config.batch_size, config.seed, true});
+    } catch (const InputError& e) {  // the sampler does not know which file it was given
+      throw InputError(str_cat("data.train '", config.train_data, "': ", e.what()), e.code());
+    }
+  }();
   auto test_data = strategy.distribute_eval_dataset(test_set, config.eval_batch_size);
   const int micro_batches = static_cast<int>(config.accumulate_steps);
   auto model = strategy.scope([&] { return make_model(config, train_set->sample_shape, train_set->num_classes); },
@@ -95,6 +104,7 @@ TrainSummary run_training(const TrainConfig& config, distribute::Runtime& runtim
   callbacks.push_back(std::make_unique<MetricsLogger>());
   callbacks.push_back(std::make_unique<ConsoleLogger>());
   callbacks.push_back(std::make_unique<FinalParametersWriter>());
+  callbacks.push_back(std::make_unique<Checkpointer>());  // after MetricsLogger: the eval record precedes it
   for (auto& callback : extra) callbacks.push_back(std::move(callback));
 
   // A step is one update: `accumulate_steps` micro-batches of the global batch.
@@ -108,6 +118,12 @@ TrainSummary run_training(const TrainConfig& config, distribute::Runtime& runtim
   int64_t total_steps = config.epochs * steps_per_epoch;
   if (config.max_steps > 0) total_steps = std::min(total_steps, config.max_steps);
   TrainContext ctx{config, strategy, model, *optimizer, run_dir, steps_per_epoch, total_steps};
+  TrainSummary summary;
+  const ResumePoint resumed = restore_checkpoint(ctx);
+  summary.steps = resumed.step;
+  run_dir.open_metrics(resumed.step);
+  NonFiniteGuard guard(config, strategy.is_chief());
+
   auto for_each_callback = [&](auto&& fn) {
     for (auto& callback : callbacks) fn(*callback);
   };
@@ -119,24 +135,30 @@ TrainSummary run_training(const TrainConfig& config, distribute::Runtime& runtim
     model.backward(loss_fn.grad());
     return value.mean_loss;
   };
-  auto finish_step = [&] {
+  auto finish_step = [&](float step_loss) {
     model.synchronize_gradients();
     static const std::string kOptimizer = "optimizer";
     Timeline::Span span(&timeline, kOptimizer, "optimizer");
-    optimizer->step();
+    if (guard.allow_update(model.parameters(), summary.steps + 1, step_loss)) optimizer->step();
   };
 
   for_each_callback([&](Callback& c) { c.on_train_begin(ctx); });
-  TrainSummary summary;
   double timed_seconds = 0.0;  // step time after step 0, which pays one-time costs
   int64_t timed_steps = 0;
-  for (int64_t epoch = 0; epoch < config.epochs && summary.steps < total_steps && !ctx.stop_training; ++epoch) {
+  bool evaluated = false;
+  // A resumed run starts at (step / steps_per_epoch, step % steps_per_epoch): the data order
+  // is a function of (seed, epoch), so the step count is the whole position.
+  for (int64_t epoch = resumed.step / steps_per_epoch;
+       epoch < config.epochs && summary.steps < total_steps && !ctx.stop_training; ++epoch) {
     Interval interval;
     double epoch_loss_sum = 0.0, epoch_seconds = 0.0;
     int64_t epoch_steps = 0;
-    auto batches = train_data.epoch(epoch);
+    // The sampler counts micro-batches: a resumed epoch skips those of the steps done.
+    const bool first_epoch = epoch == resumed.step / steps_per_epoch;
+    const int64_t first_step = first_epoch ? resumed.step % steps_per_epoch : 0;
+    auto batches = train_data.epoch(epoch, first_step * micro_batches);
     auto next_batch = batches.begin();
-    for (int64_t step_in_epoch = 0; step_in_epoch < steps_per_epoch; ++step_in_epoch) {
+    for (int64_t step_in_epoch = first_step; step_in_epoch < steps_per_epoch; ++step_in_epoch) {
       timeline.set_recording(!config.timeline.empty() && summary.steps >= 1 &&
                              summary.steps <= config.timeline_steps);
       Stopwatch step_clock;
@@ -151,8 +173,8 @@ TrainSummary run_training(const TrainConfig& config, distribute::Runtime& runtim
         }
         loss += strategy.run(micro_step, *batch);
       }
-      strategy.run(finish_step);
       loss /= static_cast<float>(micro_batches);
+      strategy.run(finish_step, loss);
       const double seconds = step_clock.seconds();
       epoch_seconds += seconds;
       if (summary.steps > 0) {
@@ -170,7 +192,8 @@ TrainSummary run_training(const TrainConfig& config, distribute::Runtime& runtim
 
       const bool epoch_done =
           step_in_epoch + 1 == steps_per_epoch || summary.steps == total_steps || ctx.stop_training;
-      if (summary.steps % config.log_every == 0 || epoch_done) {
+      // A checkpoint step is a log point too, so a run resumed from it logs the same records.
+      if (summary.steps % config.log_every == 0 || epoch_done || checkpoint_step(config, summary.steps)) {
         LogPoint point;
         point.step = summary.steps;
         point.epoch = epoch;
@@ -196,8 +219,16 @@ TrainSummary run_training(const TrainConfig& config, distribute::Runtime& runtim
     strategy.check_replicas_in_sync(model);
     summary.final_test_loss = end.eval.loss;
     summary.final_test_accuracy = end.eval.accuracy;
+    evaluated = true;
     for_each_callback([&](Callback& c) { c.on_epoch_end(ctx, end); });
   }
+  if (!evaluated) {  // resumed from the run's last checkpoint: nothing left to train
+    const EvalResult eval = evaluate(strategy, model, test_data);
+    summary.final_test_loss = eval.loss;
+    summary.final_test_accuracy = eval.accuracy;
+  }
+  if (guard.skipped() > 0)
+    chief_info(str_cat("skipped ", guard.skipped(), " step(s) with NaN/Inf gradients (nan_policy = skip)"));
   if (timed_steps > 0) summary.samples_per_sec = static_cast<double>(timed_steps * samples_per_step) / timed_seconds;
   if (!config.timeline.empty()) {
     timeline.set_recording(false);

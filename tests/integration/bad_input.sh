@@ -15,3 +15,11 @@ expect_failure unknown_config_key "unknown key 'learnin_rate'" 20 \
   2 train --config "$WORK/unknown_key.ini" "${base[@]}" --data.train "$DATA_DIR/train.h5"
 expect_failure negative_lr "lr = '-1': expected a number > 0" 20 \
   2 train "${base[@]}" --data.train "$DATA_DIR/train.h5" --lr=-1
+expect_exit 2 zero_batch "batch_size = '0': expected an integer >= 1" 20 \
+  2 train "${base[@]}" --data.train "$DATA_DIR/train.h5" --batch_size 0
+expect_exit 2 unknown_optimizer "optimizer = 'adagrad': expected one of: sgd, adam, adamw" 20 \
+  2 train "${base[@]}" --data.train "$DATA_DIR/train.h5" --optimizer adagrad
+expect_exit 2 bad_nan_policy "nan_policy = 'ignore': expected one of: stop, skip" 20 \
+  2 train "${base[@]}" --data.train "$DATA_DIR/train.h5" --nan_policy ignore
+expect_exit 2 negative_checkpoint_interval "checkpoint.every_steps = '-5': expected an integer >= 0" 20 \
+  2 train "${base[@]}" --data.train "$DATA_DIR/train.h5" --checkpoint.every_steps=-5

@@ -33,9 +33,18 @@ expect_failure() {
   timeout -k 5 $((max + 30)) mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$np" \
     "$MIRRORED" "$@" >"$WORK/$name.out" 2>&1 || status=$?
   local took=$((SECONDS - start))
+  LAST_STATUS=$status
   [[ $status -ne 0 ]] || { cat "$WORK/$name.out"; fail "$name: exited 0"; }
   [[ $status -ne 124 && $status -ne 137 ]] || fail "$name: hung (killed by timeout after $took s)"
   grep -qF -- "$text" "$WORK/$name.out" || { cat "$WORK/$name.out"; fail "$name: message lacks '$text'"; }
   ((took <= max)) || fail "$name: took $took s (limit $max s)"
   echo "ok: $name (exit $status, $took s): $(grep -F -- "$text" "$WORK/$name.out" | head -1)"
+}
+
+# expect_exit CODE NAME EXPECTED_TEXT MAX_SECONDS NP ARGS... : expect_failure, and the job's
+# exit status must be CODE (the documented exit codes: 2 usage, 3 bad input, 4 checkpoint...).
+expect_exit() {
+  local code=$1; shift
+  expect_failure "$@"
+  [[ $LAST_STATUS -eq $code ]] || { cat "$WORK/$1.out"; fail "$1: exit status $LAST_STATUS, expected $code"; }
 }

@@ -124,6 +124,18 @@ TEST(Idx, AbsurdDimensionsAreRefusedBeforeAllocating) {
   expect_mentions(message_of<InputError>([&] { read_idx(path); }), {path, "corrupt"});
 }
 
+// A header within the size cap (here 8 GiB) over a payload of 3 bytes: the reader must
+// report the truncation without first allocating (and zeroing) what the header claims.
+// (tests/fuzz runs with a 2 GiB allocation limit, which such an allocation would break.)
+TEST(Idx, LargeHeaderOverTinyPayloadIsTruncatedNotAllocated) {
+  TempDir dir;
+  const std::string path = dir.file("claims_8gib.idx");
+  write_bytes(path, {0x00, 0x00, 0x08, 0x03, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00,
+                     0x00, 0x00, 0x00, 0x02, 7, 8, 9});
+  expect_mentions(message_of<InputError>([&] { read_idx(path); }),
+                  {path, "truncated IDX payload: expected 8589934592 bytes, got 3"});
+}
+
 TEST(Idx, ImportWritesAnHdf5DatasetWithTheSameBytes) {
   TempDir dir;
   const IdxArray images = counting_array({5, 4, 3});

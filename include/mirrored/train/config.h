@@ -44,6 +44,12 @@ struct TrainConfig {
   double collective_timeout_s = 300.0;
   std::string timeline;             // Chrome trace JSON file (empty: off)
   int64_t timeline_steps = 20;      // steps recorded in the timeline
+  // checkpoints (<out>/checkpoints) and failure handling
+  int64_t checkpoint_every_steps = 0;   // 0: not by step count
+  int64_t checkpoint_every_epochs = 1;  // 0: not at epoch ends
+  int64_t checkpoint_keep = 3;          // newest files kept
+  std::string resume = "auto";          // auto | never | PATH (a checkpoint file or directory)
+  std::string nan_policy = "stop";      // stop | skip
   bool quiet = false;
 };
 

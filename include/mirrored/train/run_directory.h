@@ -1,6 +1,7 @@
 #pragma once
 // The run directory: config.ini (resolved configuration), metrics.jsonl and final.h5.
 // Only the chief writes; the others hold an inactive instance.
+#include <cstdint>
 #include <string>
 
 #include "mirrored/io/jsonl_writer.h"
@@ -14,6 +15,10 @@ class RunDirectory {
   const std::string& path() const { return path_; }
   std::string file(const std::string& name) const;
   void log_metrics(const io::JsonRecord& record);  // no-op off the chief
+  // Opens metrics.jsonl (otherwise the first log_metrics does): a new file, or, for a run
+  // resumed after `resumed_step` steps, the existing one cut back to the records up to that
+  // step, since the resumed run logs the later ones again. Chief only; a no-op elsewhere.
+  void open_metrics(int64_t resumed_step = 0);
 
  private:
   std::string path_;

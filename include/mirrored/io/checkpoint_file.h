@@ -1,0 +1,57 @@
+#pragma once
+// The checkpoint file: everything a run needs to continue bit-identically, in one HDF5 file.
+//   root attributes  format = "mirrored-checkpoint", format_version, step, epoch,
+//                    step_in_epoch, steps_per_epoch, world_size, optimizer,
+//                    optimizer_steps, config (the resolved INI), params and
+//                    optimizer_state (tensor names, one a line, in order), crc32
+//   /params/<name>     float32, the parameter's shape (the layout of final.h5)
+//   /optimizer/<name>  float32 [numel], the optimizer's state (momentum, moments)
+// crc32 (zlib) covers every tensor's name, shape and bytes and every attribute above, so
+// a flipped bit anywhere in the payload or a truncated file is caught before any value is
+// used. Files are written atomically: a temporary file in the same directory, fsync, rename,
+// fsync of the directory; a crash leaves either the old set of files or the new one.
+//
+// There is no RNG state to store: the data order is a function of (seed, epoch) and the
+// position in the epoch, and weights are only drawn at initialisation.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "mirrored/core/tensor.h"
+
+namespace mirrored::io {
+
+inline constexpr int64_t kCheckpointFormatVersion = 1;
+
+struct CheckpointTensor {
+  std::string name;
+  Shape shape;
+  std::vector<float> values;
+};
+
+struct Checkpoint {
+  int64_t format_version = kCheckpointFormatVersion;
+  int64_t step = 0;              // steps completed
+  int64_t epoch = 0;             // the next step to run is (epoch, step_in_epoch)
+  int64_t step_in_epoch = 0;
+  int64_t steps_per_epoch = 0;
+  int64_t world_size = 1;        // replicas that wrote it (resuming on another count is allowed)
+  std::string optimizer;         // "sgd", "adam", "adamw"
+  int64_t optimizer_steps = 0;
+  std::string config;            // resolved INI text of the run that wrote it
+  std::vector<CheckpointTensor> params;
+  std::vector<CheckpointTensor> optimizer_state;
+};
+
+// zlib crc32 over the payload, as stored in the file's crc32 attribute.
+uint32_t checkpoint_crc32(const Checkpoint& checkpoint);
+
+// Atomic write (see above). Throws Error(kCheckpoint) naming the path on any failure.
+void write_checkpoint(const std::string& path, const Checkpoint& checkpoint);
+
+// Reads and verifies: format, version, the list of tensors, shapes against sizes, crc32.
+// Any problem (missing, truncated, not HDF5, another format version, checksum mismatch)
+// is an InputError(kCheckpoint) that names the file and what is wrong.
+Checkpoint read_checkpoint(const std::string& path);
+
+}  // namespace mirrored::io

@@ -1,0 +1,55 @@
+#pragma once
+// Checkpoints of a training run (TF's BackupAndRestore): the chief writes them to
+// <out>/checkpoints/ckpt-<step>.h5, keeps the newest `checkpoint.keep`, and a new run with
+// `resume = auto` continues from the newest one that verifies.
+//
+// A checkpoint is taken only at a log point (the trainer makes every checkpoint step one),
+// so the metrics interval is empty there and a resumed run logs exactly the records the
+// uninterrupted run would. Epoch-end checkpoints are taken after the epoch's evaluation, so
+// a resumed run never repeats or skips one. The position in the data is the step count
+// alone: epoch = step / steps_per_epoch, step in epoch = step % steps_per_epoch, because
+// the data order is a function of (seed, epoch).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "mirrored/io/checkpoint_file.h"
+#include "mirrored/train/callback.h"
+
+namespace mirrored::train {
+
+std::string checkpoint_dir(const TrainConfig& config);  // <out>/checkpoints
+std::string checkpoint_file_name(int64_t step);          // ckpt-000000120.h5
+// Checkpoint files in `dir` (ckpt-*.h5), newest (highest step) first; none when `dir`
+// does not exist.
+std::vector<std::string> list_checkpoints(const std::string& dir);
+
+// The chief's snapshot of the run after `step` steps.
+io::Checkpoint capture_checkpoint(const TrainContext& ctx, int64_t step);
+
+struct ResumePoint {
+  int64_t step = 0;       // steps already done; 0 for a fresh start
+  std::string source;     // the checkpoint file, empty for a fresh start
+};
+
+// Collective. Applies `config.resume`: the chief picks the newest checkpoint that reads,
+// verifies and fits this model, optimizer and data (warning about each one it skips),
+// then broadcasts parameters, optimizer state and step to every replica, so workers need
+// no shared file system. No usable checkpoint where one was expected: InputError(kCheckpoint)
+// on every rank.
+ResumePoint restore_checkpoint(TrainContext& ctx);
+
+class Checkpointer final : public Callback {
+ public:
+  void on_log(TrainContext& ctx, const LogPoint& point) override;
+  void on_epoch_end(TrainContext& ctx, const EpochEnd& end) override;
+
+ private:
+  void save(TrainContext& ctx, int64_t step);
+};
+
+// True when `config` asks for a checkpoint after `step` steps by step count (the trainer
+// makes such a step a log point).
+bool checkpoint_step(const TrainConfig& config, int64_t step);
+
+}  // namespace mirrored::train

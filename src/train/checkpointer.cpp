@@ -1,0 +1,289 @@
+#include "mirrored/train/checkpointer.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "mirrored/core/log.h"
+#include "mirrored/kernels/kernels.h"
+
+namespace mirrored::train {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr const char* kPrefix = "ckpt-";
+constexpr const char* kSuffix = ".h5";
+
+// Step of a checkpoint file name, or -1 when the name is not one.
+int64_t step_of(const std::string& name) {
+  const std::string prefix = kPrefix, suffix = kSuffix;
+  if (name.size() <= prefix.size() + suffix.size() || name.compare(0, prefix.size(), prefix) != 0 ||
+      name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return -1;
+  const std::string digits = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+  if (digits.empty() || digits.size() > 18 || digits.find_first_not_of("0123456789") != std::string::npos) return -1;
+  return std::stoll(digits);
+}
+
+std::vector<float> flat_values(const Tensor& tensor) { return tensor.to_vector(); }
+
+// Why `checkpoint` cannot continue this run, or "" when it can.
+std::string misfit(const TrainContext& ctx, const io::Checkpoint& checkpoint) {
+  if (checkpoint.steps_per_epoch != ctx.steps_per_epoch)
+    return str_cat("it was written with ", checkpoint.steps_per_epoch, " steps per epoch, this run has ",
+                   ctx.steps_per_epoch, " (batch_size or data.train differ)");
+  if (checkpoint.optimizer != ctx.optimizer.name())
+    return str_cat("it holds the state of optimizer ", checkpoint.optimizer, ", this run uses ", ctx.optimizer.name());
+  const auto& infos = ctx.model.parameters().infos();
+  if (checkpoint.params.size() != infos.size())
+    return str_cat("it holds ", checkpoint.params.size(), " parameters, the model has ", infos.size());
+  for (size_t i = 0; i < infos.size(); ++i) {
+    const auto& stored = checkpoint.params[i];
+    if (stored.name != infos[i].name || stored.shape != infos[i].shape)
+      return str_cat("parameter ", i, " is ", stored.name, " ", shape_str(stored.shape), " in the file, the model has ",
+                     infos[i].name, " ", shape_str(infos[i].shape));
+  }
+  auto state = ctx.optimizer.state();
+  if (checkpoint.optimizer_state.size() != state.size())
+    return str_cat("it holds ", checkpoint.optimizer_state.size(), " optimizer state tensors, ", ctx.optimizer.name(),
+                   " has ", state.size());
+  for (size_t i = 0; i < state.size(); ++i) {
+    const auto& stored = checkpoint.optimizer_state[i];
+    if (stored.name != state[i].first || static_cast<int64_t>(stored.values.size()) != state[i].second->numel())
+      return str_cat("optimizer state ", stored.name, " holds ", stored.values.size(), " values, expected ",
+                     state[i].first, " with ", state[i].second->numel());
+  }
+  return "";
+}
+
+// Keys whose change does not alter what training computes from the checkpoint on.
+bool operational_key(const std::string& key) {
+  static const std::set<std::string> keys = {"out", "resume", "threads", "launch", "device", "epochs", "max_steps",
+                                             "log_every", "nan_policy", "eval_batch_size", "data.test"};
+  return keys.count(key) > 0 || key.rfind("checkpoint.", 0) == 0;
+}
+
+std::map<std::string, std::string> ini_values(const std::string& ini) {
+  std::map<std::string, std::string> values;
+  std::string section;
+  for (const std::string& raw : split(ini, '\n')) {
+    const std::string line = trim(raw);
+    if (line.empty() || line[0] == '#') continue;
+    if (line.front() == '[' && line.back() == ']') {
+      section = line.substr(1, line.size() - 2);
+      continue;
+    }
+    const size_t eq = line.find('=');
+    if (eq == std::string::npos) continue;
+    const std::string key = trim(line.substr(0, eq));
+    values[section.empty() ? key : section + "." + key] = trim(line.substr(eq + 1));
+  }
+  return values;
+}
+
+// A resumed run with other hyper-parameters is allowed (like changing lr by hand), but
+// it no longer reproduces the original run: say which values changed.
+void warn_about_config_changes(const std::string& source, const std::string& stored, const std::string& current) {
+  const auto before = ini_values(stored);
+  const auto now = ini_values(current);
+  std::vector<std::string> changes;
+  for (const auto& [key, value] : now) {
+    if (operational_key(key)) continue;
+    const auto it = before.find(key);
+    if (it != before.end() && it->second != value) changes.push_back(str_cat(key, " ", it->second, " -> ", value));
+  }
+  if (!changes.empty())
+    rank_warning(str_cat("resuming from '", source, "' with a changed configuration (", join(changes, ", "),
+                         "): the run will not reproduce the one that wrote it"));
+}
+
+struct Choice {
+  int64_t status = 0;  // 0: fresh start, 1: restore `checkpoint`, 2: fail with `message`
+  std::string message;
+  std::string source;
+  io::Checkpoint checkpoint;
+};
+
+Choice choose_on_chief(const TrainContext& ctx) {
+  const std::string& resume = ctx.config.resume;
+  Choice choice;
+  if (resume == "never") return choice;
+  std::vector<std::string> candidates;
+  std::string where;
+  if (resume == "auto") {
+    where = checkpoint_dir(ctx.config);
+    candidates = list_checkpoints(where);
+    if (candidates.empty()) return choice;  // a new run
+  } else if (fs::is_directory(resume)) {
+    where = fs::is_directory(fs::path(resume) / "checkpoints") ? (fs::path(resume) / "checkpoints").string() : resume;
+    candidates = list_checkpoints(where);
+    if (candidates.empty()) {
+      choice.status = 2;
+      choice.message = str_cat("resume = '", resume, "': no checkpoint files (ckpt-<step>.h5) in '", where, "'");
+      return choice;
+    }
+  } else {
+    candidates = {resume};
+  }
+  std::vector<std::string> problems;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    std::string problem;
+    try {
+      io::Checkpoint checkpoint = io::read_checkpoint(candidates[i]);
+      problem = misfit(ctx, checkpoint);
+      if (problem.empty()) {
+        choice.status = 1;
+        choice.source = candidates[i];
+        choice.checkpoint = std::move(checkpoint);
+        return choice;
+      }
+      problem = str_cat("checkpoint '", candidates[i], "': does not fit this run: ", problem);
+    } catch (const Error& e) {
+      problem = e.what();
+    }
+    problems.push_back(problem);
+    rank_warning(str_cat("skipping ", problem,
+                         i + 1 < candidates.size() ? str_cat("; trying the previous one, '", candidates[i + 1], "'")
+                                                   : std::string()));
+  }
+  choice.status = 2;
+  choice.message =
+      candidates.size() == 1 && where.empty()
+          ? str_cat("resume = '", resume, "': ", problems.front())
+          : str_cat("resume = ", resume, ": none of the ", candidates.size(), " checkpoint(s) in '", where,
+                    "' is usable; remove them or set resume = never to start over");
+  return choice;
+}
+
+void broadcast_into(comm::Communicator& comm, std::vector<float>& values, Tensor& target) {
+  values.resize(static_cast<size_t>(target.numel()));
+  comm.broadcast(values.data(), values.size(), 0);
+  const Tensor host = Tensor::from(values, target.shape());
+  kernels::copy(host, target);
+}
+
+}  // namespace
+
+std::string checkpoint_dir(const TrainConfig& config) { return (fs::path(config.out) / "checkpoints").string(); }
+
+std::string checkpoint_file_name(int64_t step) {
+  char name[64];
+  std::snprintf(name, sizeof(name), "%s%09lld%s", kPrefix, static_cast<long long>(step), kSuffix);
+  return name;
+}
+
+std::vector<std::string> list_checkpoints(const std::string& dir) {
+  std::vector<std::pair<int64_t, std::string>> found;
+  std::error_code error;
+  for (fs::directory_iterator it(dir, error), end; !error && it != end; it.increment(error)) {
+    const int64_t step = step_of(it->path().filename().string());
+    if (step >= 0 && it->is_regular_file(error)) found.emplace_back(step, it->path().string());
+  }
+  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<std::string> paths;
+  for (auto& entry : found) paths.push_back(std::move(entry.second));
+  return paths;
+}
+
+bool checkpoint_step(const TrainConfig& config, int64_t step) {
+  return config.checkpoint_every_steps > 0 && step > 0 && step % config.checkpoint_every_steps == 0;
+}
+
+io::Checkpoint capture_checkpoint(const TrainContext& ctx, int64_t step) {
+  io::Checkpoint checkpoint;
+  checkpoint.step = step;
+  checkpoint.steps_per_epoch = ctx.steps_per_epoch;
+  checkpoint.epoch = step / ctx.steps_per_epoch;
+  checkpoint.step_in_epoch = step % ctx.steps_per_epoch;
+  checkpoint.world_size = ctx.strategy.num_replicas_in_sync();
+  checkpoint.optimizer = ctx.optimizer.name();
+  checkpoint.optimizer_steps = ctx.optimizer.steps();
+  checkpoint.config = to_ini(ctx.config);
+  const nn::ParameterArena& arena = ctx.model.parameters();
+  for (size_t i = 0; i < arena.size(); ++i)
+    checkpoint.params.push_back({arena.info(i).name, arena.info(i).shape, flat_values(arena.param(i))});
+  for (const auto& [name, tensor] : ctx.optimizer.state())
+    checkpoint.optimizer_state.push_back({name, {tensor->numel()}, flat_values(*tensor)});
+  return checkpoint;
+}
+
+ResumePoint restore_checkpoint(TrainContext& ctx) {
+  comm::Communicator& comm = ctx.strategy.communicator();
+  Choice choice;
+  if (ctx.strategy.is_chief()) {
+    // Leftovers of a write that a crash interrupted: never valid, never renamed into place.
+    std::vector<fs::path> leftovers;
+    std::error_code error;
+    for (fs::directory_iterator it(checkpoint_dir(ctx.config), error), end; !error && it != end; it.increment(error))
+      if (it->path().filename().string().find(".h5.tmp.") != std::string::npos) leftovers.push_back(it->path());
+    for (const auto& path : leftovers) fs::remove(path, error);
+    choice = choose_on_chief(ctx);
+  }
+  comm.broadcast(&choice.status, 1, 0);
+  choice.message = comm.broadcast_string(choice.message, 0);
+  if (choice.status == 2) throw InputError(choice.message, ExitCode::kCheckpoint);
+  if (choice.status == 0) return {};
+
+  const io::Checkpoint& checkpoint = choice.checkpoint;
+  int64_t counters[2] = {checkpoint.step, checkpoint.optimizer_steps};
+  comm.broadcast(counters, 2, 0);
+  nn::ParameterArena& arena = ctx.model.parameters();
+  std::vector<float> values;
+  if (ctx.strategy.is_chief()) {
+    for (const auto& param : checkpoint.params) values.insert(values.end(), param.values.begin(), param.values.end());
+  }
+  broadcast_into(comm, values, arena.flat_params());
+  auto state = ctx.optimizer.state();
+  for (size_t i = 0; i < state.size(); ++i) {
+    if (ctx.strategy.is_chief()) values = checkpoint.optimizer_state[i].values;
+    broadcast_into(comm, values, *state[i].second);
+  }
+  ctx.optimizer.set_steps(counters[1]);
+
+  if (ctx.strategy.is_chief()) {
+    chief_info(str_cat("resuming from '", choice.source, "': step ", checkpoint.step, " (epoch ", checkpoint.epoch + 1,
+                       ", step ", checkpoint.step_in_epoch, " of ", checkpoint.steps_per_epoch, ")"));
+    if (checkpoint.world_size != ctx.strategy.num_replicas_in_sync())
+      rank_warning(str_cat("checkpoint '", choice.source, "' was written by ", checkpoint.world_size,
+                           " replica(s), this run has ", ctx.strategy.num_replicas_in_sync(),
+                           ": same global batch and data order, so it continues the same run up to float "
+                           "summation order (not bit-identically)"));
+    warn_about_config_changes(choice.source, checkpoint.config, to_ini(ctx.config));
+  }
+  return {counters[0], comm.broadcast_string(choice.source, 0)};
+}
+
+void Checkpointer::on_log(TrainContext& ctx, const LogPoint& point) {
+  // The epoch's last step is saved by on_epoch_end, after its evaluation.
+  const bool epoch_ends = point.step % ctx.steps_per_epoch == 0 || point.step >= ctx.total_steps || ctx.stop_training;
+  if (checkpoint_step(ctx.config, point.step) && !epoch_ends) save(ctx, point.step);
+}
+
+void Checkpointer::on_epoch_end(TrainContext& ctx, const EpochEnd& end) {
+  const TrainConfig& config = ctx.config;
+  const bool enabled = config.checkpoint_every_steps > 0 || config.checkpoint_every_epochs > 0;
+  const bool whole_epoch = end.step % ctx.steps_per_epoch == 0;
+  const bool by_epoch =
+      whole_epoch && config.checkpoint_every_epochs > 0 && (end.epoch + 1) % config.checkpoint_every_epochs == 0;
+  // The last state of a run is always kept, so it can be extended (more epochs) later.
+  const bool last = end.step >= ctx.total_steps || ctx.stop_training;
+  if (enabled && (by_epoch || checkpoint_step(config, end.step) || last)) save(ctx, end.step);
+}
+
+void Checkpointer::save(TrainContext& ctx, int64_t step) {
+  if (!ctx.strategy.is_chief()) return;
+  const std::string dir = checkpoint_dir(ctx.config);
+  std::error_code error;
+  fs::create_directories(dir, error);
+  if (error)
+    throw Error(ExitCode::kCheckpoint, str_cat("cannot create checkpoint directory '", dir, "': ", error.message()));
+  const std::string path = (fs::path(dir) / checkpoint_file_name(step)).string();
+  io::write_checkpoint(path, capture_checkpoint(ctx, step));
+  chief_verbose(str_cat("  checkpoint ", path));
+  const auto all = list_checkpoints(dir);
+  for (size_t i = static_cast<size_t>(ctx.config.checkpoint_keep); i < all.size(); ++i) fs::remove(all[i], error);
+}
+
+}  // namespace mirrored::train
