@@ -10,7 +10,8 @@
 # BASE (default /tmp/mirrored-slurm); nothing is written to /etc and no system service is
 # touched, so it coexists with a real Slurm client configuration.
 # Environment: CPUS (default: nproc; may exceed it, jobs then oversubscribe),
-#   SLURMCTLD_PORT / SLURMD_PORT (default 6817 / 6818; tests pick free ones).
+#   SLURMCTLD_PORT / SLURMD_PORT (default 6817 / 6818; tests pick free ones),
+#   CRED_EXPIRE (default 5: seconds a requeued job is held; Slurm's default is 120).
 set -euo pipefail
 cmd=${1:-}
 BASE=${2:-${BASE:-/tmp/mirrored-slurm}}
@@ -84,7 +85,9 @@ SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket=${BASE}/munge/munge.socket.2
+# cred_expire: how long slurmd refuses a requeued job's new credentials (and so how long
+# Slurm holds a requeued job); 120 s by default, short here so requeue tests are quick.
+AuthInfo=socket=${BASE}/munge/munge.socket.2,cred_expire=${CRED_EXPIRE:-5}
 StateSaveLocation=${BASE}/state
 SlurmdSpoolDir=${BASE}/spool
 SlurmctldPidFile=${BASE}/slurmctld.daemon.pid

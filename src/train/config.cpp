@@ -174,6 +174,10 @@ const std::vector<Option>& options() {
       int_option("checkpoint.keep", "newest checkpoints kept in <out>/checkpoints", &TrainConfig::checkpoint_keep, 1),
       string_option("resume", "auto: newest valid checkpoint in <out>/checkpoints; never; or a checkpoint file/dir",
                     &TrainConfig::resume),
+      string_option("preemption_signal",
+                    "on this signal (Slurm's --signal=B:USR1@N warning) every rank stops at the same step, the "
+                    "chief writes a checkpoint, and mirrored exits with status 7 so the job can be requeued",
+                    &TrainConfig::preemption_signal, {"USR1", "USR2", "TERM", "none"}),
       string_option("nan_policy", "on a NaN/Inf gradient: stop (exit 6) or skip the step", &TrainConfig::nan_policy,
                     {"stop", "skip"}),
   };

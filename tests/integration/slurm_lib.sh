@@ -19,7 +19,7 @@ s=[socket.socket() for _ in range(2)]
 [x.bind(("127.0.0.1", 0)) for x in s]
 print(*[x.getsockname()[1] for x in s])')
   export SLURMCTLD_PORT=${ports% *} SLURMD_PORT=${ports#* }
-  trap '"$SOURCE_DIR/slurm/local-cluster.sh" down "$SLURM_BASE" >/dev/null; rm -rf "$WORK"' EXIT
+  trap 'slurm_cleanup $?' EXIT
   "$SOURCE_DIR/slurm/local-cluster.sh" up "$SLURM_BASE" >"$WORK/slurm-up.log" 2>&1 ||
     { cat "$WORK/slurm-up.log"; fail "slurm/local-cluster.sh up failed"; }
   export SLURM_CONF=$SLURM_BASE/slurm.conf
@@ -28,4 +28,14 @@ print(*[x.getsockname()[1] for x in s])')
 # job_field JOBID FIELD: a field of `scontrol show job` (while the job is known).
 job_field() {
   scontrol show job "$1" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$2=//p" | head -1
+}
+
+# On failure, the daemons' last words help more than the job's; then stop everything.
+slurm_cleanup() {
+  if (($1 != 0)) && [[ -d "$SLURM_BASE/log" ]]; then
+    echo "--- slurmctld.log (tail)"; tail -n 15 "$SLURM_BASE/log/slurmctld.log" 2>/dev/null || true
+    echo "--- slurmd.log (tail)"; tail -n 25 "$SLURM_BASE/log/slurmd.log" 2>/dev/null || true
+  fi
+  "$SOURCE_DIR/slurm/local-cluster.sh" down "$SLURM_BASE" >/dev/null
+  rm -rf "$WORK"
 }

@@ -50,6 +50,7 @@ struct TrainConfig {
   int64_t checkpoint_keep = 3;          // newest files kept
   std::string resume = "auto";          // auto | never | PATH (a checkpoint file or directory)
   std::string nan_policy = "stop";      // stop | skip
+  std::string preemption_signal = "USR1";  // checkpoint and exit 7 on it: USR1 | USR2 | TERM | none
   bool quiet = false;
 };
 
