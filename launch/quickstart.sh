@@ -6,4 +6,8 @@ cd "$(dirname "$0")/.."
 launch/install_deps.sh
 launch/build.sh build
 launch/import_fmnist.sh build/mirrored
-launch/local.sh 2 build/mirrored train --config launch/configs/fmnist_mlp.ini --out runs/quickstart "$@"
+# Under mpirun a rank's stderr is a pipe, so ask for the live progress bar when this shell
+# has a terminal (a log file gets plain lines).
+progress=()
+if [[ -t 2 ]]; then progress=(--progress bar); fi
+launch/local.sh 2 build/mirrored train --config launch/configs/fmnist_mlp.ini --out runs/quickstart --resume never "${progress[@]}" "$@"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what is missing, builds, imports the data set and runs
-# every test through CTest; then the same suite under ASan+UBSan; then ~20 s of fuzzing per
-# libFuzzer target. CI runs exactly this.
+# every test through CTest; then the same suite under ASan+UBSan, the threaded
+# communication tests under TSan, and ~20 s of fuzzing per libFuzzer target. CI runs
+# exactly this.
 #   tests/run.sh                       everything
 #   MIRRORED_SANITIZERS=0 tests/run.sh skip the sanitizer pass (quicker local runs)
 #   MIRRORED_FUZZ=0 tests/run.sh       skip the short libFuzzer run (tests/fuzz/run.sh)
@@ -14,6 +15,7 @@ launch/import_fmnist.sh build/mirrored
 (cd build && ctest --output-on-failure --timeout 900 "$@")
 if [[ "${MIRRORED_SANITIZERS:-1}" != 0 ]]; then
   tests/sanitize.sh "$@"
+  tests/tsan.sh
 fi
 if [[ "${MIRRORED_FUZZ:-1}" != 0 ]]; then
   tests/fuzz/run.sh

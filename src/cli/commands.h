@@ -13,5 +13,7 @@ int data_command(const Args& args);
 int info_command(int& argc, char**& argv, const Args& args);
 int bench_command(int& argc, char**& argv, const Args& args);
 int bench_allreduce(int& argc, char**& argv, const Args& args);
+int eval_command(int& argc, char**& argv, const Args& args);
+int data_inspect_command(const Args& args);  // the words after `mirrored data inspect`
 
 }  // namespace mirrored::cli

@@ -13,11 +13,13 @@ namespace po = boost::program_options;
 
 int data_command(const Args& args) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-    std::puts("usage: mirrored data import-idx --images FILE --labels FILE --out FILE.h5");
+    std::puts("usage: mirrored data import-idx --images FILE --labels FILE --out FILE.h5\n"
+              "       mirrored data inspect FILE.h5");
     return args.empty() ? static_cast<int>(ExitCode::kUsage) : 0;
   }
+  if (args[0] == "inspect") return data_inspect_command(Args(args.begin() + 1, args.end()));
   if (args[0] != "import-idx")
-    throw InputError(str_cat("unknown data command '", args[0], "'; valid: import-idx"), ExitCode::kUsage);
+    throw InputError(str_cat("unknown data command '", args[0], "'; valid: import-idx, inspect"), ExitCode::kUsage);
 
   po::options_description desc("mirrored data import-idx options");
   desc.add_options()("help,h", "print this help")(

@@ -1,9 +1,8 @@
-#include <H5public.h>
-#include <mpi.h>
-
+#include <algorithm>
 #include <cstdio>
 
 #include "commands.h"
+#include "library_versions.h"
 #include "mirrored/core/cuda_memory.h"
 #include "mirrored/core/device.h"
 #include "mirrored/core/log.h"
@@ -13,23 +12,23 @@ namespace mirrored::cli {
 
 int info_command(int& argc, char**& argv, const Args& /*args*/) {
   distribute::Runtime runtime(argc, argv, {distribute::Launch::kAuto, distribute::DeviceChoice::kAuto, false});
-  unsigned h5_major = 0, h5_minor = 0, h5_release = 0;
-  H5get_libversion(&h5_major, &h5_minor, &h5_release);
-  char mpi_version[MPI_MAX_LIBRARY_VERSION_STRING] = {};
-  int length = 0;
-  MPI_Get_library_version(mpi_version, &length);
-  std::string mpi_line(mpi_version, static_cast<size_t>(length));
-  mpi_line = mpi_line.substr(0, mpi_line.find_first_of(",\n"));
-
   std::string gpu_reason;
   const int gpus = cuda_device_count(&gpu_reason);
+
+  InfoRows rows = build_rows();
+  rows.emplace_back("cuda", cuda_built() ? str_cat("built in (", gpus, " GPU(s) visible",
+                                                   gpus ? "" : ": " + gpu_reason, ")")
+                                         : "not built (MIRRORED_CUDA=OFF or toolkit/NCCL/cuDNN not found)");
+  for (auto& row : library_rows()) rows.push_back(std::move(row));
+  rows.emplace_back("launch", str_cat(runtime.uses_mpi() ? "mpi" : "local (one process)", ", ",
+                                      runtime.world_size(), " rank(s) on ", runtime.cluster().num_nodes(),
+                                      " node(s)"));
+  size_t width = 0;
+  for (const auto& row : rows) width = std::max(width, row.first.size());
   chief_print(str_cat("mirrored ", MIRRORED_VERSION));
-  chief_print(str_cat("  cuda      ", cuda_built() ? "built in" : "not built",
-                      cuda_built() ? str_cat(" (", gpus, " GPU(s) visible", gpus ? "" : ": " + gpu_reason, ")") : ""));
-  chief_print(str_cat("  mpi       ", mpi_line));
-  chief_print(str_cat("  hdf5      ", h5_major, ".", h5_minor, ".", h5_release));
-  chief_print(str_cat("  launch    ", runtime.uses_mpi() ? "mpi" : "local (one process)", ", ", runtime.world_size(),
-                      " rank(s)"));
+  for (const auto& [label, value] : rows)
+    chief_print(str_cat("  ", label, std::string(width + 2 - label.size(), ' '), value));
+  chief_print("");
   chief_print(runtime.cluster().table());
   return 0;
 }

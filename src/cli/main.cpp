@@ -1,6 +1,8 @@
 // mirrored: data-parallel training on CPUs and GPUs.
 //   mirrored train --config FILE [--KEY VALUE ...]
 //   mirrored data import-idx --images F --labels F --out F.h5
+//   mirrored eval --checkpoint F --data F
+//   mirrored data inspect F
 //   mirrored info
 //   mirrored bench allreduce [--min-bytes N --max-bytes N --iters N --warmup N --json FILE]
 #include <cstdio>
@@ -20,7 +22,8 @@ constexpr const char* kUsage =
     "usage: mirrored <command> [options]\n"
     "commands:\n"
     "  train     train a model data-parallel (mirrored train --help)\n"
-    "  data      dataset tools: import-idx (mirrored data --help)\n"
+    "  eval      accuracy and loss of a parameter file (mirrored eval --help)\n"
+    "  data      dataset tools: import-idx, inspect (mirrored data --help)\n"
     "  info      version, build options and, under mpirun, the cluster table\n"
     "  bench     benchmarks: allreduce (mirrored bench --help)\n";
 
@@ -51,11 +54,12 @@ int main(int argc, char** argv) {
     if (command == "data") return cli::data_command(args);
     if (command == "info") return cli::info_command(argc, argv, args);
     if (command == "bench") return cli::bench_command(argc, argv, args);
+    if (command == "eval") return cli::eval_command(argc, argv, args);
     if (command == "--help" || command == "-h" || command == "help") {
       std::fputs(kUsage, stdout);
       return 0;
     }
-    throw InputError(str_cat("unknown command '", command, "'; valid commands: train, data, info, bench"), ExitCode::kUsage);
+    throw InputError(str_cat("unknown command '", command, "'; valid commands: train, eval, data, info, bench"), ExitCode::kUsage);
   } catch (const Error& error) {
     fail(error);
   } catch (const std::exception& error) {

@@ -30,6 +30,7 @@ int train_command(int& argc, char**& argv, const Args& args) {
   distribute::Runtime runtime(argc, argv,
                               {launch_of(config.launch), device_of(config.device), false, config.collective_timeout_s});
   if (config.quiet) set_log_level(LogLevel::kQuiet);
+  if (config.verbose) set_log_level(LogLevel::kVerbose);
   chief_info(str_cat("cluster:\n", runtime.cluster().table()));
   const train::TrainSummary summary = train::run_training(config, runtime);
   // A distinct status after a preemption checkpoint, so slurm/preemptible.sh requeues the job.

@@ -4,6 +4,7 @@
 
 #include "mirrored/comm/mpi_check.h"
 #include "mirrored/comm/mpi_types.h"
+#include "mirrored/core/log.h"
 
 namespace mirrored::comm {
 namespace {
@@ -56,6 +57,7 @@ std::unique_ptr<Communicator> HierarchicalCommunicator::duplicate() {
 }
 
 void HierarchicalCommunicator::allreduce(void* buffer, size_t count, DataType type, ReduceOp op) {
+  MIRRORED_CHECK(!pending_, "a blocking all-reduce while a nonblocking one is in flight");
   const MPI_Op mpi_op = mpi_reduce_op(type, op);
   const MPI_Datatype mpi_type = mpi_datatype(type);
   const int n = mpi_count(count);
@@ -74,6 +76,85 @@ void HierarchicalCommunicator::allreduce(void* buffer, size_t count, DataType ty
   // 3. the leader hands the result to its node
   if (node_size_ > 1) MIRRORED_MPI_CHECK(MPI_Bcast(buffer, n, mpi_type, 0, node_));
   divide_for_mean(buffer, count, type, op, size_);
+}
+
+class HierarchicalPendingAllreduce final : public PendingCollective {
+ public:
+  HierarchicalPendingAllreduce(HierarchicalCommunicator& comm, void* buffer, size_t count, DataType type,
+                               ReduceOp op)
+      : comm_(comm), watch_(comm.watchdog_, "allreduce", count), buffer_(buffer), count_(count), type_(type),
+        op_(op), mpi_type_(mpi_datatype(type)), mpi_op_(mpi_reduce_op(type, op)), n_(mpi_count(count)) {
+    start(Stage::kReduce);
+  }
+  ~HierarchicalPendingAllreduce() override {
+    if (stage_ != Stage::kDone && std::uncaught_exceptions() == 0)
+      rank_warning("a hierarchical all-reduce was dropped while in flight");
+    comm_.pending_ = false;
+  }
+  bool test() override {
+    while (stage_ != Stage::kDone) {
+      if (request_ != MPI_REQUEST_NULL) {
+        int complete = 0;
+        MIRRORED_MPI_CHECK(MPI_Test(&request_, &complete, MPI_STATUS_IGNORE));
+        if (!complete) return false;
+      }
+      start(static_cast<Stage>(static_cast<int>(stage_) + 1));
+    }
+    return true;
+  }
+
+ private:
+  enum class Stage { kReduce, kLeaders, kBroadcast, kDone };
+
+  // Starts `stage`'s request; a stage this rank takes no part in leaves it null, so the
+  // next test() moves straight on.
+  void start(Stage stage) {
+    stage_ = stage;
+    request_ = MPI_REQUEST_NULL;
+    switch (stage) {
+      case Stage::kReduce:
+        if (comm_.node_size_ > 1) {
+          const void* send = comm_.node_rank_ == 0 ? MPI_IN_PLACE : buffer_;
+          void* recv = comm_.node_rank_ == 0 ? buffer_ : nullptr;
+          MIRRORED_MPI_CHECK(MPI_Ireduce(send, recv, n_, mpi_type_, mpi_op_, 0, comm_.node_, &request_));
+        }
+        break;
+      case Stage::kLeaders:
+        if (comm_.leaders_ != MPI_COMM_NULL && comm_.num_nodes_ > 1)
+          MIRRORED_MPI_CHECK(
+              MPI_Iallreduce(MPI_IN_PLACE, buffer_, n_, mpi_type_, mpi_op_, comm_.leaders_, &request_));
+        break;
+      case Stage::kBroadcast:
+        if (comm_.node_size_ > 1) MIRRORED_MPI_CHECK(MPI_Ibcast(buffer_, n_, mpi_type_, 0, comm_.node_, &request_));
+        break;
+      case Stage::kDone:
+        divide_for_mean(buffer_, count_, type_, op_, comm_.size_);
+        break;
+    }
+  }
+
+  HierarchicalCommunicator& comm_;
+  CollectiveWatchdog::Scope watch_;  // in flight until destroyed
+  void* buffer_;
+  size_t count_;
+  DataType type_;
+  ReduceOp op_;
+  MPI_Datatype mpi_type_;
+  MPI_Op mpi_op_;
+  int n_;
+  Stage stage_ = Stage::kReduce;
+  MPI_Request request_ = MPI_REQUEST_NULL;
+};
+
+std::unique_ptr<PendingCollective> HierarchicalCommunicator::allreduce_async(void* buffer, size_t count,
+                                                                             DataType type, ReduceOp op) {
+  MIRRORED_CHECK(!pending_.exchange(true), "a second nonblocking all-reduce on one hierarchical communicator");
+  try {
+    return std::make_unique<HierarchicalPendingAllreduce>(*this, buffer, count, type, op);
+  } catch (...) {
+    pending_ = false;
+    throw;
+  }
 }
 
 void HierarchicalCommunicator::broadcast(void* buffer, size_t count, DataType type, int root) {

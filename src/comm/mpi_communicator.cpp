@@ -102,18 +102,65 @@ std::unique_ptr<Communicator> MpiCommunicator::duplicate() {
   return std::make_unique<MpiCommunicator>(comm_, watchdog_);
 }
 
-void MpiCommunicator::allreduce(void* buffer, size_t count, DataType type, ReduceOp op) {
+namespace {
+MPI_Op checked_op(DataType type, ReduceOp op) {
   MIRRORED_CHECK(op != ReduceOp::kMean || is_floating(type), "mean all-reduce of ", datatype_name(type));
   MIRRORED_CHECK(type != DataType::kBF16 || op == ReduceOp::kSum || op == ReduceOp::kMean,
                  "bfloat16 all-reduce supports sum and mean only");
-  const MPI_Op mpi_op = type == DataType::kBF16 ? bf16_sum_op() : to_mpi(op);
+  return type == DataType::kBF16 ? bf16_sum_op() : to_mpi(op);
+}
+
+void finish_mean(void* buffer, size_t count, DataType type, ReduceOp op, int size) {
+  if (op != ReduceOp::kMean || size == 1) return;
+  if (type == DataType::kF32) divide<float>(buffer, count, size);
+  if (type == DataType::kF64) divide<double>(buffer, count, size);
+  if (type == DataType::kBF16) divide_bf16(buffer, count, size);
+}
+
+class MpiPendingAllreduce final : public PendingCollective {
+ public:
+  MpiPendingAllreduce(CollectiveWatchdog* watchdog, void* buffer, size_t count, DataType type, ReduceOp op,
+                      int size, MPI_Request request)
+      : watch_(watchdog, "allreduce", count),
+        buffer_(buffer), count_(count), type_(type), op_(op), size_(size), request_(request) {}
+  ~MpiPendingAllreduce() override {
+    if (!done_ && std::uncaught_exceptions() == 0) rank_warning("an all-reduce was dropped while in flight");
+  }
+  bool test() override {
+    if (done_) return true;
+    int complete = 0;
+    MIRRORED_MPI_CHECK(MPI_Test(&request_, &complete, MPI_STATUS_IGNORE));
+    if (!complete) return false;
+    finish_mean(buffer_, count_, type_, op_, size_);
+    done_ = true;
+    return true;
+  }
+
+ private:
+  CollectiveWatchdog::Scope watch_;  // in flight until destroyed
+  void* buffer_;
+  size_t count_;
+  DataType type_;
+  ReduceOp op_;
+  int size_;
+  MPI_Request request_;
+  bool done_ = false;
+};
+}  // namespace
+
+void MpiCommunicator::allreduce(void* buffer, size_t count, DataType type, ReduceOp op) {
+  const MPI_Op mpi_op = checked_op(type, op);
   CollectiveWatchdog::Scope watch(watchdog_, "allreduce", count);
   MIRRORED_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buffer, checked_count(count), to_mpi(type), mpi_op, comm_));
-  if (op == ReduceOp::kMean && size_ > 1) {
-    if (type == DataType::kF32) divide<float>(buffer, count, size_);
-    if (type == DataType::kF64) divide<double>(buffer, count, size_);
-    if (type == DataType::kBF16) divide_bf16(buffer, count, size_);
-  }
+  finish_mean(buffer, count, type, op, size_);
+}
+
+std::unique_ptr<PendingCollective> MpiCommunicator::allreduce_async(void* buffer, size_t count, DataType type,
+                                                                    ReduceOp op) {
+  const MPI_Op mpi_op = checked_op(type, op);
+  MPI_Request request;
+  MIRRORED_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buffer, checked_count(count), to_mpi(type), mpi_op, comm_, &request));
+  return std::make_unique<MpiPendingAllreduce>(watchdog_, buffer, count, type, op, size_, request);
 }
 
 void MpiCommunicator::broadcast(void* buffer, size_t count, DataType type, int root) {

@@ -167,6 +167,10 @@ const std::vector<Option>& options() {
       optional_string_option("timeline", "write a Chrome trace (chrome://tracing, Perfetto) to this file",
                              &TrainConfig::timeline),
       int_option("timeline_steps", "steps recorded in the timeline", &TrainConfig::timeline_steps, 1),
+      string_option("progress",
+                    "rank-0 progress on stderr: auto (a live bar on a terminal, else a line every log_every "
+                    "steps), bar, plain, off",
+                    &TrainConfig::progress, {"auto", "bar", "plain", "off"}),
       int_option("checkpoint.every_steps", "write a checkpoint every N steps (0: off)",
                  &TrainConfig::checkpoint_every_steps, 0),
       int_option("checkpoint.every_epochs", "write a checkpoint every N epochs (0: off)",
@@ -188,7 +192,7 @@ po::options_description describe(bool with_command_line_only) {
   po::options_description desc("mirrored train options (INI keys; [section] key = value)");
   if (with_command_line_only) {
     desc.add_options()("help,h", "print this help")("config", po::value<std::string>(), "INI configuration file")(
-        "quiet", "print only the final result");
+        "quiet", "print only the final result")("verbose", "also print the model summary and every log line");
   }
   for (const auto& option : options()) {
     const TrainConfig defaults;
@@ -252,6 +256,9 @@ TrainConfig parse_train_config(const std::vector<std::string>& args, bool* help_
   }
   apply(config, command_line, "command line");  // flags override the file
   config.quiet = command_line.count("quiet") > 0;
+  config.verbose = command_line.count("verbose") > 0;
+  if (config.quiet && config.verbose)
+    throw InputError("command line: --quiet and --verbose exclude each other", ExitCode::kUsage);
   return config;
 }
 

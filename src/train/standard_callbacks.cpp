@@ -44,12 +44,6 @@ void ConsoleLogger::on_train_begin(TrainContext& ctx) {
   chief_verbose(ctx.model.module().summary());
 }
 
-void ConsoleLogger::on_log(TrainContext&, const LogPoint& point) {
-  chief_verbose(str_cat("  step ", point.step, "  loss ", fixed(point.loss, 4), "  lr ", point.lr, "  ",
-                        fixed(point.samples_per_sec, 0), " samples/s  comm ", fixed(point.comm_ms, 2),
-                        " ms/step (exposed ", fixed(point.exposed_comm_ms, 2), ")"));
-}
-
 void ConsoleLogger::on_epoch_end(TrainContext& ctx, const EpochEnd& end) {
   chief_info(str_cat("epoch ", end.epoch + 1, "/", ctx.config.epochs, "  loss ", fixed(end.train_loss, 4),
                      "  test_loss ", fixed(end.eval.loss, 4), "  test_acc ", fixed(end.eval.accuracy, 4), "  ",

@@ -1,6 +1,9 @@
 #include "mirrored/train/trainer.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <memory>
 #include <thread>
 
@@ -14,11 +17,13 @@
 #include "mirrored/train/checkpointer.h"
 #include "mirrored/train/evaluate.h"
 #include "mirrored/train/model_factory.h"
+#include "mirrored/train/progress.h"
 #include "mirrored/train/non_finite_guard.h"
 #include "mirrored/train/preemption.h"
 #include "mirrored/train/run_directory.h"
 #include "mirrored/train/standard_callbacks.h"
 #include "mirrored/train/timeline_writer.h"
+#include "mirrored/train/tensorboard_logger.h"
 
 namespace mirrored::train {
 namespace {
@@ -103,6 +108,10 @@ TrainSummary run_training(const TrainConfig& config, distribute::Runtime& runtim
 
   std::vector<std::unique_ptr<Callback>> callbacks;
   callbacks.push_back(std::make_unique<MetricsLogger>());
+  callbacks.push_back(std::make_unique<TensorBoardLogger>());
+  // Before ConsoleLogger, so a finished bar ends its line before the epoch summary prints.
+  callbacks.push_back(std::make_unique<ProgressReporter>(
+      resolve_progress_style(config.progress, config.quiet, isatty(fileno(stderr)) == 1)));
   callbacks.push_back(std::make_unique<ConsoleLogger>());
   callbacks.push_back(std::make_unique<FinalParametersWriter>());
   callbacks.push_back(std::make_unique<Checkpointer>());  // after MetricsLogger: the eval record precedes it
@@ -138,6 +147,8 @@ TrainSummary run_training(const TrainConfig& config, distribute::Runtime& runtim
     model.backward(loss_fn.grad());
     return value.mean_loss;
   };
+  // The end of a step: wait for the averaged gradients, then update (unless the NaN guard
+  // skips this step).
   auto finish_step = [&](float step_loss) {
     model.synchronize_gradients();
     static const std::string kOptimizer = "optimizer";
@@ -156,9 +167,8 @@ TrainSummary run_training(const TrainConfig& config, distribute::Runtime& runtim
     Interval interval;
     double epoch_loss_sum = 0.0, epoch_seconds = 0.0;
     int64_t epoch_steps = 0;
-    // The sampler counts micro-batches: a resumed epoch skips those of the steps done.
-    const bool first_epoch = epoch == resumed.step / steps_per_epoch;
-    const int64_t first_step = first_epoch ? resumed.step % steps_per_epoch : 0;
+    // A resumed run starts its first epoch at the step after the checkpoint.
+    const int64_t first_step = epoch == resumed.step / steps_per_epoch ? resumed.step % steps_per_epoch : 0;
     auto batches = train_data.epoch(epoch, first_step * micro_batches);
     auto next_batch = batches.begin();
     for (int64_t step_in_epoch = first_step; step_in_epoch < steps_per_epoch; ++step_in_epoch) {

@@ -7,7 +7,7 @@ require_data
 common=(--data.train "$DATA_DIR/train.h5" --data.test "$DATA_DIR/test.h5" --batch_size 64 --epochs 1
         --max_steps 600 --model.hidden 32 --lr 0.05 --momentum 0.9 --seed 5 --threads 1 --log_every 50
         --checkpoint.every_steps 40)
-records() { sed -E 's/, "(samples_per_sec|comm_ms|exposed_comm_ms)": [^,}]*//g' "$1"; }
+records() { without_timings "$1"; }
 
 mpirun_np 4 train "${common[@]}" --out "$WORK/full" > "$WORK/full.log" 2>&1 || { cat "$WORK/full.log"; fail "full run"; }
 

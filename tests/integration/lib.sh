@@ -48,3 +48,9 @@ expect_exit() {
   expect_failure "$@"
   [[ $LAST_STATUS -eq $code ]] || { cat "$WORK/$1.out"; fail "$1: exit status $LAST_STATUS, expected $code"; }
 }
+
+# metrics.jsonl without its timing fields (throughput, communication times), which differ
+# from run to run; everything left must be reproducible.
+without_timings() {
+  sed -E 's/, "(samples_per_sec|comm_ms|exposed_comm_ms)": [^,}]*//g' "$1"
+}

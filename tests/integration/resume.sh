@@ -12,7 +12,7 @@ common=(--data.train "$DATA_DIR/test.h5" --data.test "$DATA_DIR/test.h5" --batch
         --model.hidden 32 --lr 0.05 --momentum 0.9 --seed 11 --threads 1 --log_every 25
         --checkpoint.every_steps 20 --checkpoint.keep 3)
 upto=(--max_steps 200)
-train_records() { grep '"kind": "train"' "$1" | sed -E 's/, "(samples_per_sec|comm_ms|exposed_comm_ms)": [^,}]*//g'; }
+train_records() { without_timings "$1" | grep '"kind": "train"'; }
 # flip_payload_byte FILE: changes one byte inside the raw data of the first weight matrix.
 flip_payload_byte() {
   local offset

@@ -218,3 +218,24 @@ TEST(Hierarchical, AutoChoosesTwoLevelsOnlyForSeveralNodesWithSeveralRanks) {
   distribute::MirroredStrategy strategy(test_runtime(), {Allreduce::kHierarchical});
   EXPECT_EQ(strategy.allreduce(), Allreduce::kHierarchical);
 }
+
+TEST(Hierarchical, NonblockingAllreduceIsExactInEveryLayout) {
+  const int n = test_runtime().world().size(), r = test_runtime().world().rank();
+  for (const auto& layout : layouts()) {
+    auto comm = make(layout);
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMean}) {
+      std::vector<float> buffer(3000);
+      for (size_t i = 0; i < buffer.size(); ++i) buffer[i] = static_cast<float>(r + 1) * static_cast<float>(i % 64);
+      auto pending = comm->allreduce_async(buffer.data(), buffer.size(), DataType::kF32, op);
+      // Only one may be in flight: a second would start its stages in a timing-dependent order.
+      EXPECT_THROW(comm->allreduce_async(buffer.data(), 1, DataType::kF32, op), Error) << layout.name;
+      while (!pending->test()) {
+      }
+      EXPECT_TRUE(pending->test()) << "stays complete";
+      pending.reset();
+      const float ranks_sum = static_cast<float>(n * (n + 1) / 2) / (op == ReduceOp::kMean ? static_cast<float>(n) : 1.0f);
+      for (size_t i = 0; i < buffer.size(); ++i)
+        ASSERT_FLOAT_EQ(buffer[i], ranks_sum * static_cast<float>(i % 64)) << layout.name << " i " << i;
+    }
+  }
+}

@@ -32,6 +32,14 @@ template <> constexpr DataType datatype_of<int64_t>() { return DataType::kI64; }
 template <> constexpr DataType datatype_of<uint8_t>() { return DataType::kU8; }
 template <> constexpr DataType datatype_of<char>() { return DataType::kU8; }
 
+// A collective in flight. test() advances it and returns true once it is complete (and
+// keeps returning true). Dropping an incomplete one is a programming error.
+class PendingCollective {
+ public:
+  virtual ~PendingCollective() = default;
+  virtual bool test() = 0;
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -44,6 +52,10 @@ class Communicator {
 
   // In place. kMean is defined for floating types only (sum, then divide by size()).
   virtual void allreduce(void* buffer, size_t count, DataType type, ReduceOp op) = 0;
+  // Starts an all-reduce and returns at once; the buffer must stay untouched until test()
+  // says it is complete. The default runs the blocking one (backends without a
+  // nonblocking path).
+  virtual std::unique_ptr<PendingCollective> allreduce_async(void* buffer, size_t count, DataType type, ReduceOp op);
   virtual void broadcast(void* buffer, size_t count, DataType type, int root) = 0;
   // recv holds size() * count elements, rank r's contribution at r * count.
   virtual void allgather(const void* send, void* recv, size_t count, DataType type) = 0;

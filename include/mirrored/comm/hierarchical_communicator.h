@@ -14,6 +14,8 @@
 // the watchdog's per-rank counts stay equal on leaders and non-leaders alike.
 #include <mpi.h>
 
+#include <atomic>
+
 #include "mirrored/comm/communicator.h"
 #include "mirrored/comm/watchdog.h"
 
@@ -38,6 +40,13 @@ class HierarchicalCommunicator final : public Communicator {
   using Communicator::allreduce;  // the typed conveniences
   using Communicator::broadcast;
   void allreduce(void* buffer, size_t count, DataType type, ReduceOp op) override;
+  // Nonblocking: each test() advances the three stages (Ireduce, Iallreduce among leaders,
+  // Ibcast), starting a stage when the one before it completes. Because stages start
+  // lazily, their order on a communicator would depend on timing if two were in flight,
+  // so at most one collective of this communicator may be pending (checked); the gradient
+  // reducer's communication thread has one at a time on its own duplicate.
+  std::unique_ptr<PendingCollective> allreduce_async(void* buffer, size_t count, DataType type,
+                                                     ReduceOp op) override;
   void broadcast(void* buffer, size_t count, DataType type, int root) override;
   void allgather(const void* send, void* recv, size_t count, DataType type) override;
   void barrier() override;
@@ -56,6 +65,9 @@ class HierarchicalCommunicator final : public Communicator {
   int rank_ = 0, size_ = 1;
   int node_rank_ = 0, node_size_ = 1;
   int num_nodes_ = 1;
+  std::atomic<bool> pending_{false};  // a nonblocking all-reduce is in flight
+
+  friend class HierarchicalPendingAllreduce;
 };
 
 }  // namespace mirrored::comm

@@ -22,6 +22,9 @@ class MpiCommunicator final : public Communicator {
   std::string backend() const override { return "mpi"; }
   std::unique_ptr<Communicator> duplicate() override;
   void allreduce(void* buffer, size_t count, DataType type, ReduceOp op) override;
+  // MPI_Iallreduce: the caller's test() calls drive its progress.
+  std::unique_ptr<PendingCollective> allreduce_async(void* buffer, size_t count, DataType type,
+                                                     ReduceOp op) override;
   void broadcast(void* buffer, size_t count, DataType type, int root) override;
   void allgather(const void* send, void* recv, size_t count, DataType type) override;
   void barrier() override;

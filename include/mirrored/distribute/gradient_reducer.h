@@ -62,6 +62,7 @@ class GradientReducer {
  private:
   void launch(size_t bucket);
   void reduce_bucket(size_t bucket);  // runs on the communication thread (or inline)
+  void all_reduce_sum(void* data, size_t count, comm::DataType type);
   void worker_loop();
 
   nn::ParameterArena& arena_;

@@ -44,6 +44,9 @@ struct TrainConfig {
   double collective_timeout_s = 300.0;
   std::string timeline;             // Chrome trace JSON file (empty: off)
   int64_t timeline_steps = 20;      // steps recorded in the timeline
+  std::string progress = "auto";    // auto | bar | plain | off (rank-0 progress on stderr)
+  bool quiet = false;               // command line only: the final result alone
+  bool verbose = false;             // command line only: model summary, every log line
   // checkpoints (<out>/checkpoints) and failure handling
   int64_t checkpoint_every_steps = 0;   // 0: not by step count
   int64_t checkpoint_every_epochs = 1;  // 0: not at epoch ends
@@ -51,7 +54,6 @@ struct TrainConfig {
   std::string resume = "auto";          // auto | never | PATH (a checkpoint file or directory)
   std::string nan_policy = "stop";      // stop | skip
   std::string preemption_signal = "USR1";  // checkpoint and exit 7 on it: USR1 | USR2 | TERM | none
-  bool quiet = false;
 };
 
 // Parses `args` (the words after `mirrored train`). `--config FILE` names the INI file.

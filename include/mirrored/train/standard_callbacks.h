@@ -11,12 +11,11 @@ class MetricsLogger final : public Callback {
   void on_epoch_end(TrainContext& ctx, const EpochEnd& end) override;
 };
 
-// Human-readable lines on rank 0: a line per log point when verbose, per epoch, and the
-// final result.
+// Human-readable results on rank 0's stdout: the run's header, a line per epoch and the
+// final result. Step-by-step progress is ProgressReporter's (stderr).
 class ConsoleLogger final : public Callback {
  public:
   void on_train_begin(TrainContext& ctx) override;
-  void on_log(TrainContext& ctx, const LogPoint& point) override;
   void on_epoch_end(TrainContext& ctx, const EpochEnd& end) override;
   void on_train_end(TrainContext& ctx, const TrainSummary& summary) override;
 };

@@ -1,0 +1,26 @@
+#include "mirrored/train/tensorboard_logger.h"
+
+#include "mirrored/train/run_directory.h"
+
+namespace mirrored::train {
+
+void TensorBoardLogger::on_train_begin(TrainContext& ctx) {
+  if (ctx.strategy.is_chief()) writer_ = std::make_unique<io::EventFileWriter>(ctx.run_dir.file("tensorboard"));
+}
+
+void TensorBoardLogger::on_log(TrainContext&, const LogPoint& point) {
+  if (!writer_) return;
+  writer_->add_scalars(point.step, {{"train/loss", static_cast<float>(point.loss)},
+                                    {"train/lr", static_cast<float>(point.lr)},
+                                    {"train/samples_per_sec", static_cast<float>(point.samples_per_sec)},
+                                    {"train/comm_ms", static_cast<float>(point.comm_ms)},
+                                    {"train/exposed_comm_ms", static_cast<float>(point.exposed_comm_ms)}});
+}
+
+void TensorBoardLogger::on_epoch_end(TrainContext&, const EpochEnd& end) {
+  if (!writer_) return;
+  writer_->add_scalars(end.step, {{"test/loss", static_cast<float>(end.eval.loss)},
+                                  {"test/accuracy", static_cast<float>(end.eval.accuracy)}});
+}
+
+}  // namespace mirrored::train
