@@ -5,7 +5,9 @@ set -euo pipefail
 packages=(cmake g++ make openmpi-bin libopenmpi-dev libhdf5-dev hdf5-tools
           libboost-program-options-dev libopenblas-dev zlib1g-dev dataset-fashion-mnist)
 if [[ "${1:-}" == "--test" ]]; then
-  packages+=(libgtest-dev clang libclang-rt-14-dev)
+  # slurm-wlm + munge: the sbatch tests start a one-node Slurm (slurm/local-cluster.sh);
+  # iproute2: the multi-host tests build hosts from network namespaces (tests/netns/).
+  packages+=(libgtest-dev clang libclang-rt-14-dev slurm-wlm munge iproute2)
 fi
 missing=()
 for p in "${packages[@]}"; do

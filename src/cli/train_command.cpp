@@ -20,7 +20,7 @@ distribute::DeviceChoice device_of(const std::string& name) {
 }  // namespace
 
 distribute::RuntimeOptions runtime_options(const train::TrainConfig& config) {
-  return {launch_of(config.launch), device_of(config.device), false};
+  return {launch_of(config.launch), device_of(config.device), false, config.collective_timeout_s};
 }
 
 int train_command(int& argc, char**& argv, const Args& args) {
@@ -35,8 +35,9 @@ int train_command(int& argc, char**& argv, const Args& args) {
   if (config.quiet) set_log_level(LogLevel::kQuiet);
   if (config.verbose) set_log_level(LogLevel::kVerbose);
   chief_info(str_cat("cluster:\n", runtime.cluster().table()));
-  train::run_training(config, runtime);
-  return 0;
+  const train::TrainSummary summary = train::run_training(config, runtime);
+  // A distinct status after a preemption checkpoint, so slurm/preemptible.sh requeues the job.
+  return summary.preempted ? static_cast<int>(ExitCode::kPreempted) : 0;
 }
 
 }  // namespace mirrored::cli

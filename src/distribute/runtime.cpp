@@ -9,6 +9,7 @@
 #include <initializer_list>
 #include <thread>
 
+#include "mirrored/comm/hierarchical_communicator.h"
 #include "mirrored/comm/local_communicator.h"
 #include "mirrored/comm/mpi_check.h"
 #include "mirrored/comm/mpi_communicator.h"
@@ -129,6 +130,8 @@ void Runtime::identify_from_launcher() {
 }
 
 Runtime::Runtime(int& argc, char**& argv, RuntimeOptions options) {
+  // Before MPI_Init, which may add variables of its own.
+  const LauncherEnv launcher = LauncherEnv::from_environment();
   Launch launch = launch_from_env(options.launch);
   if (launch == Launch::kAuto) launch = launched_by_mpi() ? Launch::kMpi : Launch::kLocal;
 
@@ -150,7 +153,7 @@ Runtime::Runtime(int& argc, char**& argv, RuntimeOptions options) {
     world_ = std::make_unique<comm::LocalCommunicator>();
   }
   set_process_identity({world_->rank(), world_->size(), local_hostname()});
-  cluster_ = Cluster::discover(*world_);
+  cluster_ = Cluster::discover(*world_, launcher);
   device_ = choose_device(options.device, cluster_);
   if (options.device != DeviceChoice::kCpu) {
     cluster_.gather_devices(*world_, device_.str());
@@ -173,6 +176,11 @@ Runtime::Runtime(int& argc, char**& argv, RuntimeOptions options) {
 #endif
   }
   if (options.print_cluster_table) chief_info(cluster_.table());
+}
+
+std::unique_ptr<comm::Communicator> Runtime::hierarchical_world(int node_color) {
+  if (!owns_mpi_) return world_->duplicate();  // a world of one: nothing to arrange
+  return std::make_unique<comm::HierarchicalCommunicator>(MPI_COMM_WORLD, watchdog_.get(), node_color);
 }
 
 Runtime::~Runtime() {

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "mirrored/comm/hierarchical_communicator.h"
 #include "mirrored/core/log.h"
 
 namespace mirrored::distribute {
@@ -16,8 +17,49 @@ uint64_t fingerprint(const Tensor& t) {
 }
 }  // namespace
 
-MirroredStrategy::MirroredStrategy(Runtime& runtime)
-    : runtime_(runtime), comm_(runtime.world()), device_comm_(runtime.device_communicator()) {}
+Allreduce allreduce_from_name(const std::string& name) {
+  if (name == "auto") return Allreduce::kAuto;
+  if (name == "flat") return Allreduce::kFlat;
+  if (name == "hierarchical") return Allreduce::kHierarchical;
+  throw InputError(str_cat("allreduce = '", name, "': expected one of auto, flat, hierarchical"), ExitCode::kUsage);
+}
+
+const char* allreduce_name(Allreduce choice) {
+  switch (choice) {
+    case Allreduce::kAuto: return "auto";
+    case Allreduce::kFlat: return "flat";
+    case Allreduce::kHierarchical: return "hierarchical";
+  }
+  return "?";
+}
+
+Allreduce resolve_allreduce(Allreduce requested, int num_nodes, int world_size) {
+  if (requested != Allreduce::kAuto) return requested;
+  // Two levels pay off only when a node holds several ranks whose traffic the leader can
+  // combine, and there is a network between nodes to spare.
+  return num_nodes > 1 && world_size > num_nodes ? Allreduce::kHierarchical : Allreduce::kFlat;
+}
+
+MirroredStrategy::MirroredStrategy(Runtime& runtime, StrategyOptions options)
+    : runtime_(runtime), comm_(runtime.world()), device_comm_(runtime.device_communicator()) {
+  const Cluster& cluster = runtime.cluster();
+  allreduce_ = resolve_allreduce(options.allreduce, cluster.num_nodes(), cluster.world_size());
+  if (allreduce_ == Allreduce::kHierarchical && runtime.uses_mpi()) {
+    gradient_comm_ = runtime.hierarchical_world();
+    const auto& hierarchical = static_cast<const comm::HierarchicalCommunicator&>(*gradient_comm_);
+    // MPI groups ranks by shared memory, the table by host name (or Slurm's node ids);
+    // they differ when, say, containers on one machine have their own host names.
+    if (hierarchical.num_nodes() != cluster.num_nodes() && is_chief())
+      rank_warning(str_cat("allreduce = hierarchical: MPI finds ", hierarchical.num_nodes(),
+                           " shared-memory node(s), the cluster table ", cluster.num_nodes(),
+                           " host(s); reducing over MPI's nodes"));
+    chief_info(str_cat("gradient all-reduce: hierarchical (", hierarchical.num_nodes(), " node leader(s), ",
+                       cluster.world_size(), " ranks)"));
+  } else if (cluster.world_size() > 1) {
+    chief_info(str_cat("gradient all-reduce: flat (", cluster.world_size(), " ranks on ", cluster.num_nodes(),
+                       " node(s))"));
+  }
+}
 
 int64_t MirroredStrategy::per_replica_batch(int64_t global_batch) const {
   const int replicas = num_replicas_in_sync();
@@ -38,7 +80,10 @@ DistributedModel MirroredStrategy::mirror(std::unique_ptr<nn::Model> model, cons
   MIRRORED_CHECK(params.device().is_cpu() || device_comm_.backend() == "nccl", "parameters on ",
                  params.device().str(), " but the device communicator is '", device_comm_.backend(), "'");
   device_comm_.broadcast(params.data<float>(), static_cast<size_t>(params.numel()), 0);
-  return DistributedModel(std::move(model), device_comm_, options.reducer, options.accumulate_steps);
+  // GPUs reduce over NCCL; CPU replicas over the flat world or the hierarchical one.
+  comm::Communicator& gradients =
+      params.device().is_cuda() ? device_comm_ : (gradient_comm_ ? *gradient_comm_ : comm_);
+  return DistributedModel(std::move(model), gradients, options.reducer, options.accumulate_steps);
 }
 
 DistributedDataset MirroredStrategy::distribute_dataset(std::shared_ptr<const data::Dataset> dataset,

@@ -170,6 +170,10 @@ const std::vector<Option>& options() {
       real_option("bucket_mb", "gradient bucket size cap in MB (all-reduced as soon as backward fills one)",
                   &TrainConfig::bucket_mb, 0, 1e6, true, false, "a number > 0"),
       bool_option("overlap", "all-reduce gradient buckets while backward is still running", &TrainConfig::overlap),
+      string_option("allreduce",
+                    "gradient all-reduce: flat, hierarchical (reduce in each node, all-reduce among node "
+                    "leaders, broadcast in each node), or auto (hierarchical on several nodes with several ranks each)",
+                    &TrainConfig::allreduce, {"auto", "flat", "hierarchical"}),
       string_option("grad_compression", "gradient wire format; bf16 halves traffic and changes numerics",
                     &TrainConfig::grad_compression, {"none", "bf16"}),
       int_option("accumulate_steps", "micro-batches of batch_size per update, one all-reduce per update",
@@ -190,6 +194,10 @@ const std::vector<Option>& options() {
       int_option("checkpoint.keep", "newest checkpoints kept in <out>/checkpoints", &TrainConfig::checkpoint_keep, 1),
       string_option("resume", "auto: newest valid checkpoint in <out>/checkpoints; never; or a checkpoint file/dir",
                     &TrainConfig::resume),
+      string_option("preemption_signal",
+                    "on this signal (Slurm's --signal=B:USR1@N warning) every rank stops at the same step, the "
+                    "chief writes a checkpoint, and mirrored exits with status 7 so the job can be requeued",
+                    &TrainConfig::preemption_signal, {"USR1", "USR2", "TERM", "none"}),
       string_option("nan_policy", "on a NaN/Inf gradient: stop (exit 6) or skip the step", &TrainConfig::nan_policy,
                     {"stop", "skip"}),
   };

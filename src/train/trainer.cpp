@@ -21,6 +21,7 @@
 #include "mirrored/train/non_finite_guard.h"
 #include "mirrored/train/optimizer_factory.h"
 #include "mirrored/train/run_setup.h"
+#include "mirrored/train/preemption.h"
 #include "mirrored/train/run_directory.h"
 #include "mirrored/train/standard_callbacks.h"
 #include "mirrored/train/timeline_writer.h"
@@ -53,7 +54,7 @@ struct Interval {
 
 TrainSummary run_training(const TrainConfig& config, distribute::Runtime& runtime,
                           std::vector<std::unique_ptr<Callback>> extra) {
-  distribute::MirroredStrategy strategy(runtime);
+  distribute::MirroredStrategy strategy(runtime, {distribute::allreduce_from_name(config.allreduce)});
   strategy.per_replica_batch(config.batch_size);  // fails fast, on every rank, before any I/O
   kernels::set_cpu_threads(threads_per_rank(config, runtime.cluster()));
 
@@ -90,6 +91,8 @@ TrainSummary run_training(const TrainConfig& config, distribute::Runtime& runtim
   callbacks.push_back(std::make_unique<ConsoleLogger>());
   callbacks.push_back(std::make_unique<FinalParametersWriter>());
   callbacks.push_back(std::make_unique<Checkpointer>());  // after MetricsLogger: the eval record precedes it
+  if (config.preemption_signal != "none")
+    callbacks.push_back(std::make_unique<PreemptionHandler>(config.preemption_signal));
   for (auto& callback : extra) callbacks.push_back(std::move(callback));
 
   // A step is one update: `accumulate_steps` micro-batches of the global batch.
@@ -196,6 +199,7 @@ TrainSummary run_training(const TrainConfig& config, distribute::Runtime& runtim
       }
       if (epoch_done) break;
     }
+    if (ctx.preempted) break;  // the checkpoint is written; leave before evaluating
     EpochEnd end;
     end.step = summary.steps;
     end.epoch = epoch;
@@ -209,6 +213,10 @@ TrainSummary run_training(const TrainConfig& config, distribute::Runtime& runtim
     summary.final_test_accuracy = end.eval.accuracy;
     evaluated = true;
     for_each_callback([&](Callback& c) { c.on_epoch_end(ctx, end); });
+  }
+  if (ctx.preempted) {  // no final evaluation or files: the requeued run finishes the job
+    summary.preempted = true;
+    return summary;
   }
   if (!evaluated) {  // resumed from the run's last checkpoint: nothing left to train
     const EvalResult eval = evaluate(strategy, model, test_data);

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # A stopped rank (SIGSTOP) must not hang the job: the others abort within the collective
-# timeout, with a message naming the stopped rank, and no process is left behind.
+# timeout, with a message naming the stopped rank, and no process is left behind; with the
+# flat and with the hierarchical all-reduce (whose collectives the watchdog watches too).
 source "$(dirname "$0")/lib.sh"
 require_data
-out="$WORK/stalled-$$"
+for allreduce in flat hierarchical; do
+out="$WORK/stalled-$allreduce-$$"
 timeout_s=4
 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 4 "$MIRRORED" train \
   --data.train "$DATA_DIR/train.h5" --data.test "$DATA_DIR/test.h5" --epochs 50 --model.hidden 32 \
-  --batch_size 64 --threads 1 --collective_timeout_s "$timeout_s" --out "$out" >"$WORK/log" 2>&1 &
+  --batch_size 64 --threads 1 --collective_timeout_s "$timeout_s" --allreduce "$allreduce" \
+  --out "$out" >"$WORK/log" 2>&1 &
 job=$!
 # Wait until training runs (the run directory exists), then stop rank 2.
 for _ in $(seq 100); do [[ -s "$out/metrics.jsonl" ]] && break; sleep 0.1; done
@@ -21,6 +24,10 @@ stopped_at=$SECONDS
 kill -STOP "$victim"
 status=0
 timeout -k 5 60 tail --pid="$job" -f /dev/null || true
+if kill -0 "$job" 2>/dev/null; then  # still running: the watchdog never fired
+  kill -CONT "$victim"; pkill -9 -f -- "--out $out"; kill -9 "$job" 2>/dev/null
+  cat "$WORK/log" | tail -5; fail "the job still ran 60 s after rank 2 was stopped"
+fi
 wait "$job" || status=$?
 took=$((SECONDS - stopped_at))
 kill -CONT "$victim" 2>/dev/null || true
@@ -32,4 +39,5 @@ grep -q "rank 2 (silent" "$WORK/log" || fail "the message does not name the stop
 sleep 1
 left=$(pgrep -f -- "--out $out" || true)
 [[ -z "$left" ]] || { kill -9 $left; fail "processes left behind: $left"; }
-echo "ok: stopped rank 2 named; job ended ${took} s after SIGSTOP with exit $status; nothing left behind"
+echo "ok ($allreduce): stopped rank 2 named; job ended ${took} s after SIGSTOP with exit $status; nothing left behind"
+done

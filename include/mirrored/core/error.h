@@ -17,6 +17,7 @@ enum class ExitCode : int {
   kCheckpoint = 4,     // no valid checkpoint could be read or written
   kCommTimeout = 5,    // a collective did not finish in time; a peer died or stalled
   kNonFinite = 6,      // the loss or a gradient became NaN/Inf
+  kPreempted = 7,      // stopped on a preemption signal after writing a checkpoint: requeue to resume
 };
 
 class Error : public std::runtime_error {

@@ -1,10 +1,12 @@
 #pragma once
 // Where every rank of the job runs: host, local rank on that host, node index, device.
 // Built collectively (an all-gather of host names), so every rank holds the whole table.
+#include <array>
 #include <string>
 #include <vector>
 
 #include "mirrored/comm/communicator.h"
+#include "mirrored/distribute/launcher.h"
 
 namespace mirrored::distribute {
 
@@ -19,8 +21,17 @@ struct RankPlacement {
 class Cluster {
  public:
   // Collective over `world`. The local rank comes from the host-name all-gather, unless
-  // MIRRORED_LOCAL_RANK overrides it (launchers that pin ranks themselves).
+  // MIRRORED_LOCAL_RANK overrides it (launchers that pin ranks themselves). Under srun the
+  // Slurm task variables are cross-checked: a task count that differs from the MPI world
+  // (srun without --mpi=pmix starts N separate one-rank jobs) is an error, and Slurm's
+  // node and local ids win over host names that disagree (containers sharing a name).
   static Cluster discover(comm::Communicator& world);
+  static Cluster discover(comm::Communicator& world, const LauncherEnv& launcher);
+
+  // The table from every rank's host name and, under srun, every rank's {SLURM_NODEID,
+  // SLURM_LOCALID} (empty otherwise). Where the two disagree Slurm wins and *note says how.
+  static Cluster assemble(int my_rank, const std::vector<std::string>& hosts,
+                          const std::vector<std::array<int32_t, 2>>& slurm_node_local, std::string* note);
 
   int rank() const { return rank_; }
   int world_size() const { return static_cast<int>(placements_.size()); }
@@ -34,12 +45,14 @@ class Cluster {
 
   // Collective: records every rank's device in the table.
   void gather_devices(comm::Communicator& world, const std::string& my_device);
-  // "rank  host  local_rank  device" rows, one per rank.
+  // "launcher: ..." then "rank  host  local_rank  node  device" rows, one per rank.
   std::string table() const;
+  const std::string& launcher() const { return launcher_; }
 
  private:
   int rank_ = 0;
   int num_nodes_ = 1;
+  std::string launcher_ = "none (one process)";
   std::vector<RankPlacement> placements_;
 };
 

@@ -48,6 +48,12 @@ class Runtime {
   int world_size() const { return cluster_.world_size(); }
   int mpi_thread_level() const { return thread_level_; }
 
+  // Collective: a communicator over the whole job whose all-reduce goes through one
+  // leader per node (comm/hierarchical_communicator.h), watched like world(). Nodes are
+  // the shared-memory domains MPI reports; node_color >= 0 groups ranks explicitly
+  // (tests). Without MPI, a duplicate of world().
+  std::unique_ptr<comm::Communicator> hierarchical_world(int node_color = -1);
+
   // Ends every rank of the job with `code`: MPI_Abort when MPI is up, exit() otherwise.
   // Safe to call without a Runtime (before or after one existed).
   [[noreturn]] static void abort_job(ExitCode code);

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <utility>
 
 #include "mirrored/comm/communicator.h"
@@ -26,9 +27,24 @@ struct ModelOptions {
   int accumulate_steps = 1;
 };
 
+// How gradients are all-reduced across replicas.
+enum class Allreduce {
+  kAuto,          // hierarchical when the job spans several nodes with several ranks on one
+  kFlat,          // one all-reduce over every rank
+  kHierarchical,  // reduce in each node, all-reduce among node leaders, broadcast in each node
+};
+Allreduce allreduce_from_name(const std::string& name);  // "auto" | "flat" | "hierarchical"
+const char* allreduce_name(Allreduce choice);
+// kAuto resolved for a job of `world_size` ranks on `num_nodes` nodes.
+Allreduce resolve_allreduce(Allreduce requested, int num_nodes, int world_size);
+
+struct StrategyOptions {
+  Allreduce allreduce = Allreduce::kAuto;
+};
+
 class MirroredStrategy {
  public:
-  explicit MirroredStrategy(Runtime& runtime);
+  explicit MirroredStrategy(Runtime& runtime, StrategyOptions options = {});
 
   int num_replicas_in_sync() const { return comm_.size(); }
   int replica_id() const { return comm_.rank(); }
@@ -39,6 +55,8 @@ class MirroredStrategy {
   comm::Communicator& communicator() { return comm_; }
   // Parameters and gradients on device(): NCCL on GPUs, the world on CPUs.
   comm::Communicator& device_communicator() { return device_comm_; }
+  // The all-reduce the gradient reducers use (flat or hierarchical, resolved).
+  Allreduce allreduce() const { return allreduce_; }
 
   // Global batch / replicas; an InputError on every rank when it does not divide.
   int64_t per_replica_batch(int64_t global_batch) const;
@@ -74,6 +92,8 @@ class MirroredStrategy {
   Runtime& runtime_;
   comm::Communicator& comm_;
   comm::Communicator& device_comm_;
+  Allreduce allreduce_ = Allreduce::kFlat;
+  std::unique_ptr<comm::Communicator> gradient_comm_;  // null: gradients use comm_
 };
 
 using MultiWorkerMirroredStrategy = MirroredStrategy;

@@ -22,6 +22,9 @@ struct TrainContext {
   int64_t steps_per_epoch = 0;
   int64_t total_steps = 0;
   bool stop_training = false;
+  // Set with stop_training when the run must end at once (preemption): no evaluation, no
+  // final files; the command exits with ExitCode::kPreempted.
+  bool preempted = false;
 };
 
 struct StepEnd {
@@ -57,6 +60,7 @@ struct TrainSummary {
   double final_test_loss = 0.0;
   double final_test_accuracy = 0.0;
   double samples_per_sec = 0.0;   // all replicas, step 0 of the run excluded
+  bool preempted = false;         // stopped early after a preemption checkpoint
 };
 
 class Callback {

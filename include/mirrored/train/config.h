@@ -50,6 +50,7 @@ struct TrainConfig {
   // communication
   double bucket_mb = 25.0;          // gradient bucket cap (the first bucket is capped at 1 MB)
   bool overlap = true;              // all-reduce buckets while backward still runs
+  std::string allreduce = "auto";   // auto | flat | hierarchical (one leader per node)
   std::string grad_compression = "none";  // none | bf16 (changes numerics)
   int64_t accumulate_steps = 1;     // micro-batches per update (one all-reduce per update)
   double collective_timeout_s = 300.0;
@@ -64,6 +65,7 @@ struct TrainConfig {
   int64_t checkpoint_keep = 3;          // newest files kept
   std::string resume = "auto";          // auto | never | PATH (a checkpoint file or directory)
   std::string nan_policy = "stop";      // stop | skip
+  std::string preemption_signal = "USR1";  // checkpoint and exit 7 on it: USR1 | USR2 | TERM | none
 };
 
 // Parses `args` (the words after `mirrored train`). `--config FILE` names the INI file.

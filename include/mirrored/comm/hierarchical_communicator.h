@@ -1,0 +1,73 @@
+#pragma once
+// Two-level all-reduce for jobs that span several nodes with several ranks on each
+// (Horovod's HOROVOD_HIERARCHICAL_ALLREDUCE, NCCL's tree inside/ring across): the ranks of
+// a node first reduce onto their node leader over shared memory, the leaders (one per
+// node) all-reduce over the network, and each leader broadcasts the result back inside
+// its node. Only 1/ranks-per-node of the traffic crosses the network.
+//
+// Nodes come from MPI_Comm_split_type(MPI_COMM_TYPE_SHARED), i.e. the ranks that share
+// memory; tests (and callers that know better) may pass an explicit node colour instead.
+// The result equals the flat all-reduce's up to float summation order. Broadcast,
+// all-gather and barrier are not bandwidth-bound here and run flat on the whole world.
+//
+// Every blocking operation is one watched collective (one CollectiveWatchdog::Scope), so
+// the watchdog's per-rank counts stay equal on leaders and non-leaders alike.
+#include <mpi.h>
+
+#include <atomic>
+
+#include "mirrored/comm/communicator.h"
+#include "mirrored/comm/watchdog.h"
+
+namespace mirrored::comm {
+
+class HierarchicalCommunicator final : public Communicator {
+ public:
+  static constexpr int kSharedMemoryNodes = -1;
+
+  // Collective over `comm`. node_color: kSharedMemoryNodes, or a colour >= 0 per rank
+  // (ranks with the same colour form one node).
+  explicit HierarchicalCommunicator(MPI_Comm comm, CollectiveWatchdog* watchdog = nullptr,
+                                    int node_color = kSharedMemoryNodes);
+  ~HierarchicalCommunicator() override;
+  HierarchicalCommunicator(const HierarchicalCommunicator&) = delete;
+  HierarchicalCommunicator& operator=(const HierarchicalCommunicator&) = delete;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string backend() const override { return "mpi-hierarchical"; }
+  std::unique_ptr<Communicator> duplicate() override;
+  using Communicator::allreduce;  // the typed conveniences
+  using Communicator::broadcast;
+  void allreduce(void* buffer, size_t count, DataType type, ReduceOp op) override;
+  // Nonblocking: each test() advances the three stages (Ireduce, Iallreduce among leaders,
+  // Ibcast), starting a stage when the one before it completes. Because stages start
+  // lazily, their order on a communicator would depend on timing if two were in flight,
+  // so at most one collective of this communicator may be pending (checked); the gradient
+  // reducer's communication thread has one at a time on its own duplicate.
+  std::unique_ptr<PendingCollective> allreduce_async(void* buffer, size_t count, DataType type,
+                                                     ReduceOp op) override;
+  void broadcast(void* buffer, size_t count, DataType type, int root) override;
+  void allgather(const void* send, void* recv, size_t count, DataType type) override;
+  void barrier() override;
+
+  int num_nodes() const { return num_nodes_; }
+  int node_rank() const { return node_rank_; }   // rank within this node (0: the leader)
+  int node_size() const { return node_size_; }
+  bool is_leader() const { return node_rank_ == 0; }
+
+ private:
+  MPI_Comm world_ = MPI_COMM_NULL;    // the whole job (a duplicate of the given comm)
+  MPI_Comm node_ = MPI_COMM_NULL;     // the ranks of this node
+  MPI_Comm leaders_ = MPI_COMM_NULL;  // rank 0 of every node; MPI_COMM_NULL elsewhere
+  CollectiveWatchdog* watchdog_ = nullptr;
+  int node_color_ = kSharedMemoryNodes;
+  int rank_ = 0, size_ = 1;
+  int node_rank_ = 0, node_size_ = 1;
+  int num_nodes_ = 1;
+  std::atomic<bool> pending_{false};  // a nonblocking all-reduce is in flight
+
+  friend class HierarchicalPendingAllreduce;
+};
+
+}  // namespace mirrored::comm

@@ -1,0 +1,22 @@
+#pragma once
+// Mapping of the Communicator's element types and reductions onto MPI's, for backends
+// that call MPI directly.
+#include <mpi.h>
+
+#include <cstddef>
+
+#include "mirrored/comm/communicator.h"
+
+namespace mirrored::comm {
+
+MPI_Datatype mpi_datatype(DataType type);
+// The MPI operation that performs `op` on `type` (bf16 sums use a user-defined op: MPI
+// has no bfloat16). Checks that the combination is supported (kMean: floating types;
+// bf16: sum and mean only). kMean maps to a sum; finish it with divide_for_mean().
+MPI_Op mpi_reduce_op(DataType type, ReduceOp op);
+// MPI counts are int: checks that `count` fits.
+int mpi_count(size_t count);
+// Turns a summed buffer into the mean over `ranks` (no-op for other ops or ranks <= 1).
+void divide_for_mean(void* buffer, size_t count, DataType type, ReduceOp op, int ranks);
+
+}  // namespace mirrored::comm

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Multi-node launch with Open MPI and a hostfile: one rank per slot, ranks filled host by
+# host (ranks 0..k-1 on the first host), so consecutive ranks share a node as the
+# hierarchical all-reduce expects.
+# usage: launch/multinode.sh HOSTFILE NP PROGRAM [ARGS...]
+#   HOSTFILE lines: "node1 slots=4"   (one slot per rank you want on that node)
+#   launch/multinode.sh hosts.txt 8 build/mirrored train --config launch/configs/fmnist_mlp.ini
+# Every node needs the same paths (binary, data, run directory on a shared file system)
+# and password-less ssh from the first node, unless MIRRORED_RSH_AGENT names another
+# remote shell (the namespace tests use tests/netns/nsrsh).
+# Environment:
+#   MIRRORED_NET=10.0.0.0/24   keep MPI's TCP traffic on this network (the fast one, when
+#                               nodes have several); default: Open MPI's choice
+#   MIRRORED_RSH_AGENT=PATH    remote shell replacing ssh
+set -euo pipefail
+if (($# < 3)); then
+  echo "usage: launch/multinode.sh HOSTFILE NP PROGRAM [ARGS...]" >&2
+  exit 2
+fi
+hostfile=$1 np=$2
+shift 2
+[[ -r "$hostfile" ]] || { echo "launch/multinode.sh: cannot read hostfile '$hostfile'" >&2; exit 2; }
+
+flags=(--hostfile "$hostfile" -np "$np" --map-by slot --bind-to none)
+# Ranks size their own thread pools (threads = cores / ranks on the node); core binding
+# would squeeze a rank's BLAS threads onto one core.
+if [[ $(id -u) -eq 0 ]]; then
+  flags+=(--allow-run-as-root)
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
+if [[ -n "${MIRRORED_RSH_AGENT:-}" ]]; then flags+=(--mca plm_rsh_agent "$MIRRORED_RSH_AGENT"); fi
+if [[ -n "${MIRRORED_NET:-}" ]]; then
+  # tcp between nodes, shared memory (vader) inside a node, self for a rank to itself.
+  flags+=(--mca btl tcp,vader,self --mca btl_tcp_if_include "$MIRRORED_NET" --mca oob_tcp_if_include "$MIRRORED_NET")
+fi
+
+# Remote ranks start from a fresh login environment: forward what the program reads.
+# (-x NAME exports the variable as set here; only names that are set are passed.)
+for name in PATH LD_LIBRARY_PATH OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM OPENBLAS_NUM_THREADS \
+            OMP_NUM_THREADS CUDA_VISIBLE_DEVICES; do
+  if [[ -n "${!name:-}" ]]; then flags+=(-x "$name"); fi
+done
+while IFS='=' read -r name _; do
+  case "$name" in MIRRORED_*|NCCL_*|UCX_*) flags+=(-x "$name") ;; esac
+done < <(env)
+
+# Debugging, when needed (uncomment, or export before calling; NCCL_* and MIRRORED_* are
+# forwarded to every rank):
+#   export NCCL_DEBUG=INFO               # GPU jobs: NCCL's version, the rings/trees it built
+#                                        # and the transport per peer (start here when a
+#                                        # GPU job hangs at start-up or runs slowly)
+#   export NCCL_DEBUG_SUBSYS=INIT,NET    # ...narrowed to set-up and the network plugin
+#   export NCCL_SOCKET_IFNAME=eth0       # NCCL picked the wrong interface (docker0, lo)
+#   export NCCL_IB_DISABLE=1             # rule out InfiniBand when IB errors appear
+#   flags+=(--mca plm_base_verbose 10)   # remote daemons never start: the ssh command used
+#   flags+=(--mca oob_base_verbose 10)   # daemons start but cannot call back to mpirun
+#   flags+=(--mca btl_base_verbose 30)   # which transport (tcp/vader) each pair uses, and
+#                                        # which interfaces tcp chose
+#   flags+=(--mca coll_base_verbose 10)  # which collective algorithm runs (slow all-reduce)
+#   flags+=(--report-bindings)           # where each rank is pinned
+#   export MIRRORED_LOCAL_RANK=0         # pin the local rank when a launcher hides it
+exec mpirun "${flags[@]}" "$@"

@@ -1,0 +1,84 @@
+// Launcher detection from environment variables, and the cluster table assembled from
+// host names and Slurm's ids: the cases a multi-node job meets.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "mirrored/distribute/cluster.h"
+#include "mirrored/distribute/launcher.h"
+
+using mirrored::distribute::Cluster;
+using mirrored::distribute::LauncherEnv;
+
+namespace {
+LauncherEnv read(const std::map<std::string, std::string>& env) {
+  return LauncherEnv::read([&](const char* name) -> const char* {
+    const auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  });
+}
+}  // namespace
+
+TEST(Launcher, SrunTaskReadsSlurmIds) {
+  const auto env = read({{"SLURM_JOB_ID", "12"}, {"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "3"},
+                         {"SLURM_LOCALID", "1"}, {"SLURM_NODEID", "1"}, {"SLURM_NTASKS", "8"},
+                         {"SLURM_STEP_NUM_TASKS", "4"}, {"SLURM_JOB_NODELIST", "n[1-2]"}, {"PMIX_RANK", "3"}});
+  EXPECT_EQ(env.kind, LauncherEnv::Kind::kSlurm);
+  EXPECT_TRUE(env.slurm_task);
+  EXPECT_EQ(env.slurm_procid, 3);
+  EXPECT_EQ(env.slurm_localid, 1);
+  EXPECT_EQ(env.slurm_nodeid, 1);
+  EXPECT_EQ(env.slurm_step_tasks, 4) << "the step's task count, not the job's";
+  EXPECT_EQ(env.describe(), "srun (Slurm job 12 step 0, 4 tasks on n[1-2])");
+}
+
+TEST(Launcher, MpirunInsideABatchJobIgnoresTheInheritedSlurmTaskIds) {
+  // What every rank of `mpirun -np 2` inside sbatch sees (measured): SLURM_PROCID=0 on all.
+  const auto env = read({{"SLURM_JOB_ID", "2"}, {"SLURM_PROCID", "0"}, {"SLURM_LOCALID", "0"}, {"SLURM_NODEID", "0"},
+                         {"SLURM_NTASKS", "2"}, {"SLURM_JOB_NODELIST", "vm"}, {"OMPI_COMM_WORLD_RANK", "1"},
+                         {"OMPI_COMM_WORLD_SIZE", "2"}, {"PMIX_RANK", "1"}});
+  EXPECT_EQ(env.kind, LauncherEnv::Kind::kOpenMpi);
+  EXPECT_FALSE(env.slurm_task);
+  EXPECT_EQ(env.slurm_procid, -1);
+  EXPECT_EQ(env.describe(), "mpirun (Open MPI) inside Slurm job 2 on vm");
+}
+
+TEST(Launcher, BatchShellAndPlainProcess) {
+  EXPECT_EQ(read({}).kind, LauncherEnv::Kind::kNone);
+  EXPECT_EQ(read({}).describe(), "none (one process)");
+  // The batch script itself: a job, no step, so not an srun task.
+  const auto batch = read({{"SLURM_JOB_ID", "5"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}});
+  EXPECT_FALSE(batch.slurm_task);
+  EXPECT_EQ(read({{"PMI_RANK", "0"}, {"PMI_SIZE", "2"}}).kind, LauncherEnv::Kind::kPmi);
+}
+
+TEST(ClusterAssemble, HostNamesGiveNodesAndLocalRanks) {
+  std::string note;
+  const auto cluster = Cluster::assemble(2, {"a", "a", "b", "b", "c"}, {}, &note);
+  EXPECT_EQ(cluster.num_nodes(), 3);
+  EXPECT_EQ(cluster.node(), 1);
+  EXPECT_EQ(cluster.local_rank(), 0);
+  EXPECT_EQ(cluster.local_size(), 2);
+  EXPECT_EQ(cluster.placements()[4].node, 2);
+  EXPECT_TRUE(note.empty());
+}
+
+TEST(ClusterAssemble, SlurmIdsWinOverHostNamesThatCollide) {
+  // Two nodes whose containers report the same host name: only Slurm can tell them apart.
+  std::string note;
+  const auto cluster = Cluster::assemble(3, {"box", "box", "box", "box"}, {{{7, 0}, {7, 1}, {9, 0}, {9, 1}}}, &note);
+  EXPECT_EQ(cluster.num_nodes(), 2);
+  EXPECT_EQ(cluster.node(), 1);
+  EXPECT_EQ(cluster.local_rank(), 1);
+  EXPECT_EQ(cluster.local_size(), 2);
+  EXPECT_NE(note.find("rank 2"), std::string::npos) << note;
+  EXPECT_NE(note.find("using Slurm's"), std::string::npos) << note;
+}
+
+TEST(ClusterAssemble, AgreeingSlurmIdsLeaveNoNote) {
+  std::string note;
+  const auto cluster = Cluster::assemble(0, {"n1", "n1", "n2"}, {{{0, 0}, {0, 1}, {1, 0}}}, &note);
+  EXPECT_EQ(cluster.num_nodes(), 2);
+  EXPECT_TRUE(note.empty()) << note;
+}
