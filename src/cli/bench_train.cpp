@@ -81,7 +81,7 @@ int bench_train(int& argc, char**& argv, const Args& args) {
   strategy.per_replica_batch(config.batch_size);
   kernels::set_cpu_threads(train::threads_per_rank(config, runtime.cluster()));
   const auto train_set = train::load_dataset(config.train_data);
-  auto data = strategy.distribute_dataset(train_set, {config.batch_size, config.seed, true});
+  auto data = strategy.distribute_dataset(train_set, train::training_data_options(config, train_set->sample_shape));
   auto model = strategy.scope(
       [&] { return train::make_model(config, train_set->sample_shape, train_set->num_classes); },
       {train_set->sample_shape, config.seed});

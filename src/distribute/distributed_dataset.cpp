@@ -10,14 +10,22 @@ DistributedDataset::DistributedDataset(std::shared_ptr<const data::Dataset> data
                                        int rank, int world, Device device)
     : dataset_(std::move(dataset)),
       sampler_(dataset_->size, options.global_batch, rank, world, options.seed, options.shuffle),
+      augmenter_(options.augment, options.seed),
       device_(device) {}
 
 DistributedDataset::EpochRange DistributedDataset::epoch(int64_t epoch, int64_t first_step) {
   if (prefetcher_) prefetcher_->reset();  // before the order changes under its worker
   sampler_.set_epoch(epoch);
+  epoch_ = epoch;
   const int64_t last = sampler_.steps_per_epoch();
   last_step_ = last;
   return EpochRange(this, std::min(first_step, last), last);
+}
+
+void DistributedDataset::assemble(int64_t step, Tensor& images, Tensor& labels) {
+  const auto indices = sampler_.replica_indices(step);
+  data::assemble_batch(*dataset_, indices, images, labels);
+  augmenter_.apply(images, indices, epoch_);
 }
 
 const Batch& DistributedDataset::batch_at(int64_t step) {
@@ -25,8 +33,9 @@ const Batch& DistributedDataset::batch_at(int64_t step) {
     // Created at the first batch, not in the constructor: the producer points at this
     // object, which is returned by value before iteration starts.
     prefetcher_ = std::make_unique<DevicePrefetcher>(device_, [this](int64_t s, Tensor& images, Tensor& labels) {
-      // On the prefetch thread: reads the dataset and the current epoch's order only.
-      data::assemble_batch(*dataset_, sampler_.replica_indices(s), images, labels);
+      // On the prefetch thread: reads the dataset and the current epoch's order, and uses
+      // the augmenter, which the main thread leaves alone once the prefetcher exists.
+      assemble(s, images, labels);
     });
   }
   if (prefetcher_) {
@@ -34,7 +43,7 @@ const Batch& DistributedDataset::batch_at(int64_t step) {
     batch_.images = *device_batch.images;
     batch_.labels = *device_batch.labels;
   } else {
-    data::assemble_batch(*dataset_, sampler_.replica_indices(step), batch_.images, batch_.labels);
+    assemble(step, batch_.images, batch_.labels);
   }
   batch_.step = step;
   return batch_;

@@ -145,6 +145,11 @@ const std::vector<Option>& options() {
                   &TrainConfig::sync_batchnorm),
       real_option("model.dropout", "cnn: dropout probability after each hidden fully connected layer",
                   &TrainConfig::dropout, 0, 1, false, true, "a number in [0, 1)"),
+      bool_option("augment.flip", "training images mirrored left-right with probability 1/2, per sample and epoch",
+                  &TrainConfig::augment_flip),
+      int_option("augment.crop_padding",
+                 "training images shifted by up to N pixels each way (zero fill), like RandomCrop(padding = N)",
+                 &TrainConfig::augment_crop_padding, 0),
       int_option("batch_size", "global batch, split evenly over replicas", &TrainConfig::batch_size, 1),
       int_option("eval_batch_size", "evaluation batch per replica", &TrainConfig::eval_batch_size, 1),
       int_option("epochs", "passes over the training set", &TrainConfig::epochs, 1),
@@ -154,6 +159,25 @@ const std::vector<Option>& options() {
       real_option("momentum", "sgd momentum", &TrainConfig::momentum, 0, 1, false, true, "a number in [0, 1)"),
       real_option("weight_decay", "L2 penalty (decoupled for adamw)", &TrainConfig::weight_decay, 0, 1e6, false,
                   false, "a number >= 0"),
+      string_option("lr_schedule",
+                    "learning rate after warmup: constant, cosine (decays to lr_min at the end of the last epoch) or step "
+                    "(times lr_gamma after each of lr_milestones)",
+                    &TrainConfig::lr_schedule, {"constant", "cosine", "step"}),
+      real_option("lr_warmup_epochs", "epochs of linear warmup to lr (fractions allowed; 0: none)",
+                  &TrainConfig::lr_warmup_epochs, 0, 1e6, false, false, "a number >= 0"),
+      real_option("lr_min", "cosine: the learning rate reached at the end of the last epoch", &TrainConfig::lr_min, 0, 1e6,
+                  false, false, "a number >= 0"),
+      {"lr_milestones", "step: epochs after which the learning rate is multiplied by lr_gamma, comma separated",
+       [](TrainConfig& c, const std::string& v, const std::string& origin) {
+         c.lr_milestones.clear();
+         if (trim(v).empty()) return;
+         for (const auto& part : split(v, ',')) c.lr_milestones.push_back(parse_int(origin, "lr_milestones", part, 1));
+         for (size_t i = 1; i < c.lr_milestones.size(); ++i)
+           if (c.lr_milestones[i] <= c.lr_milestones[i - 1]) bad_value(origin, "lr_milestones", v, "increasing epochs");
+       },
+       [](const TrainConfig& c) { return join(c.lr_milestones, ","); }},
+      real_option("lr_gamma", "step: factor applied at each milestone", &TrainConfig::lr_gamma, 0, 1, true, false,
+                  "a number in (0, 1]"),
       real_option("adam.beta1", "adam first-moment decay", &TrainConfig::beta1, 0, 1, false, true,
                   "a number in [0, 1)"),
       real_option("adam.beta2", "adam second-moment decay", &TrainConfig::beta2, 0, 1, false, true,
@@ -223,6 +247,18 @@ po::options_description describe(bool with_command_line_only) {
                    ExitCode::kUsage);
 }
 
+// Checks that need several keys at once.
+void check_consistency(const TrainConfig& c, const std::string& origin) {
+  if (c.lr_schedule == "cosine" && c.lr_min > c.lr)
+    throw InputError(str_cat(origin, ": lr_min = ", print_real(c.lr_min), ": expected at most lr = ", print_real(c.lr),
+                             " (cosine decays from lr to lr_min)"),
+                     ExitCode::kUsage);
+  if (c.lr_schedule == "step" && c.lr_milestones.empty())
+    throw InputError(str_cat(origin, ": lr_schedule = step: expected lr_milestones, the epochs after which the "
+                                     "rate drops (e.g. lr_milestones = 3,4)"),
+                     ExitCode::kUsage);
+}
+
 void apply(TrainConfig& config, const po::variables_map& values, const std::string& origin) {
   for (const auto& option : options())
     if (values.count(option.key)) option.parse(config, values[option.key].as<std::string>(), origin);
@@ -271,6 +307,9 @@ TrainConfig parse_train_config(const std::vector<std::string>& args, bool* help_
     apply(config, from_file, str_cat("config file '", config.config_file, "'"));
   }
   apply(config, command_line, "command line");  // flags override the file
+  check_consistency(config, config.config_file.empty()
+                                ? std::string("command line")
+                                : str_cat("config file '", config.config_file, "' (with command-line overrides)"));
   config.quiet = command_line.count("quiet") > 0;
   config.verbose = command_line.count("verbose") > 0;
   if (config.quiet && config.verbose)

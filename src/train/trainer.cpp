@@ -64,10 +64,11 @@ TrainSummary run_training(const TrainConfig& config, distribute::Runtime& runtim
     throw InputError(str_cat("data.test '", config.test_data, "' has samples of shape ",
                              shape_str(test_set->sample_shape), " but data.train '", config.train_data, "' has ",
                              shape_str(train_set->sample_shape)));
+  const auto train_options = training_data_options(config, train_set->sample_shape);
 
   auto train_data = [&] {
     try {
-      return strategy.distribute_dataset(train_set, {config.batch_size, config.seed, true});
+      return strategy.distribute_dataset(train_set, train_options);
     } catch (const InputError& e) {  // the sampler does not know which file it was given
       throw InputError(str_cat("data.train '", config.train_data, "': ", e.what()), e.code());
     }
@@ -105,6 +106,7 @@ TrainSummary run_training(const TrainConfig& config, distribute::Runtime& runtim
   const int64_t samples_per_step = config.batch_size * micro_batches;
   int64_t total_steps = config.epochs * steps_per_epoch;
   if (config.max_steps > 0) total_steps = std::min(total_steps, config.max_steps);
+  const optim::LrSchedule lr_schedule = make_lr_schedule(config, steps_per_epoch);
   TrainContext ctx{config, strategy, model, *optimizer, run_dir, steps_per_epoch, total_steps};
   TrainSummary summary;
   const ResumePoint resumed = restore_checkpoint(ctx);
@@ -152,6 +154,7 @@ TrainSummary run_training(const TrainConfig& config, distribute::Runtime& runtim
                              summary.steps <= config.timeline_steps);
       Stopwatch step_clock;
       float loss = 0.0f;
+      optimizer->set_lr(static_cast<float>(lr_schedule.lr_at(summary.steps)));
       model.zero_grad();
       for (int micro = 0; micro < micro_batches; ++micro, ++next_batch) {
         model.set_step(summary.steps * micro_batches + micro);  // dropout masks are keyed by it

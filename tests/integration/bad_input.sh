@@ -23,3 +23,7 @@ expect_exit 2 bad_nan_policy "nan_policy = 'ignore': expected one of: stop, skip
   2 train "${base[@]}" --data.train "$DATA_DIR/train.h5" --nan_policy ignore
 expect_exit 2 negative_checkpoint_interval "checkpoint.every_steps = '-5': expected an integer >= 0" 20 \
   2 train "${base[@]}" --data.train "$DATA_DIR/train.h5" --checkpoint.every_steps=-5
+expect_exit 2 crop_padding_too_large "augment.crop_padding = 28: expected less than 28" 20 \
+  2 train "${base[@]}" --data.train "$DATA_DIR/train.h5" --augment.crop_padding 28
+expect_exit 2 step_schedule_without_milestones "lr_schedule = step: expected lr_milestones" 20 \
+  2 train "${base[@]}" --data.train "$DATA_DIR/train.h5" --lr_schedule step

@@ -2,7 +2,8 @@
 # Checkpoints and resume: a run stopped after 100 steps and resumed at the same world size
 # ends bit-identical to the uninterrupted run, with the same training records; resumed at
 # another world size it agrees to float summation order; a truncated or bit-flipped newest
-# checkpoint is named, skipped, and the previous one is used; none usable -> exit 4.
+# checkpoint is named, skipped, and the previous one is used; none usable -> exit 4. The
+# runs use a warmup + cosine learning-rate schedule, which resumes from the step alone.
 source "$(dirname "$0")/lib.sh"
 require_data
 # The test set as training data: 156 steps per epoch of 64, a second or two per run. 200
@@ -10,6 +11,7 @@ require_data
 # 1e-5 (measured: 5e-7 up to step 260, 5e-4 at 290, 2e-2 at 312, without any resume).
 common=(--data.train "$DATA_DIR/test.h5" --data.test "$DATA_DIR/test.h5" --batch_size 64 --epochs 2
         --model.hidden 32 --lr 0.05 --momentum 0.9 --seed 11 --threads 1 --log_every 25
+        --lr_schedule cosine --lr_warmup_epochs 0.2 --lr_min 0.001
         --checkpoint.every_steps 20 --checkpoint.keep 3)
 upto=(--max_steps 200)
 train_records() { without_timings "$1" | grep '"kind": "train"'; }
@@ -38,6 +40,18 @@ grep -q "resuming from '$WORK/same/checkpoints/ckpt-000000100.h5'" "$WORK/same.l
 diff <(train_records "$WORK/full/metrics.jsonl") <(train_records "$WORK/same/metrics.jsonl") ||
   fail "training records of the resumed run differ from the uninterrupted run"
 echo "ok: same world size resume is bit-identical ($(train_records "$WORK/same/metrics.jsonl" | wc -l) records)"
+# The logged rate is the schedule's: 31 warmup steps (0.2 x 156), then cosine to 0.001 at
+# the end of epoch 2 (step 312), whatever max_steps says.
+check_lr() {  # check_lr STEP EXPECTED
+  local logged
+  logged=$(grep "\"step\": $1," "$WORK/same/metrics.jsonl" | grep '"kind": "train"' | sed -nE 's/.*"lr": ([^,}]+).*/\1/p')
+  awk -v a="$logged" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-6 * b) }' ||
+    fail "lr at step $1: logged '$logged', expected $2"
+}
+check_lr 25 "$(awk 'BEGIN { printf "%.10g", 0.05 * 25 / 31 }')"
+check_lr 125 "$(awk 'BEGIN { pi = atan2(0, -1); printf "%.10g", 0.001 + 0.049 * 0.5 * (1 + cos(pi * (124 - 31) / 281)) }')"
+check_lr 200 "$(awk 'BEGIN { pi = atan2(0, -1); printf "%.10g", 0.001 + 0.049 * 0.5 * (1 + cos(pi * 168 / 281)) }')"
+echo "ok: logged learning rates follow warmup + cosine"
 
 # Other world sizes, same global batch: equal up to float summation order (the tolerance
 # of world_size_equivalence.sh; measured ~5e-7).

@@ -17,3 +17,13 @@ mpirun_np 4 train "${common[@]}" --out "$WORK/w4"
 "$COMPARE" "$WORK/w1/final.h5" "$WORK/w2/final.h5" --rtol 1e-5
 "$COMPARE" "$WORK/w1/final.h5" "$WORK/w4/final.h5" --rtol 1e-5
 "$COMPARE" "$WORK/w2/final.h5" "$WORK/w2again/final.h5" --exact
+# Augmentation is drawn per (seed, epoch, sample), so it keeps the contract too, and it
+# does change training (otherwise the comparison above would prove nothing about it).
+augment=(--augment.flip true --augment.crop_padding 2)
+"$MIRRORED" train "${common[@]}" "${augment[@]}" --out "$WORK/augment.w1"
+mpirun_np 4 train "${common[@]}" "${augment[@]}" --out "$WORK/augment.w4"
+"$COMPARE" "$WORK/augment.w1/final.h5" "$WORK/augment.w4/final.h5" --rtol 1e-5
+if "$COMPARE" "$WORK/w1/final.h5" "$WORK/augment.w1/final.h5" --rtol 1e-2 > /dev/null; then
+  fail "training with augmentation ended where training without it did"
+fi
+echo "ok: augmented training agrees at world 1 and 4"

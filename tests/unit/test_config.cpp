@@ -79,3 +79,31 @@ TEST(Config, HelpListsEveryKey) {
   const auto help = train::train_config_help();
   for (const auto& key : train::train_config_keys()) EXPECT_NE(help.find("--" + key), std::string::npos) << key;
 }
+
+TEST(Config, LearningRateScheduleKeys) {
+  const auto path = write_ini("schedule",
+                              "lr = 0.1\nlr_schedule = step\nlr_milestones = 3,4\nlr_gamma = 0.5\n"
+                              "lr_warmup_epochs = 0.5\n");
+  const auto config = parse_train_config({"--config", path});
+  EXPECT_EQ(config.lr_schedule, "step");
+  EXPECT_EQ(config.lr_milestones, (std::vector<int64_t>{3, 4}));
+  EXPECT_DOUBLE_EQ(config.lr_gamma, 0.5);
+  EXPECT_DOUBLE_EQ(config.lr_warmup_epochs, 0.5);
+  const auto again = parse_train_config({"--config", write_ini("schedule_again", train::to_ini(config))});
+  EXPECT_EQ(train::to_ini(again), train::to_ini(config));
+}
+
+TEST(Config, InconsistentScheduleNamesFileAndKeys) {
+  const auto path = write_ini("bad_schedule", "lr = 0.1\nlr_schedule = cosine\nlr_min = 0.2\n");
+  const auto too_high = error_of({"--config", path});
+  EXPECT_NE(too_high.find(path), std::string::npos) << too_high;
+  EXPECT_NE(too_high.find("lr_min = 0.2"), std::string::npos) << too_high;
+  EXPECT_NE(too_high.find("at most lr = 0.1"), std::string::npos) << too_high;
+  const auto no_milestones = error_of({"--lr_schedule", "step"});
+  EXPECT_NE(no_milestones.find("command line: lr_schedule = step: expected lr_milestones"), std::string::npos)
+      << no_milestones;
+  EXPECT_NE(error_of({"--lr_milestones", "4,3"}).find("lr_milestones = '4,3': expected increasing epochs"),
+            std::string::npos);
+  EXPECT_NE(error_of({"--lr_gamma", "0"}).find("lr_gamma = '0': expected a number in (0, 1]"), std::string::npos);
+  EXPECT_NE(error_of({"--lr_schedule", "linear"}).find("one of: constant, cosine, step"), std::string::npos);
+}

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "mirrored/core/tensor.h"
+#include "mirrored/data/augment.h"
 #include "mirrored/data/dataset.h"
 #include "mirrored/data/sampler.h"
 #include "mirrored/distribute/device_prefetcher.h"
@@ -23,6 +24,7 @@ struct DatasetOptions {
   int64_t global_batch = 128;
   uint64_t seed = 0;
   bool shuffle = true;
+  data::AugmentOptions augment;  // training batches only, keyed by (seed, epoch, sample)
 };
 
 class DistributedDataset {
@@ -45,9 +47,12 @@ class DistributedDataset {
  private:
   friend class EpochRange;
   const Batch& batch_at(int64_t step);
+  void assemble(int64_t step, Tensor& images, Tensor& labels);  // host batch, augmented
 
   std::shared_ptr<const data::Dataset> dataset_;
   data::ShardedSampler sampler_;
+  data::Augmenter augmenter_;
+  int64_t epoch_ = 0;
   Batch batch_;
   int64_t last_step_ = 0;  // end of the current epoch range
   Device device_;

@@ -29,6 +29,9 @@ struct TrainConfig {
   // cnn and resnet
   bool sync_batchnorm = false;      // batch statistics over the global batch
   double dropout = 0.0;             // cnn: after each hidden fully connected layer
+  // training-time augmentation (data/augment.h)
+  bool augment_flip = false;
+  int64_t augment_crop_padding = 0;
   // schedule
   int64_t batch_size = 128;         // global, split evenly over replicas
   int64_t eval_batch_size = 1000;   // per replica
@@ -40,6 +43,12 @@ struct TrainConfig {
   double momentum = 0.9;
   double weight_decay = 0.0;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  // learning-rate schedule (optim/lr_schedule.h), in epochs of the training set
+  std::string lr_schedule = "constant";  // constant | cosine | step
+  double lr_warmup_epochs = 0.0;    // linear warmup from lr / warmup steps to lr
+  double lr_min = 0.0;              // cosine: the rate at the last step
+  std::vector<int64_t> lr_milestones;  // step: epochs after which the rate is multiplied by lr_gamma
+  double lr_gamma = 0.1;            // step: the factor
   // run
   uint64_t seed = 7;
   std::string out = "runs/default";

@@ -5,6 +5,7 @@
 
 #include "mirrored/data/dataset.h"
 #include "mirrored/distribute/cluster.h"
+#include "mirrored/distribute/distributed_dataset.h"
 #include "mirrored/train/config.h"
 
 namespace mirrored::train {
@@ -14,5 +15,9 @@ int threads_per_rank(const TrainConfig& config, const distribute::Cluster& clust
 
 // An HDF5 dataset file, loaded whole.
 std::shared_ptr<const data::Dataset> load_dataset(const std::string& path);
+
+// How the training set is sharded, shuffled and augmented. Throws InputError(kUsage) when
+// augment.crop_padding is not smaller than the images.
+distribute::DatasetOptions training_data_options(const TrainConfig& config, const Shape& sample_shape);
 
 }  // namespace mirrored::train
