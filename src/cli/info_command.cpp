@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "blas_core.h"
 #include "commands.h"
 #include "library_versions.h"
 #include "mirrored/core/cuda_memory.h"
@@ -21,6 +22,7 @@ int info_command(int& argc, char**& argv, const Args& /*args*/) {
                                                    gpus ? "" : ": " + gpu_reason, ")")
                                          : "not built (MIRRORED_CUDA=OFF or toolkit/NCCL/cuDNN not found)");
   for (auto& row : library_rows()) rows.push_back(std::move(row));
+  rows.emplace_back("blas core", blas_core_description());
   rows.emplace_back("launch", str_cat(runtime.uses_mpi() ? "mpi" : "local (one process)", ", ",
                                       runtime.world_size(), " rank(s) on ", runtime.cluster().num_nodes(),
                                       " node(s)"));

@@ -11,6 +11,7 @@
 #include <string>
 #include <thread>
 
+#include "blas_core.h"
 #include "commands.h"
 #include "mirrored/core/error.h"
 #include "mirrored/core/log.h"
@@ -43,6 +44,7 @@ constexpr const char* kUsage =
 
 int main(int argc, char** argv) {
   using namespace mirrored;
+  cli::use_best_blas_core(argv);
   try {
     distribute::Runtime::identify_from_launcher();
     if (argc < 2) {

@@ -488,5 +488,7 @@ void add(const Tensor& a, const Tensor& b, Tensor& y) {
 
 void set_cpu_threads(int threads) { cpu::set_threads(threads); }
 int cpu_threads() { return cpu::threads(); }
+std::string cpu_blas_core() { return cpu::blas_core(); }
+std::string cpu_blas_core_upgrade() { return cpu::better_blas_core(); }
 
 }  // namespace mirrored::kernels

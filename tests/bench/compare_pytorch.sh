@@ -15,6 +15,10 @@ python=${PYTHON:-/usr/bin/python3}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # One thread per rank for every BLAS and OpenMP runtime, in both programs.
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
+# Both programs on the same OpenBLAS kernels: the set mirrored runs, which corrects
+# OpenBLAS' fallback to SSE3 kernels on CPUs whose model it does not recognise.
+OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-$("$bin" info | sed -nE 's/^  blas core +([A-Za-z0-9]+).*/\1/p')}
+export OPENBLAS_CORETYPE
 # Open MPI's shared-memory transport spins while it waits for a peer; on a host shared with
 # other work the spinning ranks lose the CPU to it (gloo's waiting ranks sleep instead).
 # Yielding while idle costs nothing measurable on an idle host. Override by exporting it.

@@ -7,6 +7,7 @@
 // ops add into their output (parameter gradients accumulate until zeroed, which is what
 // gradient accumulation over micro-batches needs).
 #include <cstdint>
+#include <string>
 
 #include "mirrored/core/tensor.h"
 
@@ -138,5 +139,12 @@ void add(const Tensor& a, const Tensor& b, Tensor& y);
 // Sets the number of threads the CPU kernels (and BLAS) use in this process.
 void set_cpu_threads(int threads);
 int cpu_threads();
+
+// The OpenBLAS kernel set in use ("SkylakeX", "Haswell", "Prescott", ...), and the better
+// one this CPU's feature flags support when OpenBLAS fell back to an older set because the
+// CPU model was not recognised ("" when its choice is fine). OpenBLAS reads
+// OPENBLAS_CORETYPE once, when it loads: only a new process image can switch.
+std::string cpu_blas_core();
+std::string cpu_blas_core_upgrade();
 
 }  // namespace mirrored::kernels

@@ -2,6 +2,7 @@
 // CPU implementations of the op set, on raw row-major buffers. Callers (dispatch.cpp) have
 // already checked shapes, dtypes and devices; these functions only compute.
 #include <cstdint>
+#include <string>
 
 #include "mirrored/kernels/kernels.h"
 
@@ -78,5 +79,7 @@ void add(const float* a, const float* b, float* y, int64_t n);
 // Threads used by BLAS (and, later, by the element-wise loops).
 void set_threads(int threads);
 int threads();
+std::string blas_core();
+std::string better_blas_core();
 
 }  // namespace mirrored::kernels::cpu
