@@ -219,7 +219,7 @@ void require_vector(const char* op, const Tensor& t, int64_t n, const char* what
                  "]");
 }
 
-cpu::ConvShape conv_shape(const char* op, const Tensor& x, const Tensor& weight, const Conv2dParams& p) {
+ConvShape conv_shape(const char* op, const Tensor& x, const Tensor& weight, const Conv2dParams& p) {
   require_nchw(op, x);
   require_nchw(op, weight);
   MIRRORED_CHECK(p.stride >= 1 && p.padding >= 0 && p.kernel_h >= 1 && p.kernel_w >= 1, op, ": stride ",
@@ -227,7 +227,7 @@ cpu::ConvShape conv_shape(const char* op, const Tensor& x, const Tensor& weight,
   MIRRORED_CHECK(weight.dim(1) == x.dim(1) && weight.dim(2) == p.kernel_h && weight.dim(3) == p.kernel_w, op,
                  ": weight ", shape_str(weight.shape()), " for input ", shape_str(x.shape()), " and kernel ",
                  p.kernel_h, "x", p.kernel_w);
-  cpu::ConvShape s;
+  ConvShape s;
   s.n = x.dim(0);
   s.c = x.dim(1);
   s.h = x.dim(2);
@@ -244,13 +244,13 @@ cpu::ConvShape conv_shape(const char* op, const Tensor& x, const Tensor& weight,
   return s;
 }
 
-cpu::PoolShape pool_shape(const char* op, const Tensor& x, const Pool2dParams& p) {
+PoolShape pool_shape(const char* op, const Tensor& x, const Pool2dParams& p) {
   require_nchw(op, x);
   MIRRORED_CHECK(p.stride >= 1 && p.kernel_h >= 1 && p.kernel_w >= 1 && p.padding >= 0 &&
                      2 * p.padding <= std::min(p.kernel_h, p.kernel_w),
                  op, ": kernel ", p.kernel_h, "x", p.kernel_w, ", stride ", p.stride, ", padding ", p.padding,
                  " (padding may be at most half the kernel)");
-  cpu::PoolShape s;
+  PoolShape s;
   s.planes = x.dim(0) * x.dim(1);
   s.h = x.dim(2);
   s.w = x.dim(3);
@@ -281,7 +281,7 @@ void conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor* bias, c
   const char* op = "conv2d_forward";
   const bool cuda = on_cuda(op, {&x, &weight, &y});
   require_f32(op, {&x, &weight, &y});
-  const cpu::ConvShape s = conv_shape(op, x, weight, params);
+  const ConvShape s = conv_shape(op, x, weight, params);
   if (bias) {
     require_f32(op, {bias});
     require_vector(op, *bias, s.oc, "bias");
@@ -299,7 +299,7 @@ void conv2d_backward(const Tensor& x, const Tensor& weight, const Tensor& dy, co
   const char* op = "conv2d_backward";
   const bool cuda = on_cuda(op, {&x, &weight, &dy, &dweight});
   require_f32(op, {&x, &weight, &dy, &dweight});
-  const cpu::ConvShape s = conv_shape(op, x, weight, params);
+  const ConvShape s = conv_shape(op, x, weight, params);
   MIRRORED_CHECK(dy.shape() == Shape({s.n, s.oc, s.oh, s.ow}), op, ": dy ", shape_str(dy.shape()),
                  ", expected [", s.n, ", ", s.oc, ", ", s.oh, ", ", s.ow, "]");
   require_same_shape(op, weight, dweight);
@@ -322,7 +322,7 @@ void max_pool2d_forward(const Tensor& x, const Pool2dParams& params, Tensor& y, 
   const char* op = "max_pool2d_forward";
   const bool cuda = on_cuda(op, {&x, &y, &argmax});
   require_f32(op, {&x, &y});
-  const cpu::PoolShape s = pool_shape(op, x, params);
+  const PoolShape s = pool_shape(op, x, params);
   const Shape out = {x.dim(0), x.dim(1), s.oh, s.ow};
   MIRRORED_CHECK(y.shape() == out && argmax.shape() == out && argmax.dtype() == DType::kI32, op, ": y ",
                  shape_str(y.shape()), " and int32 argmax ", shape_str(argmax.shape()), ", expected ",
@@ -349,7 +349,7 @@ void avg_pool2d_forward(const Tensor& x, const Pool2dParams& params, Tensor& y) 
   const char* op = "avg_pool2d_forward";
   const bool cuda = on_cuda(op, {&x, &y});
   require_f32(op, {&x, &y});
-  const cpu::PoolShape s = pool_shape(op, x, params);
+  const PoolShape s = pool_shape(op, x, params);
   MIRRORED_CHECK(y.shape() == Shape({x.dim(0), x.dim(1), s.oh, s.ow}), op, ": y ", shape_str(y.shape()));
   if (cuda) cuda_kernels_missing(op);
   cpu::avg_pool2d_forward(x.data<float>(), s, y.data<float>());
@@ -359,7 +359,7 @@ void avg_pool2d_backward(const Tensor& dy, const Pool2dParams& params, Tensor& d
   const char* op = "avg_pool2d_backward";
   const bool cuda = on_cuda(op, {&dy, &dx});
   require_f32(op, {&dy, &dx});
-  const cpu::PoolShape s = pool_shape(op, dx, params);
+  const PoolShape s = pool_shape(op, dx, params);
   MIRRORED_CHECK(dy.shape() == Shape({dx.dim(0), dx.dim(1), s.oh, s.ow}), op, ": dy ", shape_str(dy.shape()),
                  " for dx ", shape_str(dx.shape()));
   if (cuda) cuda_kernels_missing(op);
