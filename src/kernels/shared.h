@@ -24,4 +24,7 @@ struct PoolShape {
 // The factor of every average-pooling window: padded zeros count (count_include_pad).
 inline float avg_pool_scale(const PoolShape& s) { return 1.0f / static_cast<float>(s.kh * s.kw); }
 
+// The value of a kept element of a dropout mask, 1 / (1 - p).
+inline float dropout_keep_scale(float p) { return p < 1.0f ? 1.0f / (1.0f - p) : 0.0f; }
+
 }  // namespace mirrored::kernels
