@@ -331,18 +331,18 @@ void max_pool2d_forward(const Tensor& x, const Pool2dParams& params, Tensor& y, 
   cpu::max_pool2d_forward(x.data<float>(), s, y.data<float>(), argmax.data<int32_t>());
 }
 
-void max_pool2d_backward(const Tensor& dy, const Tensor& argmax, Tensor& dx) {
+void max_pool2d_backward(const Tensor& dy, const Tensor& argmax, const Pool2dParams& params, Tensor& dx) {
   const char* op = "max_pool2d_backward";
   const bool cuda = on_cuda(op, {&dy, &argmax, &dx});
   require_f32(op, {&dy, &dx});
-  require_nchw(op, dy);
-  require_nchw(op, dx);
+  const PoolShape s = pool_shape(op, dx, params);
+  MIRRORED_CHECK(dy.shape() == Shape({dx.dim(0), dx.dim(1), s.oh, s.ow}), op, ": dy ", shape_str(dy.shape()),
+                 " for dx ", shape_str(dx.shape()));
   require_same_shape(op, dy, argmax);
-  MIRRORED_CHECK(argmax.dtype() == DType::kI32 && dx.dim(0) == dy.dim(0) && dx.dim(1) == dy.dim(1), op,
-                 ": dy ", shape_str(dy.shape()), ", dx ", shape_str(dx.shape()));
+  MIRRORED_CHECK(argmax.dtype() == DType::kI32, op, ": argmax must be int32, got ", dtype_name(argmax.dtype()));
   if (cuda) cuda_kernels_missing(op);
-  cpu::max_pool2d_backward(dy.data<float>(), argmax.data<int32_t>(), dy.dim(0) * dy.dim(1),
-                           dx.dim(2) * dx.dim(3), dy.dim(2) * dy.dim(3), dx.data<float>());
+  cpu::max_pool2d_backward(dy.data<float>(), argmax.data<int32_t>(), s.planes, s.h * s.w, s.oh * s.ow,
+                           dx.data<float>());
 }
 
 void avg_pool2d_forward(const Tensor& x, const Pool2dParams& params, Tensor& y) {

@@ -96,8 +96,8 @@ struct Pool2dParams {
 // Max pooling. `argmax` (int32, shaped like y) records the input index, within its
 // [H, W] plane, that each output came from; padding never wins. Ties go to the first.
 void max_pool2d_forward(const Tensor& x, const Pool2dParams& params, Tensor& y, Tensor& argmax);
-// dx = 0, then dx[argmax] += dy.
-void max_pool2d_backward(const Tensor& dy, const Tensor& argmax, Tensor& dx);
+// dx = 0, then dx[argmax] += dy, in output order; `params` are the forward's.
+void max_pool2d_backward(const Tensor& dy, const Tensor& argmax, const Pool2dParams& params, Tensor& dx);
 // Average pooling; padded zeros count in the divisor (PyTorch's count_include_pad=True).
 void avg_pool2d_forward(const Tensor& x, const Pool2dParams& params, Tensor& y);
 void avg_pool2d_backward(const Tensor& dy, const Pool2dParams& params, Tensor& dx);
