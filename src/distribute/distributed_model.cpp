@@ -4,8 +4,17 @@
 
 namespace mirrored::distribute {
 
+namespace {
+// Host buffers go over any communicator; device buffers need NCCL's, which a model on a
+// GPU is given (MirroredStrategy::mirror) and which orders itself after the compute stream.
+void require_reachable(const Tensor& values, const comm::Communicator& comm, const char* what) {
+  MIRRORED_CHECK(values.device().is_cpu() || comm.backend() == "nccl", what, " of tensors on ", values.device().str(),
+                 " needs the device communicator, not '", comm.backend(), "'");
+}
+}  // namespace
+
 void CommunicatorReducer::sum(Tensor& values) {
-  MIRRORED_CHECK(values.device().is_cpu(), "cross-replica sum of device tensors needs the device communicator");
+  require_reachable(values, comm_, "cross-replica sum");
   comm_.allreduce(values.data<float>(), static_cast<size_t>(values.numel()), comm::ReduceOp::kSum);
 }
 
@@ -54,7 +63,7 @@ void DistributedModel::set_timeline(Timeline* timeline) {
 void DistributedModel::synchronize_buffers() {
   Tensor& buffers = model_->parameters().flat_buffers();
   if (comm_->size() == 1 || buffers.numel() == 0) return;
-  MIRRORED_CHECK(buffers.device().is_cpu(), "buffer all-reduce of device tensors needs the device communicator");
+  require_reachable(buffers, *comm_, "buffer all-reduce");
   comm_->allreduce(buffers.data<float>(), static_cast<size_t>(buffers.numel()), comm::ReduceOp::kMean);
 }
 

@@ -203,13 +203,6 @@ int64_t conv_output_size(int64_t input, int64_t kernel, int64_t stride, int64_t 
 
 namespace {
 
-// The convolution-family ops have CPU kernels only so far: the cuDNN wrappers in
-// src/kernels/cuda/cudnn_* are tested on their own but not yet wired in here.
-[[noreturn]] void cuda_kernels_missing(const char* op) {
-  throw Error(ExitCode::kUsage, str_cat(op, ": no CUDA implementation of this op yet; use device = cpu for "
-                                            "convolutional models"), /*uniform=*/true);
-}
-
 void require_nchw(const char* op, const Tensor& t) {
   MIRRORED_CHECK(t.rank() == 4, op, ": expected an [N, C, H, W] tensor, got ", shape_str(t.shape()));
 }
@@ -219,7 +212,7 @@ void require_vector(const char* op, const Tensor& t, int64_t n, const char* what
                  "]");
 }
 
-cpu::ConvShape conv_shape(const char* op, const Tensor& x, const Tensor& weight, const Conv2dParams& p) {
+ConvShape conv_shape(const char* op, const Tensor& x, const Tensor& weight, const Conv2dParams& p) {
   require_nchw(op, x);
   require_nchw(op, weight);
   MIRRORED_CHECK(p.stride >= 1 && p.padding >= 0 && p.kernel_h >= 1 && p.kernel_w >= 1, op, ": stride ",
@@ -227,7 +220,7 @@ cpu::ConvShape conv_shape(const char* op, const Tensor& x, const Tensor& weight,
   MIRRORED_CHECK(weight.dim(1) == x.dim(1) && weight.dim(2) == p.kernel_h && weight.dim(3) == p.kernel_w, op,
                  ": weight ", shape_str(weight.shape()), " for input ", shape_str(x.shape()), " and kernel ",
                  p.kernel_h, "x", p.kernel_w);
-  cpu::ConvShape s;
+  ConvShape s;
   s.n = x.dim(0);
   s.c = x.dim(1);
   s.h = x.dim(2);
@@ -244,13 +237,13 @@ cpu::ConvShape conv_shape(const char* op, const Tensor& x, const Tensor& weight,
   return s;
 }
 
-cpu::PoolShape pool_shape(const char* op, const Tensor& x, const Pool2dParams& p) {
+PoolShape pool_shape(const char* op, const Tensor& x, const Pool2dParams& p) {
   require_nchw(op, x);
   MIRRORED_CHECK(p.stride >= 1 && p.kernel_h >= 1 && p.kernel_w >= 1 && p.padding >= 0 &&
                      2 * p.padding <= std::min(p.kernel_h, p.kernel_w),
                  op, ": kernel ", p.kernel_h, "x", p.kernel_w, ", stride ", p.stride, ", padding ", p.padding,
                  " (padding may be at most half the kernel)");
-  cpu::PoolShape s;
+  PoolShape s;
   s.planes = x.dim(0) * x.dim(1);
   s.h = x.dim(2);
   s.w = x.dim(3);
@@ -281,14 +274,16 @@ void conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor* bias, c
   const char* op = "conv2d_forward";
   const bool cuda = on_cuda(op, {&x, &weight, &y});
   require_f32(op, {&x, &weight, &y});
-  const cpu::ConvShape s = conv_shape(op, x, weight, params);
+  const ConvShape s = conv_shape(op, x, weight, params);
   if (bias) {
     require_f32(op, {bias});
     require_vector(op, *bias, s.oc, "bias");
   }
   MIRRORED_CHECK(y.shape() == Shape({s.n, s.oc, s.oh, s.ow}), op, ": y ", shape_str(y.shape()), ", expected [",
                  s.n, ", ", s.oc, ", ", s.oh, ", ", s.ow, "]");
-  if (cuda) cuda_kernels_missing(op);
+  // On CUDA `workspace` is not used: cuDNN's plans share one workspace per device.
+  if (cuda) MIRRORED_ON_CUDA(x, conv2d_forward, x.data<float>(), weight.data<float>(),
+                             bias ? bias->data<float>() : nullptr, s, y.data<float>());
   ensure_shape(workspace, {cpu::conv2d_workspace_floats(s)}, DType::kF32, x.device());
   cpu::conv2d_forward(x.data<float>(), weight.data<float>(), bias ? bias->data<float>() : nullptr, s,
                       y.data<float>(), workspace.data<float>());
@@ -299,7 +294,7 @@ void conv2d_backward(const Tensor& x, const Tensor& weight, const Tensor& dy, co
   const char* op = "conv2d_backward";
   const bool cuda = on_cuda(op, {&x, &weight, &dy, &dweight});
   require_f32(op, {&x, &weight, &dy, &dweight});
-  const cpu::ConvShape s = conv_shape(op, x, weight, params);
+  const ConvShape s = conv_shape(op, x, weight, params);
   MIRRORED_CHECK(dy.shape() == Shape({s.n, s.oc, s.oh, s.ow}), op, ": dy ", shape_str(dy.shape()),
                  ", expected [", s.n, ", ", s.oc, ", ", s.oh, ", ", s.ow, "]");
   require_same_shape(op, weight, dweight);
@@ -311,7 +306,9 @@ void conv2d_backward(const Tensor& x, const Tensor& weight, const Tensor& dy, co
     require_f32(op, {dbias});
     require_vector(op, *dbias, s.oc, "dbias");
   }
-  if (cuda) cuda_kernels_missing(op);
+  if (cuda)
+    MIRRORED_ON_CUDA(x, conv2d_backward, x.data<float>(), weight.data<float>(), dy.data<float>(), s,
+                     dx ? dx->data<float>() : nullptr, dweight.data<float>(), dbias ? dbias->data<float>() : nullptr);
   ensure_shape(workspace, {cpu::conv2d_workspace_floats(s)}, DType::kF32, x.device());
   cpu::conv2d_backward(x.data<float>(), weight.data<float>(), dy.data<float>(), s,
                        dx ? dx->data<float>() : nullptr, dweight.data<float>(),
@@ -322,36 +319,36 @@ void max_pool2d_forward(const Tensor& x, const Pool2dParams& params, Tensor& y, 
   const char* op = "max_pool2d_forward";
   const bool cuda = on_cuda(op, {&x, &y, &argmax});
   require_f32(op, {&x, &y});
-  const cpu::PoolShape s = pool_shape(op, x, params);
+  const PoolShape s = pool_shape(op, x, params);
   const Shape out = {x.dim(0), x.dim(1), s.oh, s.ow};
   MIRRORED_CHECK(y.shape() == out && argmax.shape() == out && argmax.dtype() == DType::kI32, op, ": y ",
                  shape_str(y.shape()), " and int32 argmax ", shape_str(argmax.shape()), ", expected ",
                  shape_str(out));
-  if (cuda) cuda_kernels_missing(op);
+  if (cuda) MIRRORED_ON_CUDA(x, max_pool2d_forward, x.data<float>(), s, y.data<float>(), argmax.data<int32_t>());
   cpu::max_pool2d_forward(x.data<float>(), s, y.data<float>(), argmax.data<int32_t>());
 }
 
-void max_pool2d_backward(const Tensor& dy, const Tensor& argmax, Tensor& dx) {
+void max_pool2d_backward(const Tensor& dy, const Tensor& argmax, const Pool2dParams& params, Tensor& dx) {
   const char* op = "max_pool2d_backward";
   const bool cuda = on_cuda(op, {&dy, &argmax, &dx});
   require_f32(op, {&dy, &dx});
-  require_nchw(op, dy);
-  require_nchw(op, dx);
+  const PoolShape s = pool_shape(op, dx, params);
+  MIRRORED_CHECK(dy.shape() == Shape({dx.dim(0), dx.dim(1), s.oh, s.ow}), op, ": dy ", shape_str(dy.shape()),
+                 " for dx ", shape_str(dx.shape()));
   require_same_shape(op, dy, argmax);
-  MIRRORED_CHECK(argmax.dtype() == DType::kI32 && dx.dim(0) == dy.dim(0) && dx.dim(1) == dy.dim(1), op,
-                 ": dy ", shape_str(dy.shape()), ", dx ", shape_str(dx.shape()));
-  if (cuda) cuda_kernels_missing(op);
-  cpu::max_pool2d_backward(dy.data<float>(), argmax.data<int32_t>(), dy.dim(0) * dy.dim(1),
-                           dx.dim(2) * dx.dim(3), dy.dim(2) * dy.dim(3), dx.data<float>());
+  MIRRORED_CHECK(argmax.dtype() == DType::kI32, op, ": argmax must be int32, got ", dtype_name(argmax.dtype()));
+  if (cuda) MIRRORED_ON_CUDA(dy, max_pool2d_backward, dy.data<float>(), argmax.data<int32_t>(), s, dx.data<float>());
+  cpu::max_pool2d_backward(dy.data<float>(), argmax.data<int32_t>(), s.planes, s.h * s.w, s.oh * s.ow,
+                           dx.data<float>());
 }
 
 void avg_pool2d_forward(const Tensor& x, const Pool2dParams& params, Tensor& y) {
   const char* op = "avg_pool2d_forward";
   const bool cuda = on_cuda(op, {&x, &y});
   require_f32(op, {&x, &y});
-  const cpu::PoolShape s = pool_shape(op, x, params);
+  const PoolShape s = pool_shape(op, x, params);
   MIRRORED_CHECK(y.shape() == Shape({x.dim(0), x.dim(1), s.oh, s.ow}), op, ": y ", shape_str(y.shape()));
-  if (cuda) cuda_kernels_missing(op);
+  if (cuda) MIRRORED_ON_CUDA(x, avg_pool2d_forward, x.data<float>(), s, y.data<float>());
   cpu::avg_pool2d_forward(x.data<float>(), s, y.data<float>());
 }
 
@@ -359,10 +356,10 @@ void avg_pool2d_backward(const Tensor& dy, const Pool2dParams& params, Tensor& d
   const char* op = "avg_pool2d_backward";
   const bool cuda = on_cuda(op, {&dy, &dx});
   require_f32(op, {&dy, &dx});
-  const cpu::PoolShape s = pool_shape(op, dx, params);
+  const PoolShape s = pool_shape(op, dx, params);
   MIRRORED_CHECK(dy.shape() == Shape({dx.dim(0), dx.dim(1), s.oh, s.ow}), op, ": dy ", shape_str(dy.shape()),
                  " for dx ", shape_str(dx.shape()));
-  if (cuda) cuda_kernels_missing(op);
+  if (cuda) MIRRORED_ON_CUDA(dy, avg_pool2d_backward, dy.data<float>(), s, dx.data<float>());
   cpu::avg_pool2d_backward(dy.data<float>(), s, dx.data<float>());
 }
 
@@ -373,7 +370,8 @@ void batch_norm_sums(const Tensor& x, const Tensor& shift, Tensor& sums) {
   const BnShape s = bn_shape(op, x);
   require_vector(op, shift, s.c, "shift");
   require_vector(op, sums, 2 * s.c + 1, "sums");
-  if (cuda) cuda_kernels_missing(op);
+  if (cuda) MIRRORED_ON_CUDA(x, batch_norm_sums, x.data<float>(), shift.data<float>(), s.n, s.c, s.plane,
+                             sums.data<float>());
   cpu::batch_norm_sums(x.data<float>(), shift.data<float>(), s.n, s.c, s.plane, sums.data<float>());
 }
 
@@ -387,7 +385,12 @@ void batch_norm_statistics(const Tensor& sums, const Tensor& shift, float eps, f
     require_vector(op, *t, c, "vector");
   require_vector(op, sums, 2 * c + 1, "sums");
   MIRRORED_CHECK(eps > 0.0f && momentum >= 0.0f && momentum <= 1.0f, op, ": eps ", eps, ", momentum ", momentum);
-  if (cuda) cuda_kernels_missing(op);
+  // The count is checked here on the CPU only: on CUDA it lives in device memory, and reading
+  // it back would stall the stream in every training step; the CUDA kernel turns an empty
+  // batch into NaN statistics instead (a layer never gets there: its batch is not empty).
+  if (cuda)
+    MIRRORED_ON_CUDA(sums, batch_norm_statistics, sums.data<float>(), shift.data<float>(), c, eps, momentum,
+                     mean.data<float>(), invstd.data<float>(), running_mean.data<float>(), running_var.data<float>());
   MIRRORED_CHECK(sums.data<float>()[2 * c] > 0.0f, op, ": statistics of an empty batch");
   cpu::batch_norm_statistics(sums.data<float>(), shift.data<float>(), c, eps, momentum, mean.data<float>(),
                              invstd.data<float>(), running_mean.data<float>(), running_var.data<float>());
@@ -402,7 +405,9 @@ void batch_norm_inference_statistics(const Tensor& running_mean, const Tensor& r
   for (const Tensor* t : std::initializer_list<const Tensor*>{&running_mean, &running_var, &mean, &invstd})
     require_vector(op, *t, c, "vector");
   MIRRORED_CHECK(eps > 0.0f, op, ": eps ", eps);
-  if (cuda) cuda_kernels_missing(op);
+  if (cuda)
+    MIRRORED_ON_CUDA(running_mean, batch_norm_inference_statistics, running_mean.data<float>(),
+                     running_var.data<float>(), c, eps, mean.data<float>(), invstd.data<float>());
   cpu::batch_norm_inference_statistics(running_mean.data<float>(), running_var.data<float>(), c, eps,
                                        mean.data<float>(), invstd.data<float>());
 }
@@ -416,7 +421,9 @@ void batch_norm_apply(const Tensor& x, const Tensor& mean, const Tensor& invstd,
   for (const Tensor* t : std::initializer_list<const Tensor*>{&mean, &invstd, &gamma, &beta})
     require_vector(op, *t, s.c, "vector");
   require_same_shape(op, x, y);
-  if (cuda) cuda_kernels_missing(op);
+  if (cuda)
+    MIRRORED_ON_CUDA(x, batch_norm_apply, x.data<float>(), mean.data<float>(), invstd.data<float>(),
+                     gamma.data<float>(), beta.data<float>(), s.n, s.c, s.plane, y.data<float>());
   cpu::batch_norm_apply(x.data<float>(), mean.data<float>(), invstd.data<float>(), gamma.data<float>(),
                         beta.data<float>(), s.n, s.c, s.plane, y.data<float>());
 }
@@ -431,7 +438,9 @@ void batch_norm_backward_sums(const Tensor& x, const Tensor& dy, const Tensor& m
   require_vector(op, mean, s.c, "mean");
   require_vector(op, invstd, s.c, "invstd");
   require_vector(op, grad_sums, 2 * s.c + 1, "grad_sums");
-  if (cuda) cuda_kernels_missing(op);
+  if (cuda)
+    MIRRORED_ON_CUDA(x, batch_norm_backward_sums, x.data<float>(), dy.data<float>(), mean.data<float>(),
+                     invstd.data<float>(), s.n, s.c, s.plane, grad_sums.data<float>());
   cpu::batch_norm_backward_sums(x.data<float>(), dy.data<float>(), mean.data<float>(), invstd.data<float>(), s.n,
                                 s.c, s.plane, grad_sums.data<float>());
 }
@@ -447,7 +456,11 @@ void batch_norm_backward_input(const Tensor& x, const Tensor& dy, const Tensor& 
   for (const Tensor* t : std::initializer_list<const Tensor*>{&mean, &invstd, &gamma})
     require_vector(op, *t, s.c, "vector");
   require_vector(op, grad_sums, 2 * s.c + 1, "grad_sums");
-  if (cuda) cuda_kernels_missing(op);
+  // As in batch_norm_statistics: on CUDA an empty batch gives a NaN dx instead of an error.
+  if (cuda)
+    MIRRORED_ON_CUDA(x, batch_norm_backward_input, x.data<float>(), dy.data<float>(), mean.data<float>(),
+                     invstd.data<float>(), gamma.data<float>(), grad_sums.data<float>(), s.n, s.c, s.plane,
+                     dx.data<float>());
   MIRRORED_CHECK(grad_sums.data<float>()[2 * s.c] > 0.0f, op, ": gradient of an empty batch");
   cpu::batch_norm_backward_input(x.data<float>(), dy.data<float>(), mean.data<float>(), invstd.data<float>(),
                                  gamma.data<float>(), grad_sums.data<float>(), s.n, s.c, s.plane, dx.data<float>());
@@ -461,10 +474,11 @@ void dropout_forward(const Tensor& x, float p, uint64_t seed, int64_t first_samp
   require_same_shape(op, x, y);
   MIRRORED_CHECK(x.rank() >= 1 && p >= 0.0f && p < 1.0f && first_sample >= 0, op, ": p ", p, ", x ",
                  shape_str(x.shape()), ", first sample ", first_sample);
-  if (cuda) cuda_kernels_missing(op);
-  const int64_t n = x.dim(0);
-  cpu::dropout_forward(x.data<float>(), p, seed, first_sample, n, n > 0 ? x.numel() / n : 0, mask.data<float>(),
-                       y.data<float>());
+  const int64_t n = x.dim(0), sample_numel = n > 0 ? x.numel() / n : 0;
+  if (cuda)
+    MIRRORED_ON_CUDA(x, dropout_forward, x.data<float>(), p, seed, first_sample, n, sample_numel, mask.data<float>(),
+                     y.data<float>());
+  cpu::dropout_forward(x.data<float>(), p, seed, first_sample, n, sample_numel, mask.data<float>(), y.data<float>());
 }
 
 void dropout_backward(const Tensor& dy, const Tensor& mask, Tensor& dx) {
@@ -473,7 +487,7 @@ void dropout_backward(const Tensor& dy, const Tensor& mask, Tensor& dx) {
   require_f32(op, {&dy, &mask, &dx});
   require_same_shape(op, dy, mask);
   require_same_shape(op, dy, dx);
-  if (cuda) cuda_kernels_missing(op);
+  if (cuda) MIRRORED_ON_CUDA(dy, multiply, dy.data<float>(), mask.data<float>(), dx.data<float>(), dy.numel());
   cpu::multiply(dy.data<float>(), mask.data<float>(), dx.data<float>(), dy.numel());
 }
 
@@ -482,7 +496,7 @@ void add(const Tensor& a, const Tensor& b, Tensor& y) {
   require_f32("add", {&a, &b, &y});
   require_same_shape("add", a, b);
   require_same_shape("add", a, y);
-  if (cuda) cuda_kernels_missing("add");
+  if (cuda) MIRRORED_ON_CUDA(a, add, a.data<float>(), b.data<float>(), y.data<float>(), a.numel());
   cpu::add(a.data<float>(), b.data<float>(), y.data<float>(), a.numel());
 }
 

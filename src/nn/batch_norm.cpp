@@ -1,3 +1,5 @@
+#include <vector>
+
 #include "mirrored/nn/conv.h"
 
 namespace mirrored::nn {
@@ -33,10 +35,9 @@ void BatchNorm2d::bind(ParameterArena& arena) {
 }
 
 void BatchNorm2d::reset_running_statistics() {
-  MIRRORED_CHECK(running_var_.device().is_cpu(), "BatchNorm2d buffers on ", running_var_.device().str());
+  // Through copies: the buffers live on the model's device, which may be a GPU.
   running_mean_.zero();
-  float* var = running_var_.data<float>();
-  for (int64_t c = 0; c < channels_; ++c) var[c] = 1.0f;
+  kernels::copy(Tensor::from(std::vector<float>(static_cast<size_t>(channels_), 1.0f), {channels_}), running_var_);
 }
 
 void BatchNorm2d::initialize(Rng& /*rng*/) {

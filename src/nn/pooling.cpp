@@ -32,7 +32,7 @@ const Tensor& MaxPool2d::forward(const Tensor& x, Mode /*mode*/) {
 const Tensor& MaxPool2d::backward(const Tensor& dy, bool need_input_grad) {
   if (!need_input_grad) return dinput_;
   ensure_shape(dinput_, input_shape_, DType::kF32, dy.device());
-  kernels::max_pool2d_backward(dy, argmax_, dinput_);
+  kernels::max_pool2d_backward(dy, argmax_, params_, dinput_);
   return dinput_;
 }
 

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # device = cuda through the real binary. Without a GPU (or in a CPU-only build): a clear
 # usage error (exit 2) on every rank, for train and for bench allreduce, and device = auto
-# trains on the CPU. With GPUs: a training on the GPU reaches its accuracy, and two ranks
-# on one GPU are refused with a message naming them.
+# trains on the CPU. With GPUs: a training on the GPU reaches its accuracy, the image models
+# (cnn with batch norm and dropout, resnet) learn on one GPU as they do on CPU ranks
+# (cnn_accuracy.sh's steps and thresholds), and two ranks on one GPU are refused with a
+# message naming them.
 source "$(dirname "$0")/lib.sh"
 require_data
 gpus=$("$MIRRORED" info | sed -nE 's/.*\(([0-9]+) GPU\(s\) visible.*/\1/p' | head -1)
@@ -23,6 +25,15 @@ mpirun_np 1 train "${common[@]}" --device cuda --epochs 1 --out "$WORK/gpu1" | t
 acc=$(json_field "$WORK/gpu1/metrics.jsonl" eval test_accuracy)
 awk -v a="$acc" 'BEGIN { exit !(a >= 0.80) }' || fail "GPU training: test accuracy $acc < 0.80"
 grep -q "cuda:0" "$WORK/gpu1.log" || fail "cluster table does not show cuda:0"
+data=(--data.train "$DATA_DIR/train.h5" --data.test "$DATA_DIR/test.h5")
+mpirun_np 1 train --config "$SOURCE_DIR/launch/configs/fmnist_cnn.ini" "${data[@]}" --device cuda --epochs 1 \
+  --max_steps 150 --model.dropout 0.2 --out "$WORK/gpu_cnn" >"$WORK/gpu_cnn.log"
+mpirun_np 1 train --config "$SOURCE_DIR/launch/configs/fmnist_resnet.ini" "${data[@]}" --device cuda --epochs 1 \
+  --max_steps 80 --resnet.channels 8,16,32 --out "$WORK/gpu_resnet" >"$WORK/gpu_resnet.log"
+cnn=$(json_field "$WORK/gpu_cnn/metrics.jsonl" eval test_accuracy)
+resnet=$(json_field "$WORK/gpu_resnet/metrics.jsonl" eval test_accuracy)
+awk -v a="$cnn" 'BEGIN { exit !(a >= 0.80) }' || fail "GPU cnn: test accuracy $cnn < 0.80"
+awk -v a="$resnet" 'BEGIN { exit !(a >= 0.55) }' || fail "GPU resnet: test accuracy $resnet < 0.55"
 if [[ $gpus -ge 2 ]]; then
   mpirun_np 2 train "${common[@]}" --device cuda --epochs 1 --out "$WORK/gpu2" >"$WORK/gpu2.log"
   acc2=$(json_field "$WORK/gpu2/metrics.jsonl" eval test_accuracy)
@@ -30,4 +41,4 @@ if [[ $gpus -ge 2 ]]; then
 else
   expect_failure shared_gpu "would share one GPU" 60 2 train "${common[@]}" --device cuda --out "$WORK/shared"
 fi
-echo "ok: GPU training reached $acc"
+echo "ok: GPU training reached $acc (mlp), $cnn (cnn), $resnet (resnet)"

@@ -121,7 +121,7 @@ TEST(PoolKernel, MaxPoolPicksTheMaximumAndRoutesTheGradient) {
   EXPECT_EQ(y.to_vector(), std::vector<float>({5, 7, 13, 15}));
   EXPECT_EQ(arg.data<int32_t>()[1], 3);  // the first 7, at (0, 3)
   Tensor dx({1, 1, 4, 4});
-  kernels::max_pool2d_backward(Tensor::from({1, 2, 3, 4}, {1, 1, 2, 2}), arg, dx);
+  kernels::max_pool2d_backward(Tensor::from({1, 2, 3, 4}, {1, 1, 2, 2}), arg, {2, 2, 2, 0}, dx);
   EXPECT_EQ(dx.to_vector(), std::vector<float>({0, 1, 0, 2, 0, 0, 0, 0, 0, 3, 0, 4, 0, 0, 0, 0}));
 }
 

@@ -97,8 +97,8 @@ struct Pool2dParams {
 // Max pooling. `argmax` (int32, shaped like y) records the input index, within its
 // [H, W] plane, that each output came from; padding never wins. Ties go to the first.
 void max_pool2d_forward(const Tensor& x, const Pool2dParams& params, Tensor& y, Tensor& argmax);
-// dx = 0, then dx[argmax] += dy.
-void max_pool2d_backward(const Tensor& dy, const Tensor& argmax, Tensor& dx);
+// dx = 0, then dx[argmax] += dy, in output order; `params` are the forward's.
+void max_pool2d_backward(const Tensor& dy, const Tensor& argmax, const Pool2dParams& params, Tensor& dx);
 // Average pooling; padded zeros count in the divisor (PyTorch's count_include_pad=True).
 void avg_pool2d_forward(const Tensor& x, const Pool2dParams& params, Tensor& y);
 void avg_pool2d_backward(const Tensor& dy, const Pool2dParams& params, Tensor& dx);
@@ -126,9 +126,10 @@ void batch_norm_backward_sums(const Tensor& x, const Tensor& dy, const Tensor& m
 void batch_norm_backward_input(const Tensor& x, const Tensor& dy, const Tensor& mean, const Tensor& invstd,
                                const Tensor& gamma, const Tensor& grad_sums, Tensor& dx);
 
-// Inverted dropout: each sample's mask is drawn from its own stream, keyed by `seed` and
-// the sample's index `first_sample + n`, so a mask depends on which global sample it is
-// and not on how the batch was split. mask = 0 or 1 / (1 - p); y = x * mask.
+// Inverted dropout: each sample's mask is drawn from its own counter-based stream
+// (core/counter_rng.h), keyed by `seed` and the sample's index `first_sample + n`, so a mask
+// depends on which global sample it is and not on how the batch was split, nor on the
+// device: CPU and CUDA draw the same bits. mask = 0 or 1 / (1 - p); y = x * mask.
 void dropout_forward(const Tensor& x, float p, uint64_t seed, int64_t first_sample, Tensor& mask, Tensor& y);
 // dx = dy * mask
 void dropout_backward(const Tensor& dy, const Tensor& mask, Tensor& dx);

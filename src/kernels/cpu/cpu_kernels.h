@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "../shared.h"
 #include "mirrored/kernels/kernels.h"
 
 namespace mirrored::kernels::cpu {
@@ -31,13 +32,6 @@ void sgd_update(float* param, const float* grad, float* velocity, int64_t n, con
 void adam_update(float* param, const float* grad, float* m, float* v, int64_t n,
                  const AdamHyper& hyper, int64_t step);
 
-// The full geometry of one convolution (input, weight and output extents).
-struct ConvShape {
-  int64_t n = 0, c = 0, h = 0, w = 0;  // input
-  int64_t oc = 0, kh = 0, kw = 0;      // weight [oc, c, kh, kw]
-  int64_t stride = 1, pad = 0;
-  int64_t oh = 0, ow = 0;              // output
-};
 // Floats of workspace conv2d_* need for this shape.
 int64_t conv2d_workspace_floats(const ConvShape& s);
 void conv2d_forward(const float* x, const float* weight, const float* bias, const ConvShape& s, float* y,
@@ -46,11 +40,6 @@ void conv2d_forward(const float* x, const float* weight, const float* bias, cons
 void conv2d_backward(const float* x, const float* weight, const float* dy, const ConvShape& s, float* dx,
                      float* dweight, float* dbias, float* workspace);
 
-struct PoolShape {
-  int64_t planes = 0, h = 0, w = 0;  // planes = N * C
-  int64_t kh = 2, kw = 2, stride = 2, pad = 0;
-  int64_t oh = 0, ow = 0;
-};
 void max_pool2d_forward(const float* x, const PoolShape& s, float* y, int32_t* argmax);
 void max_pool2d_backward(const float* dy, const int32_t* argmax, int64_t planes, int64_t in_plane,
                          int64_t out_plane, float* dx);

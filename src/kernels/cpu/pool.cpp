@@ -82,7 +82,7 @@ void max_pool2d_backward(const float* dy, const int32_t* argmax, int64_t planes,
 
 void avg_pool2d_forward(const float* x, const PoolShape& s, float* y) {
   const int64_t in_plane = s.h * s.w, out_plane = s.oh * s.ow;
-  const float inv = 1.0f / static_cast<float>(s.kh * s.kw);
+  const float inv = avg_pool_scale(s);
   for (int64_t p = 0; p < s.planes; ++p) {
     const float* in = x + p * in_plane;
     float* out = y + p * out_plane;
@@ -103,7 +103,7 @@ void avg_pool2d_forward(const float* x, const PoolShape& s, float* y) {
 
 void avg_pool2d_backward(const float* dy, const PoolShape& s, float* dx) {
   const int64_t in_plane = s.h * s.w, out_plane = s.oh * s.ow;
-  const float inv = 1.0f / static_cast<float>(s.kh * s.kw);
+  const float inv = avg_pool_scale(s);
   std::memset(dx, 0, static_cast<size_t>(s.planes * in_plane) * sizeof(float));
   for (int64_t p = 0; p < s.planes; ++p) {
     float* d = dx + p * in_plane;

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <mutex>
 
+#include "../shared.h"
 #include "mirrored/core/cuda_resources.h"
 #include "mirrored/kernels/kernels.h"
 
@@ -63,6 +64,47 @@ bool all_finite(Context& ctx, const float* x, int64_t n);
 void sgd_update(Context& ctx, float* param, const float* grad, float* velocity, int64_t n, const SgdHyper& hyper);
 void adam_update(Context& ctx, float* param, const float* grad, float* m, float* v, int64_t n,
                  const AdamHyper& hyper, int64_t step);
+
+// ---- Convolution family (NCHW). Semantics as the CPU kernels (cpu_kernels.h).
+
+// Through cuDNN (cudnn_ops.h): algorithms planned once per shape, cuDNN's own workspace.
+void conv2d_forward(Context& ctx, const float* x, const float* weight, const float* bias, const ConvShape& s,
+                    float* y);
+// dweight and dbias accumulate; dx (may be null) is overwritten; dbias may be null.
+void conv2d_backward(Context& ctx, const float* x, const float* weight, const float* dy, const ConvShape& s,
+                     float* dx, float* dweight, float* dbias);
+
+// Ties and padding as the CPU: the first maximum in row-major window order wins, padding
+// never does. Backward gathers, for each input element, the gradients of the windows whose
+// maximum it was, in output order: no atomics, the CPU's sums bit for bit.
+void max_pool2d_forward(Context& ctx, const float* x, const PoolShape& s, float* y, int32_t* argmax);
+void max_pool2d_backward(Context& ctx, const float* dy, const int32_t* argmax, const PoolShape& s, float* dx);
+// count_include_pad, like the CPU (cuDNN's average pooling is the other convention).
+void avg_pool2d_forward(Context& ctx, const float* x, const PoolShape& s, float* y);
+void avg_pool2d_backward(Context& ctx, const float* dy, const PoolShape& s, float* dx);
+
+// Batch norm over x [n, c, plane]; the [2c + 1] sums layouts of kernels.h. The counts stay
+// on the device: a count <= 0 (an empty batch, refused on the CPU with an error) gives NaN
+// statistics and a NaN dx rather than a host read-back that would stall the stream.
+void batch_norm_sums(Context& ctx, const float* x, const float* shift, int64_t n, int64_t c, int64_t plane,
+                     float* sums);
+void batch_norm_statistics(Context& ctx, const float* sums, const float* shift, int64_t c, float eps,
+                           float momentum, float* mean, float* invstd, float* running_mean, float* running_var);
+void batch_norm_inference_statistics(Context& ctx, const float* running_mean, const float* running_var, int64_t c,
+                                     float eps, float* mean, float* invstd);
+void batch_norm_apply(Context& ctx, const float* x, const float* mean, const float* invstd, const float* gamma,
+                      const float* beta, int64_t n, int64_t c, int64_t plane, float* y);
+void batch_norm_backward_sums(Context& ctx, const float* x, const float* dy, const float* mean,
+                              const float* invstd, int64_t n, int64_t c, int64_t plane, float* grad_sums);
+void batch_norm_backward_input(Context& ctx, const float* x, const float* dy, const float* mean,
+                               const float* invstd, const float* gamma, const float* grad_sums, int64_t n, int64_t c,
+                               int64_t plane, float* dx);
+
+// The CPU's masks bit for bit (core/counter_rng.h), one thread per element.
+void dropout_forward(Context& ctx, const float* x, float p, uint64_t seed, int64_t first_sample, int64_t n,
+                     int64_t sample_numel, float* mask, float* y);
+void multiply(Context& ctx, const float* a, const float* b, float* y, int64_t n);
+void add(Context& ctx, const float* a, const float* b, float* y, int64_t n);
 
 // bfloat16 wire format for compressed gradient all-reduce, on `stream`:
 // to_bf16: out = round_nearest_even(in); from_bf16: out = float(in) * scale.

@@ -1,7 +1,12 @@
 #pragma once
 // cuDNN wrappers for the convolutional ops (convolution, pooling, batch norm, activation),
-// NCHW float32 on raw device buffers. An internal module: the conv/pool/batch-norm ops of
-// kernels.h dispatch here on CUDA tensors; its tests call it directly.
+// NCHW float32 on raw device buffers. An internal module: the convolution ops of kernels.h
+// run on CUDA tensors through conv_plan() (conv.cpp); its tests call it directly. Pooling
+// and batch norm in kernels.h have their own kernels (pool.cu, batch_norm.cu), because
+// their contracts are not cuDNN's: max pooling returns its argmax, average pooling counts
+// the padding, and batch norm comes in pieces so that sync batch norm can sum across
+// replicas between them. The Pool2d, BatchNorm2d and Activation wrappers below are not used
+// by the op set.
 //
 // Everything runs on the device's compute stream, like the rest of kernels::cuda. Math is
 // plain float32 FMA (no TF32 tensor cores) so results agree with the CPU kernels to ~1e-5.

@@ -1,5 +1,5 @@
-// Element-wise CUDA kernels: bias, ReLU, scale, axpy, the finiteness test and the
-// bfloat16 wire conversions. Each is one pass over memory; all run on the compute stream
+// Element-wise CUDA kernels: bias, ReLU, scale, axpy, product and sum of two buffers, the
+// finiteness test and the bfloat16 wire conversions. Each is one pass over memory; all run on the compute stream
 // unless a stream is named.
 #include "cuda_kernels.h"
 #include "launch.cuh"
@@ -36,6 +36,14 @@ __global__ void scale_kernel(float* x, int64_t n, float alpha) {
 
 __global__ void axpy_kernel(int64_t n, float alpha, const float* x, float* y) {
   MIRRORED_GRID_STRIDE(i, n) y[i] += alpha * x[i];
+}
+
+__global__ void multiply_kernel(const float* a, const float* b, float* y, int64_t n) {
+  MIRRORED_GRID_STRIDE(i, n) y[i] = a[i] * b[i];
+}
+
+__global__ void add_kernel(const float* a, const float* b, float* y, int64_t n) {
+  MIRRORED_GRID_STRIDE(i, n) y[i] = a[i] + b[i];
 }
 
 // NaN or Inf exactly when the exponent bits are all ones (the CPU kernel's test).
@@ -100,6 +108,18 @@ void axpy(Context& ctx, int64_t n, float alpha, const float* x, float* y) {
   if (n == 0) return;
   axpy_kernel<<<grid_for(n), kThreads, 0, ctx.stream>>>(n, alpha, x, y);
   MIRRORED_CUDA_CHECK_LAUNCH("axpy_kernel");
+}
+
+void multiply(Context& ctx, const float* a, const float* b, float* y, int64_t n) {
+  if (n == 0) return;
+  multiply_kernel<<<grid_for(n), kThreads, 0, ctx.stream>>>(a, b, y, n);
+  MIRRORED_CUDA_CHECK_LAUNCH("multiply_kernel");
+}
+
+void add(Context& ctx, const float* a, const float* b, float* y, int64_t n) {
+  if (n == 0) return;
+  add_kernel<<<grid_for(n), kThreads, 0, ctx.stream>>>(a, b, y, n);
+  MIRRORED_CUDA_CHECK_LAUNCH("add_kernel");
 }
 
 bool all_finite(Context& ctx, const float* x, int64_t n) {
