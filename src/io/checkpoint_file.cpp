@@ -102,6 +102,7 @@ uint32_t checkpoint_crc32(const Checkpoint& checkpoint) {
   crc.add(checkpoint.optimizer);
   crc.add(checkpoint.config);
   add_tensors(crc, checkpoint.params);
+  add_tensors(crc, checkpoint.buffers);  // none in version 1: its checksums stay valid
   add_tensors(crc, checkpoint.optimizer_state);
   return crc.value();
 }
@@ -116,6 +117,8 @@ void write_checkpoint(const std::string& path, const Checkpoint& checkpoint) {
       H5File file(temporary, H5File::Access::kTruncate);
       for (const auto& tensor : checkpoint.params)
         file.write_f32("/params/" + tensor.name, tensor.shape, tensor.values.data());
+      for (const auto& tensor : checkpoint.buffers)
+        file.write_f32("/buffers/" + tensor.name, tensor.shape, tensor.values.data());
       for (const auto& tensor : checkpoint.optimizer_state)
         file.write_f32("/optimizer/" + tensor.name, tensor.shape, tensor.values.data());
       file.write_attribute("format", std::string(kFormat));
@@ -129,6 +132,7 @@ void write_checkpoint(const std::string& path, const Checkpoint& checkpoint) {
       file.write_attribute("optimizer_steps", checkpoint.optimizer_steps);
       file.write_attribute("config", checkpoint.config);
       file.write_attribute("params", names_of(checkpoint.params));
+      file.write_attribute("buffers", names_of(checkpoint.buffers));
       file.write_attribute("optimizer_state", names_of(checkpoint.optimizer_state));
       file.write_attribute("crc32", static_cast<int64_t>(checkpoint_crc32(checkpoint)));
       file.flush();
@@ -152,9 +156,10 @@ Checkpoint read_checkpoint(const std::string& path) {
     if (!file.has_attribute("format") || file.read_string_attribute("format") != kFormat)
       invalid(path, str_cat("not a mirrored checkpoint (no attribute format = \"", kFormat, "\")"));
     checkpoint.format_version = file.read_int_attribute("format_version");
-    if (checkpoint.format_version != kCheckpointFormatVersion)
-      invalid(path, str_cat("format version ", checkpoint.format_version, ", but this build reads version ",
-                            kCheckpointFormatVersion));
+    if (checkpoint.format_version < kOldestReadableCheckpointVersion ||
+        checkpoint.format_version > kCheckpointFormatVersion)
+      invalid(path, str_cat("format version ", checkpoint.format_version, ", but this build reads versions ",
+                            kOldestReadableCheckpointVersion, " to ", kCheckpointFormatVersion));
     checkpoint.step = file.read_int_attribute("step");
     checkpoint.epoch = file.read_int_attribute("epoch");
     checkpoint.step_in_epoch = file.read_int_attribute("step_in_epoch");
@@ -164,6 +169,7 @@ Checkpoint read_checkpoint(const std::string& path) {
     checkpoint.optimizer_steps = file.read_int_attribute("optimizer_steps");
     checkpoint.config = file.read_string_attribute("config");
     checkpoint.params = read_tensors(file, "params", "params");
+    if (checkpoint.format_version >= 2) checkpoint.buffers = read_tensors(file, "buffers", "buffers");
     checkpoint.optimizer_state = read_tensors(file, "optimizer", "optimizer_state");
     stored_crc = static_cast<uint32_t>(file.read_int_attribute("crc32"));
   } catch (const InputError& e) {

@@ -45,6 +45,17 @@ std::string misfit(const TrainContext& ctx, const io::Checkpoint& checkpoint) {
       return str_cat("parameter ", i, " is ", stored.name, " ", shape_str(stored.shape), " in the file, the model has ",
                      infos[i].name, " ", shape_str(infos[i].shape));
   }
+  const nn::ParameterArena& arena = ctx.model.parameters();
+  if (checkpoint.buffers.size() != arena.num_buffers())
+    return str_cat("it holds ", checkpoint.buffers.size(), " buffers (batch norm running statistics), the model has ",
+                   arena.num_buffers(), checkpoint.format_version < 2 ? " (format version 1 did not save them)" : "");
+  for (size_t i = 0; i < arena.num_buffers(); ++i) {
+    const auto& stored = checkpoint.buffers[i];
+    const auto& info = arena.buffer_info(i);
+    if (stored.name != info.name || stored.shape != info.shape)
+      return str_cat("buffer ", i, " is ", stored.name, " ", shape_str(stored.shape), " in the file, the model has ",
+                     info.name, " ", shape_str(info.shape));
+  }
   auto state = ctx.optimizer.state();
   if (checkpoint.optimizer_state.size() != state.size())
     return str_cat("it holds ", checkpoint.optimizer_state.size(), " optimizer state tensors, ", ctx.optimizer.name(),
@@ -204,6 +215,10 @@ io::Checkpoint capture_checkpoint(const TrainContext& ctx, int64_t step) {
   const nn::ParameterArena& arena = ctx.model.parameters();
   for (size_t i = 0; i < arena.size(); ++i)
     checkpoint.params.push_back({arena.info(i).name, arena.info(i).shape, flat_values(arena.param(i))});
+  // Running statistics are the same on every replica here (synchronised before each save).
+  for (size_t i = 0; i < arena.num_buffers(); ++i)
+    checkpoint.buffers.push_back(
+        {arena.buffer_info(i).name, arena.buffer_info(i).shape, flat_values(arena.buffer(i))});
   for (const auto& [name, tensor] : ctx.optimizer.state())
     checkpoint.optimizer_state.push_back({name, {tensor->numel()}, flat_values(*tensor)});
   return checkpoint;
@@ -235,6 +250,12 @@ ResumePoint restore_checkpoint(TrainContext& ctx) {
     for (const auto& param : checkpoint.params) values.insert(values.end(), param.values.begin(), param.values.end());
   }
   broadcast_into(comm, values, arena.flat_params());
+  if (arena.num_buffers() > 0) {
+    values.clear();
+    if (ctx.strategy.is_chief())
+      for (const auto& buffer : checkpoint.buffers) values.insert(values.end(), buffer.values.begin(), buffer.values.end());
+    broadcast_into(comm, values, arena.flat_buffers());
+  }
   auto state = ctx.optimizer.state();
   for (size_t i = 0; i < state.size(); ++i) {
     if (ctx.strategy.is_chief()) values = checkpoint.optimizer_state[i].values;
@@ -258,7 +279,14 @@ ResumePoint restore_checkpoint(TrainContext& ctx) {
 void Checkpointer::on_log(TrainContext& ctx, const LogPoint& point) {
   // The epoch's last step is saved by on_epoch_end, after its evaluation.
   const bool epoch_ends = point.step % ctx.steps_per_epoch == 0 || point.step >= ctx.total_steps || ctx.stop_training;
-  if (checkpoint_step(ctx.config, point.step) && !epoch_ends) save(ctx, point.step);
+  if (checkpoint_step(ctx.config, point.step) && !epoch_ends) {
+    // One set of running statistics to save, as at epoch ends (a collective: every rank is
+    // here). Without sync batch norm the replicas' statistics drift apart within an epoch;
+    // their moving averages are linear, so averaging them here and again at the epoch end
+    // gives that epoch end's values up to rounding.
+    ctx.model.synchronize_buffers();
+    save(ctx, point.step);
+  }
 }
 
 void Checkpointer::on_epoch_end(TrainContext& ctx, const EpochEnd& end) {

@@ -86,3 +86,14 @@ expect_exit 4 resume_missing_path "nope.h5" 30 2 train "${common[@]}" "${upto[@]
 expect_exit 4 resume_other_model "does not fit this run" 30 2 train --data.train "$DATA_DIR/test.h5" \
   --data.test "$DATA_DIR/test.h5" --batch_size 64 --model.hidden 16 --threads 1 --out "$WORK/x2" \
   --resume "$WORK/part/checkpoints/ckpt-000000100.h5"
+
+# A model with batch norm: its running statistics are in the checkpoint too, so a resumed
+# run evaluates and ends exactly like the uninterrupted one (they used to restart at 0/1).
+bn=(--data.train "$DATA_DIR/test.h5" --data.test "$DATA_DIR/test.h5" --batch_size 64 --epochs 1 --model cnn
+    --cnn.channels 4,8 --cnn.fc 16 --cnn.batchnorm true --model.sync_batchnorm false --threads 1 --seed 3
+    --checkpoint.every_steps 10 --quiet)
+mpirun_np 2 train "${bn[@]}" --max_steps 30 --out "$WORK/bn.full"
+mpirun_np 2 train "${bn[@]}" --max_steps 10 --out "$WORK/bn.part"
+mpirun_np 2 train "${bn[@]}" --max_steps 30 --out "$WORK/bn.part"
+"$COMPARE" "$WORK/bn.full/final.h5" "$WORK/bn.part/final.h5" --exact
+echo "ok: batch norm running statistics survive a resume"

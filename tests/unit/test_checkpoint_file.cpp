@@ -31,6 +31,8 @@ Checkpoint sample_checkpoint() {
   c.config = "batch_size = 64\n[model]\nhidden = 8\n";
   c.params.push_back({"0.linear.weight", {3, 2}, {1.5f, -2.0f, 3.25f, 0.0f, -0.0f, 1e-30f}});
   c.params.push_back({"0.linear.bias", {3}, {0.1f, 0.2f, 0.3f}});
+  c.buffers.push_back({"1.batchnorm.running_mean", {2}, {0.5f, -0.25f}});
+  c.buffers.push_back({"1.batchnorm.running_var", {2}, {1.0f, 3.5f}});
   c.optimizer_state.push_back({"m", {9}, std::vector<float>(9, 0.5f)});
   c.optimizer_state.push_back({"v", {9}, std::vector<float>(9, 0.25f)});
   return c;
@@ -91,6 +93,7 @@ TEST(CheckpointFile, RoundTripIsBitExact) {
   EXPECT_EQ(read.optimizer_steps, 118);
   EXPECT_EQ(read.config, written.config);
   expect_same(read.params, written.params);
+  expect_same(read.buffers, written.buffers);
   expect_same(read.optimizer_state, written.optimizer_state);
   // Nothing but the file itself is left behind (the temporary was renamed).
   EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path()), {}), 1);
@@ -109,6 +112,9 @@ TEST(CheckpointFile, ChecksumCoversValuesNamesAndCounters) {
   const uint32_t crc = checkpoint_crc32(base);
   Checkpoint changed = base;
   changed.params[0].values[5] = 2e-30f;
+  EXPECT_NE(checkpoint_crc32(changed), crc);
+  changed = base;
+  changed.buffers[1].values[0] = 1.5f;
   EXPECT_NE(checkpoint_crc32(changed), crc);
   changed = base;
   changed.optimizer_state[1].name = "w";
@@ -149,7 +155,19 @@ TEST(CheckpointFile, OtherFormatVersionIsRefused) {
   ASSERT_GE(H5Awrite(attribute, H5T_NATIVE_INT64, &version), 0);
   H5Aclose(attribute);
   H5Fclose(file);
-  expect_mentions(failure_of(path), {path, "format version 2", "reads version 1"});
+  expect_mentions(failure_of(path), {path, "format version 3", "reads versions 1 to 2"});
+}
+
+TEST(CheckpointFile, VersionOneFilesAreReadWithoutBuffers) {
+  TempDir dir;
+  Checkpoint old = sample_checkpoint();
+  old.format_version = 1;  // before running statistics were saved
+  old.buffers.clear();
+  write_checkpoint(dir.file("v1.h5"), old);
+  const Checkpoint read = read_checkpoint(dir.file("v1.h5"));
+  EXPECT_EQ(read.format_version, 1);
+  EXPECT_TRUE(read.buffers.empty());
+  expect_same(read.params, old.params);
 }
 
 TEST(CheckpointFile, OtherHdf5FilesAndMissingFilesAreRefused) {

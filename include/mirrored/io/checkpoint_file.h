@@ -2,10 +2,12 @@
 // The checkpoint file: everything a run needs to continue bit-identically, in one HDF5 file.
 //   root attributes  format = "mirrored-checkpoint", format_version, step, epoch,
 //                    step_in_epoch, steps_per_epoch, world_size, optimizer,
-//                    optimizer_steps, config (the resolved INI), params and
+//                    optimizer_steps, config (the resolved INI), params, buffers and
 //                    optimizer_state (tensor names, one a line, in order), crc32
 //   /params/<name>     float32, the parameter's shape (the layout of final.h5)
+//   /buffers/<name>    float32, state that is not trained (batch norm running statistics)
 //   /optimizer/<name>  float32 [numel], the optimizer's state (momentum, moments)
+// Version 1 files had no buffers; they are still read (with none).
 // crc32 (zlib) covers every tensor's name, shape and bytes and every attribute above, so
 // a flipped bit anywhere in the payload or a truncated file is caught before any value is
 // used. Files are written atomically: a temporary file in the same directory, fsync, rename,
@@ -21,7 +23,8 @@
 
 namespace mirrored::io {
 
-inline constexpr int64_t kCheckpointFormatVersion = 1;
+inline constexpr int64_t kCheckpointFormatVersion = 2;
+inline constexpr int64_t kOldestReadableCheckpointVersion = 1;
 
 struct CheckpointTensor {
   std::string name;
@@ -40,6 +43,7 @@ struct Checkpoint {
   int64_t optimizer_steps = 0;
   std::string config;            // resolved INI text of the run that wrote it
   std::vector<CheckpointTensor> params;
+  std::vector<CheckpointTensor> buffers;
   std::vector<CheckpointTensor> optimizer_state;
 };
 
