@@ -4,6 +4,7 @@
 #include <mpi.h>
 
 #include "mirrored/core/strings.h"
+#include "mirrored/kernels/kernels.h"
 
 // OpenBLAS' own description of itself (version, target CPU, threading); declared here so
 // the CLI needs no cblas.h include path. The build selects OpenBLAS (BLA_VENDOR).
@@ -50,6 +51,8 @@ InfoRows library_rows() {
                    {"hdf5", str_cat(h5_major, ".", h5_minor, ".", h5_release, " (built with ", H5_VERS_MAJOR, ".",
                                     H5_VERS_MINOR, ".", H5_VERS_RELEASE, ")")},
                    {"blas", openblas_get_config()}};
+  const std::string onednn = kernels::cpu_onednn_version();
+  rows.push_back({"onednn", onednn.empty() ? "not built" : str_cat(onednn, ", CPU convolutions")});
   for (auto& row : cuda_library_rows()) rows.push_back(std::move(row));
   return rows;
 }

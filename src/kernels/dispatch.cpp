@@ -5,6 +5,7 @@
 #include <cstring>
 #include <initializer_list>
 
+#include "cpu/conv_backends.h"
 #include "cpu/cpu_kernels.h"
 #include "mirrored/core/cuda_memory.h"
 #include "mirrored/kernels/kernels.h"
@@ -504,5 +505,6 @@ void set_cpu_threads(int threads) { cpu::set_threads(threads); }
 int cpu_threads() { return cpu::threads(); }
 std::string cpu_blas_core() { return cpu::blas_core(); }
 std::string cpu_blas_core_upgrade() { return cpu::better_blas_core(); }
+std::string cpu_onednn_version() { return cpu::onednn_version(); }
 
 }  // namespace mirrored::kernels

@@ -148,4 +148,7 @@ int cpu_threads();
 std::string cpu_blas_core();
 std::string cpu_blas_core_upgrade();
 
+// oneDNN's version ("2.6.3 (OpenMP)") when this build runs CPU convolutions on it, "" when not.
+std::string cpu_onednn_version();
+
 }  // namespace mirrored::kernels

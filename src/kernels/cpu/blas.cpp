@@ -3,6 +3,9 @@
 #include <cblas.h>
 
 #include <climits>
+#ifdef MIRRORED_WITH_ONEDNN
+#include <omp.h>
+#endif
 
 #include "mirrored/core/error.h"
 #include "cpu_kernels.h"
@@ -37,6 +40,11 @@ void gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, f
 void set_threads(int threads) {
   MIRRORED_CHECK(threads >= 1, "thread count ", threads, " must be at least 1");
   openblas_set_num_threads(threads);
+#ifdef MIRRORED_WITH_ONEDNN
+  // oneDNN (the convolutions) runs on OpenMP's threads. This sets the calling thread's
+  // count, which is what counts: kernels run on the main thread, which calls this.
+  omp_set_num_threads(threads);
+#endif
   g_threads = threads;
 }
 

@@ -7,10 +7,17 @@
 // second layer of the cnn at 64 samples) would go through memory twice. Backward unrolls
 // the chunk again instead of keeping the forward's: recomputing from cache is cheaper
 // than storing and re-reading the whole batch.
+//
+// oneDNN's blocked-layout kernels (dnnl_conv.cpp) are faster on most shapes; conv_backend
+// below picks per pass.
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 
-#include "cpu_kernels.h"
+#include "conv_backends.h"
+#include "mirrored/core/error.h"
+#include "mirrored/core/strings.h"
 
 namespace mirrored::kernels::cpu {
 namespace {
@@ -105,8 +112,8 @@ int64_t conv2d_workspace_floats(const ConvShape& s) {
   return chunk * ohw * (s.c * s.kh * s.kw + s.oc);
 }
 
-void conv2d_forward(const float* x, const float* weight, const float* bias, const ConvShape& s, float* y,
-                    float* workspace) {
+void im2col_conv2d_forward(const float* x, const float* weight, const float* bias, const ConvShape& s, float* y,
+                           float* workspace) {
   const int64_t chunk = chunk_samples(s), ohw = s.oh * s.ow, k = s.c * s.kh * s.kw;
   float* cols = workspace;
   float* product = workspace + chunk * ohw * k;
@@ -133,8 +140,8 @@ void conv2d_forward(const float* x, const float* weight, const float* bias, cons
   }
 }
 
-void conv2d_backward(const float* x, const float* weight, const float* dy, const ConvShape& s, float* dx,
-                     float* dweight, float* dbias, float* workspace) {
+void im2col_conv2d_backward(const float* x, const float* weight, const float* dy, const ConvShape& s, float* dx,
+                            float* dweight, float* dbias, float* workspace) {
   const int64_t chunk = chunk_samples(s), ohw = s.oh * s.ow, k = s.c * s.kh * s.kw;
   const int64_t in_sample = s.c * s.h * s.w;
   float* cols = workspace;
@@ -149,6 +156,7 @@ void conv2d_backward(const float* x, const float* weight, const float* dy, const
       }
     }
   }
+  if (!dweight && !dx) return;
   for (int64_t n0 = 0; n0 < s.n; n0 += chunk) {
     const int64_t samples = std::min(chunk, s.n - n0), ld = samples * ohw;
     const float* dy0 = dy + n0 * s.oc * ohw;
@@ -160,8 +168,10 @@ void conv2d_backward(const float* x, const float* weight, const float* dy, const
           std::memcpy(grad + o * ld + n * ohw, dy0 + (n * s.oc + o) * ohw, static_cast<size_t>(ohw) * sizeof(float));
       g = grad;
     }
-    im2col(x + n0 * in_sample, samples, s, cols);
-    gemm(false, true, s.oc, k, ld, 1.0f, g, ld, cols, ld, 1.0f, dweight, k);  // dW += dy cols^T
+    if (dweight) {
+      im2col(x + n0 * in_sample, samples, s, cols);
+      gemm(false, true, s.oc, k, ld, 1.0f, g, ld, cols, ld, 1.0f, dweight, k);  // dW += dy cols^T
+    }
     if (dx) {
       gemm(true, false, k, ld, s.oc, 1.0f, weight, k, g, ld, 0.0f, cols, ld);  // dcols = W^T dy
       float* dx0 = dx + n0 * in_sample;
@@ -169,6 +179,93 @@ void conv2d_backward(const float* x, const float* weight, const float* dy, const
       col2im(cols, samples, s, dx0);
     }
   }
+}
+
+namespace {
+
+// MIRRORED_CPU_CONV, read once: "auto" (or unset), "im2col" or "onednn".
+enum class ConvOverride { kAuto, kIm2col, kOneDnn };
+ConvOverride conv_override() {
+  static const ConvOverride value = [] {
+    const char* env = std::getenv("MIRRORED_CPU_CONV");
+    const std::string_view name = env ? env : "auto";
+    if (name == "auto" || name.empty()) return ConvOverride::kAuto;
+    if (name == "im2col") return ConvOverride::kIm2col;
+    if (name != "onednn")
+      throw InputError(str_cat("MIRRORED_CPU_CONV=", name, ": expected auto, im2col or onednn"));
+    if (!onednn_built())
+      throw InputError("MIRRORED_CPU_CONV=onednn, but this build has no oneDNN (built with MIRRORED_ONEDNN=OFF, or not found)");
+    return ConvOverride::kOneDnn;
+  }();
+  return value;
+}
+
+}  // namespace
+
+#ifndef MIRRORED_WITH_ONEDNN
+bool onednn_built() { return false; }
+std::string onednn_version() { return ""; }
+void onednn_conv2d_forward(const float*, const float*, const float*, const ConvShape&, float*) {
+  MIRRORED_CHECK(false, "oneDNN convolution called in a build without oneDNN");
+}
+void onednn_conv2d_backward(const float*, const float*, const float*, const ConvShape&, float*, float*, float*) {
+  MIRRORED_CHECK(false, "oneDNN convolution called in a build without oneDNN");
+}
+#endif
+
+ConvBackend conv_backend(const ConvShape& s, ConvPass pass) {
+  // Nothing to compute (an empty batch): im2col's loops handle it without a primitive.
+  if (s.n == 0 || s.oh * s.ow == 0) return ConvBackend::kIm2col;
+  switch (conv_override()) {
+    case ConvOverride::kIm2col: return ConvBackend::kIm2col;
+    case ConvOverride::kOneDnn: return ConvBackend::kOneDnn;
+    case ConvOverride::kAuto: break;
+  }
+  if (!onednn_built()) return ConvBackend::kIm2col;
+  // oneDNN's blocked layouts pad channels to 16: with a few input channels (a first layer
+  // on grey or RGB images) its backward-data pass works mostly on padding, 6-12x slower
+  // than im2col on the cnn's first layer (C=1). Its forward and weight gradient still win there.
+  if (pass == ConvPass::kBackwardData && s.c < 4) return ConvBackend::kIm2col;
+  return ConvBackend::kOneDnn;
+}
+
+void conv2d_forward_with(ConvBackend backend, const float* x, const float* weight, const float* bias,
+                         const ConvShape& s, float* y, float* workspace) {
+  if (backend == ConvBackend::kOneDnn)
+    onednn_conv2d_forward(x, weight, bias, s, y);
+  else
+    im2col_conv2d_forward(x, weight, bias, s, y, workspace);
+}
+
+void conv2d_backward_with(ConvBackend data_backend, ConvBackend weights_backend, const float* x,
+                          const float* weight, const float* dy, const ConvShape& s, float* dx, float* dweight,
+                          float* dbias, float* workspace) {
+  if (data_backend == weights_backend) {
+    if (data_backend == ConvBackend::kOneDnn)
+      onednn_conv2d_backward(x, weight, dy, s, dx, dweight, dbias);
+    else
+      im2col_conv2d_backward(x, weight, dy, s, dx, dweight, dbias, workspace);
+    return;
+  }
+  // Mixed: each backend does its own half.
+  if (weights_backend == ConvBackend::kOneDnn) {
+    onednn_conv2d_backward(x, weight, dy, s, nullptr, dweight, dbias);
+    im2col_conv2d_backward(x, weight, dy, s, dx, nullptr, nullptr, workspace);
+  } else {
+    im2col_conv2d_backward(x, weight, dy, s, nullptr, dweight, dbias, workspace);
+    onednn_conv2d_backward(x, weight, dy, s, dx, nullptr, nullptr);
+  }
+}
+
+void conv2d_forward(const float* x, const float* weight, const float* bias, const ConvShape& s, float* y,
+                    float* workspace) {
+  conv2d_forward_with(conv_backend(s, ConvPass::kForward), x, weight, bias, s, y, workspace);
+}
+
+void conv2d_backward(const float* x, const float* weight, const float* dy, const ConvShape& s, float* dx,
+                     float* dweight, float* dbias, float* workspace) {
+  conv2d_backward_with(conv_backend(s, ConvPass::kBackwardData), conv_backend(s, ConvPass::kBackwardWeights), x,
+                       weight, dy, s, dx, dweight, dbias, workspace);
 }
 
 }  // namespace mirrored::kernels::cpu

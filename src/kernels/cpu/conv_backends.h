@@ -1,0 +1,43 @@
+#pragma once
+// The two CPU convolution implementations behind cpu::conv2d_forward / conv2d_backward, and
+// the choice between them. Internal to the CPU kernels (and their tests, which run both on
+// the same cases and compare).
+#include <string>
+
+#include "cpu_kernels.h"
+
+namespace mirrored::kernels::cpu {
+
+enum class ConvBackend { kIm2col, kOneDnn };
+enum class ConvPass { kForward, kBackwardData, kBackwardWeights };
+
+// Whether this build has oneDNN, and its version ("" when not).
+bool onednn_built();
+std::string onednn_version();
+
+// The backend conv2d_forward / conv2d_backward use for one pass of this shape. The
+// environment variable MIRRORED_CPU_CONV (auto, im2col or onednn; read once) overrides.
+ConvBackend conv_backend(const ConvShape& s, ConvPass pass);
+
+// Both passes through one named backend (kOneDnn needs onednn_built()); otherwise the
+// semantics of conv2d_forward / conv2d_backward: y and dx overwritten, dweight and dbias
+// accumulated into, dx and dbias may be null.
+void conv2d_forward_with(ConvBackend backend, const float* x, const float* weight, const float* bias,
+                         const ConvShape& s, float* y, float* workspace);
+void conv2d_backward_with(ConvBackend data_backend, ConvBackend weights_backend, const float* x,
+                          const float* weight, const float* dy, const ConvShape& s, float* dx, float* dweight,
+                          float* dbias, float* workspace);
+
+// im2col + sgemm (conv.cpp). Backward: dx, dweight and dbias may each be null.
+void im2col_conv2d_forward(const float* x, const float* weight, const float* bias, const ConvShape& s, float* y,
+                           float* workspace);
+void im2col_conv2d_backward(const float* x, const float* weight, const float* dy, const ConvShape& s, float* dx,
+                            float* dweight, float* dbias, float* workspace);
+
+// oneDNN (dnnl_conv.cpp; only when onednn_built()). No workspace: the blocked buffers are
+// cached per shape. Backward: dx, dweight and dbias may each be null.
+void onednn_conv2d_forward(const float* x, const float* weight, const float* bias, const ConvShape& s, float* y);
+void onednn_conv2d_backward(const float* x, const float* weight, const float* dy, const ConvShape& s, float* dx,
+                            float* dweight, float* dbias);
+
+}  // namespace mirrored::kernels::cpu
