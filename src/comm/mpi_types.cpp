@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "mirrored/comm/mpi_check.h"
+#include "mirrored/core/bf16.h"
 
 namespace mirrored::comm {
 namespace {

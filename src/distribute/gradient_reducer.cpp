@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "mirrored/core/bf16.h"
 #include "mirrored/core/error.h"
 #include "mirrored/core/timer.h"
 
@@ -61,7 +62,7 @@ GradientReducer::GradientReducer(nn::ParameterArena& arena, comm::Communicator& 
   } else if (options_.compression == GradCompression::kBf16) {
     wire_.resize(static_cast<size_t>(largest));
   }
-  if (options_.overlap && comm_->size() > 1) worker_ = std::thread([this] { worker_loop(); });
+  if (options_.overlap != Overlap::kOff && comm_->size() > 1) worker_ = std::thread([this] { worker_loop(); });
   begin_step(1);
 }
 
@@ -163,9 +164,9 @@ void GradientReducer::reduce_bucket(size_t index) {
   float* grads = arena_.flat_grads().data<float>() + bucket.begin;
   const auto count = static_cast<size_t>(bucket.numel());
   if (options_.compression == GradCompression::kBf16) {
-    for (size_t i = 0; i < count; ++i) wire_[i] = comm::float_to_bf16(grads[i]);
+    for (size_t i = 0; i < count; ++i) wire_[i] = float_to_bf16(grads[i]);
     all_reduce_sum(wire_.data(), count, comm::DataType::kBF16);
-    for (size_t i = 0; i < count; ++i) grads[i] = comm::bf16_to_float(wire_[i]) * scale_;
+    for (size_t i = 0; i < count; ++i) grads[i] = bf16_to_float(wire_[i]) * scale_;
   } else {
     all_reduce_sum(grads, count, comm::DataType::kF32);
     if (scale_ != 1.0f)

@@ -34,7 +34,7 @@ distribute::ReducerOptions reducer_options(const TrainConfig& config) {
   distribute::ReducerOptions options;
   options.caps.bucket_bytes = static_cast<int64_t>(config.bucket_mb * 1024 * 1024);
   options.caps.first_bucket_bytes = std::min<int64_t>(options.caps.bucket_bytes, int64_t{1} << 20);
-  options.overlap = config.overlap;
+  options.overlap = config.overlap ? distribute::Overlap::kThread : distribute::Overlap::kOff;
   options.compression =
       config.grad_compression == "bf16" ? distribute::GradCompression::kBf16 : distribute::GradCompression::kNone;
   return options;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "mirrored/core/bf16.h"
 #include "mirrored/distribute/strategy.h"
 #include "mirrored/nn/builders.h"
 #include "mirrored/nn/loss.h"
@@ -46,7 +47,7 @@ std::vector<float> step_gradients(distribute::ReducerOptions options, int micro_
 distribute::ReducerOptions small_buckets(bool overlap) {
   distribute::ReducerOptions options;
   options.caps = {1, 4 * 1024};  // several buckets for this model
-  options.overlap = overlap;
+  options.overlap = overlap ? distribute::Overlap::kThread : distribute::Overlap::kOff;
   return options;
 }
 
@@ -152,10 +153,10 @@ TEST(GradientReducer, Bf16CompressionStaysCloseAndIsExactOnRepresentableSums) {
   // Exact case: small integers are exact in bf16, and so are their sums up to 256.
   std::vector<uint16_t> wire(100);
   for (size_t i = 0; i < wire.size(); ++i)
-    wire[i] = comm::float_to_bf16(static_cast<float>((strategy.replica_id() + 1) * static_cast<int>(i % 9)));
+    wire[i] = float_to_bf16(static_cast<float>((strategy.replica_id() + 1) * static_cast<int>(i % 9)));
   strategy.communicator().allreduce(wire.data(), wire.size(), comm::DataType::kBF16, comm::ReduceOp::kSum);
   for (size_t i = 0; i < wire.size(); ++i)
-    ASSERT_EQ(comm::bf16_to_float(wire[i]), static_cast<float>(n * (n + 1) / 2 * static_cast<int>(i % 9)));
+    ASSERT_EQ(bf16_to_float(wire[i]), static_cast<float>(n * (n + 1) / 2 * static_cast<int>(i % 9)));
   // A real step: bf16 keeps 8 bits of mantissa, so gradients agree to about 2^-8 relative.
   distribute::ReducerOptions compressed = small_buckets(true);
   compressed.compression = distribute::GradCompression::kBf16;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "mirrored/comm/hierarchical_communicator.h"
+#include "mirrored/core/bf16.h"
 #include "mirrored/core/rng.h"
 #include "mirrored/distribute/strategy.h"
 #include "mirrored/nn/builders.h"
@@ -100,10 +101,10 @@ TEST(Hierarchical, MeanMaxMinAndBf16) {
     EXPECT_EQ(comm->allreduce_value<int64_t>(r * 10 + 5, ReduceOp::kMin), 5) << layout.name;
     // Small integers are exact in bfloat16, so the compressed sum is exact too.
     std::vector<uint16_t> wire(64);
-    for (size_t i = 0; i < wire.size(); ++i) wire[i] = comm::float_to_bf16(static_cast<float>(r + static_cast<int>(i % 4)));
+    for (size_t i = 0; i < wire.size(); ++i) wire[i] = float_to_bf16(static_cast<float>(r + static_cast<int>(i % 4)));
     comm->allreduce(wire.data(), wire.size(), DataType::kBF16, ReduceOp::kSum);
     for (size_t i = 0; i < wire.size(); ++i)
-      ASSERT_EQ(comm::bf16_to_float(wire[i]), static_cast<float>(n * (n - 1) / 2 + n * static_cast<int>(i % 4)))
+      ASSERT_EQ(bf16_to_float(wire[i]), static_cast<float>(n * (n - 1) / 2 + n * static_cast<int>(i % 4)))
           << layout.name << " i " << i;
   }
 }
@@ -173,7 +174,7 @@ std::vector<float> reduced_gradients(comm::Communicator& comm, bool overlap) {
   module->initialize(9);  // the same on every rank: no broadcast needed
   distribute::ReducerOptions options;
   options.caps = {1, 4 * 1024};  // several buckets
-  options.overlap = overlap;
+  options.overlap = overlap ? distribute::Overlap::kThread : distribute::Overlap::kOff;
   distribute::DistributedModel model(std::move(module), comm, options);
   Tensor x, y;
   ensure_shape(x, {16, kFeatures});

@@ -139,7 +139,7 @@ TEST(Nccl, GradientReducerAveragesDeviceGradientsInEveryMode) {
   for (bool overlap : {true, false}) {
     for (auto compression : {distribute::GradCompression::kNone, distribute::GradCompression::kBf16}) {
       distribute::ReducerOptions options;
-      options.overlap = overlap;
+      options.overlap = overlap ? distribute::Overlap::kThread : distribute::Overlap::kOff;
       options.compression = compression;
       options.caps.bucket_bytes = 4096;  // several buckets
       options.caps.first_bucket_bytes = 1024;

@@ -75,7 +75,7 @@ TEST(Strategy, DriftedReplicaIsNamed) {
 TEST(Strategy, GradientsAreAveragedOverReplicas) {
   distribute::MirroredStrategy strategy(test_runtime());
   distribute::ReducerOptions sequential;
-  sequential.overlap = false;  // all-reduce inside synchronize_gradients(), after the overwrite below
+  sequential.overlap = distribute::Overlap::kOff;  // all-reduce inside synchronize_gradients(), after the overwrite below
   auto model = strategy.scope([] { return nn::mlp({{4}, 3}); }, {{1, 1, 2}, 5, sequential});
   Tensor x({2, 1, 1, 2}), y({2}, DType::kI32);
   nn::CrossEntropyLoss loss;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "mirrored/core/bf16.h"
 #include "mirrored/comm/local_communicator.h"
 #include "mirrored/distribute/gradient_buckets.h"
 #include "mirrored/distribute/gradient_reducer.h"
@@ -72,11 +73,11 @@ TEST(GradientReducer, LocalWorldAveragesOverMicroBatches) {
 }
 
 TEST(Bf16, RoundsToNearestEvenAndKeepsSpecialValues) {
-  EXPECT_EQ(comm::bf16_to_float(comm::float_to_bf16(1.0f)), 1.0f);
-  EXPECT_EQ(comm::bf16_to_float(comm::float_to_bf16(-3.5f)), -3.5f);
+  EXPECT_EQ(bf16_to_float(float_to_bf16(1.0f)), 1.0f);
+  EXPECT_EQ(bf16_to_float(float_to_bf16(-3.5f)), -3.5f);
   // 1 + 2^-8 lies halfway between bf16 neighbours 1 and 1 + 2^-7: ties go to even (1).
-  EXPECT_EQ(comm::bf16_to_float(comm::float_to_bf16(1.0f + 0x1p-8f)), 1.0f);
-  EXPECT_EQ(comm::bf16_to_float(comm::float_to_bf16(1.0f + 0x1p-8f + 0x1p-12f)), 1.0f + 0x1p-7f);
-  EXPECT_TRUE(std::isnan(comm::bf16_to_float(comm::float_to_bf16(std::nanf("")))));
-  EXPECT_TRUE(std::isinf(comm::bf16_to_float(comm::float_to_bf16(INFINITY))));
+  EXPECT_EQ(bf16_to_float(float_to_bf16(1.0f + 0x1p-8f)), 1.0f);
+  EXPECT_EQ(bf16_to_float(float_to_bf16(1.0f + 0x1p-8f + 0x1p-12f)), 1.0f + 0x1p-7f);
+  EXPECT_TRUE(std::isnan(bf16_to_float(float_to_bf16(std::nanf("")))));
+  EXPECT_TRUE(std::isinf(bf16_to_float(float_to_bf16(INFINITY))));
 }

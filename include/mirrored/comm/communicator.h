@@ -19,9 +19,6 @@ enum class ReduceOp { kSum, kMean, kMax, kMin };
 size_t datatype_size(DataType type);
 const char* datatype_name(DataType type);
 
-// bfloat16 conversions (round to nearest even; NaN stays NaN).
-uint16_t float_to_bf16(float value);
-float bf16_to_float(uint16_t value);
 const char* reduce_op_name(ReduceOp op);
 
 template <typename T> constexpr DataType datatype_of();

@@ -6,11 +6,7 @@
 // exactly and a GPU thread needs no state.
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define MIRRORED_HOST_DEVICE __host__ __device__
-#else
-#define MIRRORED_HOST_DEVICE
-#endif
+#include "mirrored/core/host_device.h"
 
 namespace mirrored {
 

@@ -32,9 +32,18 @@ namespace mirrored::distribute {
 
 enum class GradCompression { kNone, kBf16 };
 
+// How bucket all-reduces overlap with backward.
+enum class Overlap {
+  kAuto,    // kThread where a core is free for it, else kInline
+  kOff,     // every bucket after backward, inside finish()
+  kThread,  // a communication thread runs each bucket as soon as backward has filled it
+  kInline,  // the backward hook starts each bucket's nonblocking all-reduce and later layer
+            // boundaries advance it, all on the thread that runs backward
+};
+
 struct ReducerOptions {
   BucketCaps caps;
-  bool overlap = true;
+  Overlap overlap = Overlap::kAuto;
   GradCompression compression = GradCompression::kNone;
 };
 

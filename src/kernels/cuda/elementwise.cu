@@ -3,6 +3,7 @@
 // unless a stream is named.
 #include "cuda_kernels.h"
 #include "launch.cuh"
+#include "mirrored/core/bf16.h"
 #include "mirrored/core/cuda_check.h"
 
 namespace mirrored::kernels::cuda {
@@ -53,21 +54,12 @@ __global__ void non_finite_kernel(const float* x, int64_t n, int* flag) {
   if (__syncthreads_or(found) && threadIdx.x == 0) atomicOr(flag, 1);
 }
 
-// Bit-for-bit the host's comm::float_to_bf16 (round to nearest even, NaN stays NaN).
-__device__ uint16_t to_bf16(float value) {
-  const uint32_t bits = __float_as_uint(value);
-  if ((bits & 0x7f800000u) == 0x7f800000u && (bits & 0x007fffffu) != 0)
-    return static_cast<uint16_t>((bits >> 16) | 0x0040u);
-  const uint32_t rounding = 0x7fffu + ((bits >> 16) & 1u);
-  return static_cast<uint16_t>((bits + rounding) >> 16);
-}
-
 __global__ void to_bf16_kernel(const float* in, uint16_t* out, int64_t n) {
-  MIRRORED_GRID_STRIDE(i, n) out[i] = to_bf16(in[i]);
+  MIRRORED_GRID_STRIDE(i, n) out[i] = ::mirrored::float_to_bf16(in[i]);
 }
 
 __global__ void from_bf16_kernel(const uint16_t* in, float* out, int64_t n, float scale) {
-  MIRRORED_GRID_STRIDE(i, n) out[i] = __uint_as_float(static_cast<uint32_t>(in[i]) << 16) * scale;
+  MIRRORED_GRID_STRIDE(i, n) out[i] = ::mirrored::bf16_to_float(in[i]) * scale;
 }
 
 }  // namespace
