@@ -83,6 +83,7 @@ class StepTimer final : public train::Callback {
   }
   void on_step_end(train::TrainContext&, const train::StepEnd& end) override {
     if (timed_) step_seconds_ += end.seconds;
+    last_loss_ = end.local_loss;
   }
   void on_train_end(train::TrainContext& ctx, const train::TrainSummary&) override;
 
@@ -92,17 +93,19 @@ class StepTimer final : public train::Callback {
   Stopwatch phase_clock_;
   double seconds_[train::kStepPhases] = {};
   double step_seconds_ = 0.0;
+  float last_loss_ = 0.0f;
   long faults_before_ = 0;
 };
 
 void StepTimer::on_train_end(train::TrainContext& ctx, const train::TrainSummary&) {
   constexpr int kPhases = train::kStepPhases;
   // Averages over ranks: one all-reduce of every figure.
-  double figures[kPhases + 2];
+  double figures[kPhases + 3];
   for (int p = 0; p < kPhases; ++p) figures[p] = seconds_[p];
   figures[kPhases] = step_seconds_;
   figures[kPhases + 1] = static_cast<double>(minor_page_faults() - faults_before_);
-  ctx.strategy.communicator().allreduce(figures, kPhases + 2, comm::ReduceOp::kMean);
+  figures[kPhases + 2] = last_loss_;
+  ctx.strategy.communicator().allreduce(figures, kPhases + 3, comm::ReduceOp::kMean);
   const double steps = static_cast<double>(steps_);
   const double ms_per_step = figures[kPhases] / steps * 1e3;
   const double samples_per_sec = static_cast<double>(samples_per_step_) * steps / figures[kPhases];
@@ -116,6 +119,10 @@ void StepTimer::on_train_end(train::TrainContext& ctx, const train::TrainSummary
   chief_print(header + "  (phases in ms/step, mean over ranks)");
   chief_print(row);
   chief_print(str_cat("  page faults/step/rank: ", fixed(figures[kPhases + 1] / steps, 1)));
+  // The numerics of the run (grad_compression, accumulate_steps change it); not a timing.
+  char loss[64];
+  std::snprintf(loss, sizeof(loss), "%.9g", figures[kPhases + 2]);
+  chief_print(str_cat("  loss of the last step (mean over ranks): ", loss));
   chief_print(str_cat("samples_per_sec=", fixed(samples_per_sec, 1), " ms_per_step=", fixed(ms_per_step, 3)));
 }
 
