@@ -68,6 +68,8 @@ class Trainer::BatchStream {
 struct Trainer::State {
   State(const TrainConfig& c, distribute::Runtime& runtime, TrainerOptions o)
       : config(c), options(o), lib(library_options(c)), strategy(runtime, lib.strategy) {}
+  void load_data();
+  void plan_steps();
 
   TrainConfig config;
   TrainerOptions options;
@@ -98,45 +100,53 @@ struct Trainer::State {
   bool evaluated = false;
 };
 
+// The training (and, when evaluating, test) data, sharded for this replica.
+void Trainer::State::load_data() {
+  train_set = load_dataset(config.train_data);
+  const auto test_set = options.evaluate ? load_test_set(config, *train_set) : nullptr;
+  check_augment_fits(lib.train_data.augment, train_set->sample_shape, config.train_data);
+  try {
+    train_data.emplace(strategy.distribute_dataset(train_set, lib.train_data));
+  } catch (const InputError& e) {  // the sampler does not know which file it was given
+    throw InputError(str_cat("data.train '", config.train_data, "': ", e.what()), e.code());
+  }
+  if (test_set) test_data.emplace(strategy.distribute_eval_dataset(test_set, config.eval_batch_size));
+}
+
+// Steps per epoch and in total. A step is one update: `accumulate_steps` micro-batches of
+// the global batch.
+void Trainer::State::plan_steps() {
+  const int64_t micro_batches = lib.accumulate_steps;
+  steps_per_epoch = train_data->steps_per_epoch() / micro_batches;
+  if (steps_per_epoch == 0)
+    throw InputError(str_cat("accumulate_steps = ", micro_batches, " x batch_size = ", config.batch_size,
+                             " needs more samples than data.train '", config.train_data, "' has (", train_set->size,
+                             ")"),
+                     ExitCode::kUsage);
+  samples_per_step = config.batch_size * micro_batches;
+  epochs = config.epochs;
+  total_steps = config.epochs * steps_per_epoch;
+  if (config.max_steps > 0) total_steps = std::min(total_steps, config.max_steps);
+  if (options.steps > 0) {
+    total_steps = options.steps;
+    epochs = std::max(epochs, (options.steps + steps_per_epoch - 1) / steps_per_epoch);
+  }
+}
+
 Trainer::Trainer(const TrainConfig& config, distribute::Runtime& runtime, TrainerOptions options)
     : s_(std::make_unique<State>(config, runtime, options)) {
   State& s = *s_;
   s.strategy.per_replica_batch(config.batch_size);  // fails fast, on every rank, before any I/O
   kernels::set_cpu_threads(threads_per_rank(config.threads, runtime.cluster()));
-
-  s.train_set = load_dataset(config.train_data);
-  const auto test_set = options.evaluate ? load_test_set(config, *s.train_set) : nullptr;
-  check_augment_fits(s.lib.train_data.augment, s.train_set->sample_shape, config.train_data);
-  try {
-    s.train_data.emplace(s.strategy.distribute_dataset(s.train_set, s.lib.train_data));
-  } catch (const InputError& e) {  // the sampler does not know which file it was given
-    throw InputError(str_cat("data.train '", config.train_data, "': ", e.what()), e.code());
-  }
-  if (test_set) s.test_data.emplace(s.strategy.distribute_eval_dataset(test_set, config.eval_batch_size));
-  const auto& train_set = *s.train_set;
+  s.load_data();
+  const data::Dataset& train_set = *s.train_set;
   s.model.emplace(s.strategy.scope(
       [&] { return build_model(s.lib.model, train_set.sample_shape, train_set.num_classes); },
       {train_set.sample_shape, config.seed, s.lib.reducer, s.lib.accumulate_steps}));
   if (!config.timeline.empty()) s.model->set_timeline(&s.timeline);
   s.optimizer = make_optimizer(s.lib.optimizer, s.model->parameters());
   s.run_dir.emplace(s.config, s.strategy.is_chief() && options.write_files);
-
-  // A step is one update: `accumulate_steps` micro-batches of the global batch.
-  const int64_t micro_batches = s.lib.accumulate_steps;
-  s.steps_per_epoch = s.train_data->steps_per_epoch() / micro_batches;
-  if (s.steps_per_epoch == 0)
-    throw InputError(str_cat("accumulate_steps = ", micro_batches, " x batch_size = ", config.batch_size,
-                             " needs more samples than data.train '", config.train_data, "' has (", train_set.size,
-                             ")"),
-                     ExitCode::kUsage);
-  s.samples_per_step = config.batch_size * micro_batches;
-  s.epochs = config.epochs;
-  s.total_steps = config.epochs * s.steps_per_epoch;
-  if (config.max_steps > 0) s.total_steps = std::min(s.total_steps, config.max_steps);
-  if (options.steps > 0) {
-    s.total_steps = options.steps;
-    s.epochs = std::max(s.epochs, (options.steps + s.steps_per_epoch - 1) / s.steps_per_epoch);
-  }
+  s.plan_steps();
   s.lr_schedule.emplace(s.lib.lr_schedule.in_steps(s.steps_per_epoch));
   s.ctx.emplace(s.config, s.strategy, *s.model, *s.optimizer, *s.run_dir, s.steps_per_epoch, s.total_steps);
   s.guard.emplace(s.config, s.strategy.is_chief());
