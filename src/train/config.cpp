@@ -316,12 +316,18 @@ const Option& find_option(const std::string& key) {
   throw Error(ExitCode::kFailure, str_cat("no configuration key '", key, "'"));
 }
 
+// A flag without a value that may be given more than once (composed flag lists).
+po::typed_value<std::vector<std::string>>* repeatable_switch() {
+  return po::value<std::vector<std::string>>()->zero_tokens()->composing();
+}
+
 po::options_description describe(bool with_command_line_only) {
   po::options_description desc("mirrored train options (INI keys; [section] key = value)");
   if (with_command_line_only) {
     desc.add_options()("help,h", "print this help")("config",
         po::value<std::vector<std::string>>()->composing(), "INI configuration file")(
-        "quiet", "print only the final result")("verbose", "also print the model summary and every log line");
+        "quiet", repeatable_switch(), "print only the final result")(
+        "verbose", repeatable_switch(), "also print the model summary and every log line");
   }
   for (const auto& option : options()) {
     const TrainConfig defaults;

@@ -122,6 +122,9 @@ TEST(Config, RepeatedFlagsKeepTheLastValueOverTheFile) {
   // A repeated key in the file: its last line wins too.
   const auto twice = write_ini("repeated_in_file", "epochs = 2\nepochs = 5\n");
   EXPECT_EQ(parse_train_config({"--config", twice}).epochs, 5);
+  // Switches and --config may repeat as well.
+  EXPECT_TRUE(parse_train_config({"--quiet", "--lr", "0.3", "--quiet"}).quiet);
+  EXPECT_EQ(parse_train_config({"--config", twice, "--config", path}).max_steps, 50);
 }
 
 TEST(Config, EnumeratedOptionsAreTypedAndListTheirNames) {
