@@ -1,60 +1,66 @@
 // A custom training loop on mirrored's strategy API, as a TensorFlow user writes one with
 // tf.distribute: the strategy splits the global batch over replicas, builds the model on
 // the chief and mirrors it, averages gradients, and reduces values across replicas.
+// The options come from the same resolution `mirrored train` uses (the defaults of its
+// configuration: an mlp 256,128, sgd with momentum, global batch 128, seed 7), and each
+// step is the library's train_step, the one `mirrored train` runs.
 //
 //   mpirun -np 2 custom_loop DATA_DIR [STEPS]     (DATA_DIR holds train.h5 and test.h5)
 #include <mirrored/mirrored.h>
+#include <mirrored/train/config.h>
+#include <mirrored/train/library_options.h>
+#include <mirrored/train/model_factory.h>
+#include <mirrored/train/optimizer_factory.h>
+#include <mirrored/train/train_step.h>
 
 #include <cstdio>
 #include <memory>
 #include <string>
 
 int main(int argc, char** argv) {
+  namespace train = mirrored::train;
   try {
     mirrored::Runtime runtime(argc, argv);
     if (argc < 2) {
       mirrored::chief_print("usage: custom_loop DATA_DIR [STEPS]");
       return 2;
     }
-    const std::string data_dir = argv[1];
+    train::TrainConfig config;
+    config.train_data = std::string(argv[1]) + "/train.h5";
+    config.test_data = std::string(argv[1]) + "/test.h5";
     const int64_t steps = argc > 2 ? std::stoll(argv[2]) : 300;
+    const train::LibraryOptions options = train::library_options(config);
     mirrored::kernels::set_cpu_threads(1);
 
-    mirrored::MirroredStrategy strategy(runtime);
+    mirrored::MirroredStrategy strategy(runtime, options.strategy);
     auto train_set = std::make_shared<const mirrored::data::Dataset>(
-        mirrored::data::load_hdf5_dataset(data_dir + "/train.h5"));
+        mirrored::data::load_hdf5_dataset(config.train_data));
     auto test_set = std::make_shared<const mirrored::data::Dataset>(
-        mirrored::data::load_hdf5_dataset(data_dir + "/test.h5"));
+        mirrored::data::load_hdf5_dataset(config.test_data));
 
     // Global batch 128: each of N replicas takes 128 / N samples of every step.
-    auto train = strategy.distribute_dataset(train_set, {.global_batch = 128, .seed = 7, .shuffle = true});
-    auto test = strategy.distribute_eval_dataset(test_set, 1000);
-    auto model = strategy.scope([&] { return mirrored::nn::mlp({{256, 128}, train_set->num_classes}); },
-                                {train_set->sample_shape, /*seed=*/7});
-    mirrored::optim::Sgd optimizer(model.parameters(), {.lr = 0.05f, .momentum = 0.9f});
+    auto train_data = strategy.distribute_dataset(train_set, options.train_data);
+    auto test_data = strategy.distribute_eval_dataset(test_set, config.eval_batch_size);
+    auto model = strategy.scope(
+        [&] { return train::build_model(options.model, train_set->sample_shape, train_set->num_classes); },
+        {train_set->sample_shape, config.seed, options.reducer, options.accumulate_steps});
+    auto optimizer = train::make_optimizer(options.optimizer, model.parameters());
     mirrored::nn::CrossEntropyLoss loss_fn;
-
-    // One replica's step: forward, backward, gradients averaged over replicas, update.
-    auto step = [&](const mirrored::Batch& batch) {
-      model.zero_grad();
-      const auto value = loss_fn.forward(model.forward(batch.images, mirrored::nn::Mode::kTrain), batch.labels);
-      model.backward(loss_fn.grad());
-      model.synchronize_gradients();
-      optimizer.step();
-      return value.mean_loss;
-    };
 
     int64_t done = 0;
     for (int64_t epoch = 0; done < steps; ++epoch) {
-      for (const auto& batch : train.epoch(epoch)) {
-        const float loss = strategy.run(step, batch);
-        const float mean_loss = strategy.reduce(mirrored::ReduceOp::kMean, loss);
+      for (const auto& batch : train_data.epoch(epoch)) {
+        // One replica's step: forward, backward, gradients averaged over replicas, update.
+        const train::StepResult result = strategy.run(
+            train::train_step, model, *optimizer, loss_fn,
+            [&]() -> const mirrored::Batch& { return batch; }, done, train::StepHooks{});
+        const float mean_loss = strategy.reduce(mirrored::ReduceOp::kMean, result.loss);
         if (++done % 100 == 0)
           mirrored::chief_print(mirrored::str_cat("step ", done, "  loss ", mean_loss));
         if (done == steps) break;
       }
     }
-    const mirrored::EvalResult result = mirrored::evaluate(strategy, model, test);
+    const mirrored::EvalResult result = mirrored::evaluate(strategy, model, test_data);
     mirrored::chief_print(mirrored::str_cat("replicas ", strategy.num_replicas_in_sync(), "  steps ", done,
                                             "  test accuracy ", result.accuracy, "  test loss ", result.loss));
     return 0;

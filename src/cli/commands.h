@@ -4,9 +4,6 @@
 #include <string>
 #include <vector>
 
-#include "mirrored/distribute/runtime.h"
-#include "mirrored/train/config.h"
-
 namespace mirrored::cli {
 
 using Args = std::vector<std::string>;
@@ -19,8 +16,5 @@ int bench_allreduce(int& argc, char**& argv, const Args& args);
 int eval_command(int& argc, char**& argv, const Args& args);
 int data_inspect_command(const Args& args);  // the words after `mirrored data inspect`
 int bench_train(int& argc, char**& argv, const Args& args);
-
-// The launch and device choices of a training configuration.
-distribute::RuntimeOptions runtime_options(const train::TrainConfig& config);
 
 }  // namespace mirrored::cli

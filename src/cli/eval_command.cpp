@@ -3,15 +3,12 @@
 // share of the samples and the sums are reduced, exactly as the trainer evaluates.
 #include <boost/program_options.hpp>
 
-#include <algorithm>
 #include <filesystem>
 #include <iostream>
-#include <thread>
 
 #include "commands.h"
 #include "mirrored/core/error.h"
 #include "mirrored/core/log.h"
-#include "mirrored/data/hdf5_dataset.h"
 #include "mirrored/distribute/runtime.h"
 #include "mirrored/distribute/strategy.h"
 #include "mirrored/io/jsonl_writer.h"
@@ -19,7 +16,9 @@
 #include "mirrored/kernels/kernels.h"
 #include "mirrored/train/config.h"
 #include "mirrored/train/evaluate.h"
+#include "mirrored/train/library_options.h"
 #include "mirrored/train/model_factory.h"
+#include "mirrored/train/run_setup.h"
 
 namespace mirrored::cli {
 namespace po = boost::program_options;
@@ -79,12 +78,11 @@ int eval_command(int& argc, char**& argv, const Args& args) {
   const train::TrainConfig config = train::parse_train_config({"--config", options.config});
   distribute::Runtime runtime(argc, argv, {distribute::Launch::kAuto, distribute::DeviceChoice::kCpu, false});
   distribute::MirroredStrategy strategy(runtime);
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  kernels::set_cpu_threads(config.threads > 0 ? static_cast<int>(config.threads)
-                                              : std::max(1, cores / std::max(1, runtime.cluster().local_size())));
+  kernels::set_cpu_threads(train::threads_per_rank(config.threads, runtime.cluster()));
 
-  const auto dataset = std::make_shared<const data::Dataset>(data::load_hdf5_dataset(options.data));
-  auto model = strategy.scope([&] { return train::make_model(config, dataset->sample_shape, dataset->num_classes); },
+  const auto dataset = train::load_dataset(options.data);
+  const train::ModelSpec spec = train::library_options(config).model;
+  auto model = strategy.scope([&] { return train::build_model(spec, dataset->sample_shape, dataset->num_classes); },
                               {dataset->sample_shape, config.seed});
   // The chief reads the file and broadcasts it, as for training's initial parameters: the
   // other nodes need not see the same file system.

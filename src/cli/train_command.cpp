@@ -3,25 +3,10 @@
 #include "commands.h"
 #include "mirrored/core/log.h"
 #include "mirrored/distribute/runtime.h"
+#include "mirrored/train/library_options.h"
 #include "mirrored/train/trainer.h"
 
 namespace mirrored::cli {
-namespace {
-distribute::Launch launch_of(const std::string& name) {
-  if (name == "mpi") return distribute::Launch::kMpi;
-  if (name == "local") return distribute::Launch::kLocal;
-  return distribute::Launch::kAuto;
-}
-distribute::DeviceChoice device_of(const std::string& name) {
-  if (name == "cuda") return distribute::DeviceChoice::kCuda;
-  if (name == "auto") return distribute::DeviceChoice::kAuto;
-  return distribute::DeviceChoice::kCpu;
-}
-}  // namespace
-
-distribute::RuntimeOptions runtime_options(const train::TrainConfig& config) {
-  return {launch_of(config.launch), device_of(config.device), false, config.collective_timeout_s};
-}
 
 int train_command(int& argc, char**& argv, const Args& args) {
   bool help = false;
@@ -31,7 +16,7 @@ int train_command(int& argc, char**& argv, const Args& args) {
     std::fputs(train::train_config_help().c_str(), stdout);
     return 0;
   }
-  distribute::Runtime runtime(argc, argv, runtime_options(config));
+  distribute::Runtime runtime(argc, argv, train::library_options(config).runtime);
   if (config.quiet) set_log_level(LogLevel::kQuiet);
   if (config.verbose) set_log_level(LogLevel::kVerbose);
   chief_info(str_cat("cluster:\n", runtime.cluster().table()));

@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <map>
-#include <set>
 
 #include "mirrored/core/log.h"
 #include "mirrored/kernels/kernels.h"
@@ -69,41 +67,18 @@ std::string misfit(const TrainContext& ctx, const io::Checkpoint& checkpoint) {
   return "";
 }
 
-// Keys whose change does not alter what training computes from the checkpoint on.
-bool operational_key(const std::string& key) {
-  static const std::set<std::string> keys = {"out", "resume", "threads", "launch", "device", "epochs", "max_steps",
-                                             "log_every", "nan_policy", "eval_batch_size", "data.test"};
-  return keys.count(key) > 0 || key.rfind("checkpoint.", 0) == 0;
-}
-
-std::map<std::string, std::string> ini_values(const std::string& ini) {
-  std::map<std::string, std::string> values;
-  std::string section;
-  for (const std::string& raw : split(ini, '\n')) {
-    const std::string line = trim(raw);
-    if (line.empty() || line[0] == '#') continue;
-    if (line.front() == '[' && line.back() == ']') {
-      section = line.substr(1, line.size() - 2);
-      continue;
-    }
-    const size_t eq = line.find('=');
-    if (eq == std::string::npos) continue;
-    const std::string key = trim(line.substr(0, eq));
-    values[section.empty() ? key : section + "." + key] = trim(line.substr(eq + 1));
-  }
-  return values;
-}
-
 // A resumed run with other hyper-parameters is allowed (like changing lr by hand), but
-// it no longer reproduces the original run: say which values changed.
-void warn_about_config_changes(const std::string& source, const std::string& stored, const std::string& current) {
-  const auto before = ini_values(stored);
-  const auto now = ini_values(current);
+// it no longer reproduces the original run: say which values that change the result
+// (the option table's flag) differ. The stored config.ini is read through the same table.
+void warn_about_config_changes(const std::string& source, const std::string& stored, const TrainConfig& current) {
   std::vector<std::string> changes;
-  for (const auto& [key, value] : now) {
-    if (operational_key(key)) continue;
-    const auto it = before.find(key);
-    if (it != before.end() && it->second != value) changes.push_back(str_cat(key, " ", it->second, " -> ", value));
+  try {
+    changes = result_changes(
+        parse_config_text(stored, str_cat("the configuration stored in '", source, "'"), /*ignore_unknown_keys=*/true),
+        current);
+  } catch (const InputError& e) {
+    rank_warning(str_cat("cannot compare the configuration of '", source, "' with this run's: ", e.what()));
+    return;
   }
   if (!changes.empty())
     rank_warning(str_cat("resuming from '", source, "' with a changed configuration (", join(changes, ", "),
@@ -118,12 +93,12 @@ struct Choice {
 };
 
 Choice choose_on_chief(const TrainContext& ctx) {
-  const std::string& resume = ctx.config.resume;
+  const std::string resume = option_value(ctx.config, "resume");
   Choice choice;
-  if (resume == "never") return choice;
+  if (ctx.config.resume == ResumeMode::kNever) return choice;
   std::vector<std::string> candidates;
   std::string where;
-  if (resume == "auto") {
+  if (ctx.config.resume == ResumeMode::kAuto) {
     where = checkpoint_dir(ctx.config);
     candidates = list_checkpoints(where);
     if (candidates.empty()) return choice;  // a new run
@@ -271,7 +246,7 @@ ResumePoint restore_checkpoint(TrainContext& ctx) {
                            " replica(s), this run has ", ctx.strategy.num_replicas_in_sync(),
                            ": same global batch and data order, so it continues the same run up to float "
                            "summation order (not bit-identically)"));
-    warn_about_config_changes(choice.source, checkpoint.config, to_ini(ctx.config));
+    warn_about_config_changes(choice.source, checkpoint.config, ctx.config);
   }
   return {counters[0], comm.broadcast_string(choice.source, 0)};
 }

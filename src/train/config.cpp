@@ -17,13 +17,22 @@ namespace mirrored::train {
 namespace po = boost::program_options;
 namespace {
 
-// One option: key, help, how to read a value into the config and write it back.
+// One option: key, help, how to read a value into the config and write it back, and
+// whether a different value changes what training computes (the resume check warns about
+// those; the others, like `out` or `threads`, only change how or where it runs).
 struct Option {
   std::string key;
   std::string help;
   std::function<void(TrainConfig&, const std::string& value, const std::string& origin)> parse;
   std::function<std::string(const TrainConfig&)> print;
+  bool changes_result = true;
 };
+
+// Marks an option that does not change the trained result.
+Option operational(Option option) {
+  option.changes_result = false;
+  return option;
+}
 
 [[noreturn]] void bad_value(const std::string& origin, const std::string& key, const std::string& value,
                             const std::string& expected) {
@@ -48,14 +57,6 @@ double parse_real(const std::string& origin, const std::string& key, const std::
                   (min_exclusive ? parsed > min : parsed >= min) && (max_exclusive ? parsed < max : parsed <= max);
   if (!ok) bad_value(origin, key, text, expected);
   return parsed;
-}
-
-std::string parse_choice(const std::string& origin, const std::string& key, const std::string& text,
-                         const std::vector<std::string>& choices) {
-  const std::string value = trim(text);
-  for (const auto& choice : choices)
-    if (value == choice) return value;
-  bad_value(origin, key, text, str_cat("one of: ", join(choices, ", ")));
 }
 
 std::string print_real(double value) {
@@ -83,18 +84,45 @@ Option real_option(std::string key, std::string help, double TrainConfig::*field
           [field](const TrainConfig& c) { return print_real(c.*field); }};
 }
 
-Option string_option(std::string key, std::string help, std::string TrainConfig::*field,
-                     std::vector<std::string> choices = {}) {
+Option string_option(std::string key, std::string help, std::string TrainConfig::*field) {
   return {key, std::move(help),
-          [key, field, choices](TrainConfig& c, const std::string& v, const std::string& origin) {
-            if (!choices.empty()) {
-              c.*field = parse_choice(origin, key, v, choices);
-            } else {
-              if (trim(v).empty()) bad_value(origin, key, v, "a non-empty value");
-              c.*field = trim(v);
-            }
+          [key, field](TrainConfig& c, const std::string& v, const std::string& origin) {
+            if (trim(v).empty()) bad_value(origin, key, v, "a non-empty value");
+            c.*field = trim(v);
           },
           [field](const TrainConfig& c) { return c.*field; }};
+}
+
+// An enumerated option: `names` are the canonical spellings (the first one naming a value
+// is how it prints), `aliases` further spellings accepted on input.
+template <typename E>
+struct Named {
+  const char* name;
+  E value;
+};
+
+template <typename E>
+Option enum_option(std::string key, std::string help, E TrainConfig::*field, std::vector<Named<E>> names,
+                   std::vector<Named<E>> aliases = {}) {
+  std::vector<std::string> valid;
+  for (const auto& n : names) valid.emplace_back(n.name);
+  help += str_cat(" (", join(valid, " | "), ")");
+  return {key, std::move(help),
+          [key, field, names, aliases, valid](TrainConfig& c, const std::string& v, const std::string& origin) {
+            const std::string value = trim(v);
+            for (const auto* list : {&names, &aliases})
+              for (const auto& n : *list)
+                if (value == n.name) {
+                  c.*field = n.value;
+                  return;
+                }
+            bad_value(origin, key, v, str_cat("one of: ", join(valid, ", ")));
+          },
+          [field, names](const TrainConfig& c) {
+            for (const auto& n : names)
+              if (n.value == c.*field) return std::string(n.name);
+            return std::string("?");
+          }};
 }
 
 Option list_option(std::string key, std::string help, std::vector<int64_t> TrainConfig::*field, int64_t min) {
@@ -110,7 +138,9 @@ Option list_option(std::string key, std::string help, std::vector<int64_t> Train
 Option bool_option(std::string key, std::string help, bool TrainConfig::*field) {
   return {key, std::move(help),
           [key, field](TrainConfig& c, const std::string& v, const std::string& origin) {
-            c.*field = parse_choice(origin, key, v, {"true", "false"}) == "true";
+            const std::string value = trim(v);
+            if (value != "true" && value != "false") bad_value(origin, key, v, "one of: true, false");
+            c.*field = value == "true";
           },
           [field](const TrainConfig& c) { return std::string(c.*field ? "true" : "false"); }};
 }
@@ -121,11 +151,34 @@ Option optional_string_option(std::string key, std::string help, std::string Tra
           [field](const TrainConfig& c) { return c.*field; }};
 }
 
+// resume: auto, never, or a path (anything else that is not empty).
+Option resume_option() {
+  return {"resume", "auto: newest valid checkpoint in <out>/checkpoints; never; or a checkpoint file/dir",
+          [](TrainConfig& c, const std::string& v, const std::string& origin) {
+            const std::string value = trim(v);
+            if (value.empty()) bad_value(origin, "resume", v, "auto, never or a checkpoint file or directory");
+            c.resume = value == "auto" ? ResumeMode::kAuto : value == "never" ? ResumeMode::kNever : ResumeMode::kPath;
+            c.resume_path = c.resume == ResumeMode::kPath ? value : std::string();
+          },
+          [](const TrainConfig& c) {
+            return c.resume == ResumeMode::kAuto ? std::string("auto")
+                   : c.resume == ResumeMode::kNever ? std::string("never")
+                                                    : c.resume_path;
+          }};
+}
+
 const std::vector<Option>& options() {
+  using distribute::Allreduce;
+  using distribute::DeviceChoice;
+  using distribute::GradCompression;
+  using distribute::Launch;
+  using distribute::Overlap;
+  using optim::LrScheduleKind;
   static const std::vector<Option> table = {
       string_option("data.train", "training set (HDF5: /images, /labels)", &TrainConfig::train_data),
-      string_option("data.test", "test set, evaluated after every epoch", &TrainConfig::test_data),
-      string_option("model", "model architecture", &TrainConfig::model, {"mlp", "cnn", "resnet"}),
+      operational(string_option("data.test", "test set, evaluated after every epoch", &TrainConfig::test_data)),
+      enum_option<ModelKind>("model", "model architecture", &TrainConfig::model,
+                             {{"mlp", ModelKind::kMlp}, {"cnn", ModelKind::kCnn}, {"resnet", ModelKind::kResnet}}),
       {"model.hidden", "hidden layer widths of the mlp, comma separated",
        [](TrainConfig& c, const std::string& v, const std::string& origin) {
          c.hidden.clear();
@@ -151,18 +204,24 @@ const std::vector<Option>& options() {
                  "training images shifted by up to N pixels each way (zero fill), like RandomCrop(padding = N)",
                  &TrainConfig::augment_crop_padding, 0),
       int_option("batch_size", "global batch, split evenly over replicas", &TrainConfig::batch_size, 1),
-      int_option("eval_batch_size", "evaluation batch per replica", &TrainConfig::eval_batch_size, 1),
-      int_option("epochs", "passes over the training set", &TrainConfig::epochs, 1),
-      int_option("max_steps", "stop after this many steps in total (0: no limit)", &TrainConfig::max_steps, 0),
-      string_option("optimizer", "update rule", &TrainConfig::optimizer, {"sgd", "adam", "adamw"}),
+      operational(int_option("eval_batch_size", "evaluation batch per replica", &TrainConfig::eval_batch_size, 1)),
+      // A run extended by more epochs, or stopped early, continues the same run.
+      operational(int_option("epochs", "passes over the training set", &TrainConfig::epochs, 1)),
+      operational(int_option("max_steps", "stop after this many steps in total (0: no limit)",
+                             &TrainConfig::max_steps, 0)),
+      enum_option<OptimizerKind>(
+          "optimizer", "update rule", &TrainConfig::optimizer,
+          {{"sgd", OptimizerKind::kSgd}, {"adam", OptimizerKind::kAdam}, {"adamw", OptimizerKind::kAdamW}}),
       real_option("lr", "learning rate", &TrainConfig::lr, 0, 1e6, true, false, "a number > 0"),
       real_option("momentum", "sgd momentum", &TrainConfig::momentum, 0, 1, false, true, "a number in [0, 1)"),
       real_option("weight_decay", "L2 penalty (decoupled for adamw)", &TrainConfig::weight_decay, 0, 1e6, false,
                   false, "a number >= 0"),
-      string_option("lr_schedule",
-                    "learning rate after warmup: constant, cosine (decays to lr_min at the end of the last epoch) or step "
-                    "(times lr_gamma after each of lr_milestones)",
-                    &TrainConfig::lr_schedule, {"constant", "cosine", "step"}),
+      enum_option<LrScheduleKind>(
+          "lr_schedule",
+          "learning rate after warmup: constant, cosine (decays to lr_min at the end of the last epoch) or step "
+          "(times lr_gamma after each of lr_milestones)",
+          &TrainConfig::lr_schedule,
+          {{"constant", LrScheduleKind::kConstant}, {"cosine", LrScheduleKind::kCosine}, {"step", LrScheduleKind::kStep}}),
       real_option("lr_warmup_epochs", "epochs of linear warmup to lr (fractions allowed; 0: none)",
                   &TrainConfig::lr_warmup_epochs, 0, 1e6, false, false, "a number >= 0"),
       real_option("lr_min", "cosine: the learning rate reached at the end of the last epoch", &TrainConfig::lr_min, 0, 1e6,
@@ -184,59 +243,97 @@ const std::vector<Option>& options() {
                   "a number in [0, 1)"),
       real_option("adam.eps", "adam denominator epsilon", &TrainConfig::eps, 0, 1, true, false, "a number > 0"),
       int_option("seed", "seed for initial weights and data order", &TrainConfig::seed, 0),
-      string_option("out", "run directory (metrics.jsonl, config.ini, final.h5)", &TrainConfig::out),
-      int_option("log_every", "steps between training log lines and metrics records", &TrainConfig::log_every, 1),
-      int_option("threads", "CPU threads per rank (0: cores on the host / ranks on the host)", &TrainConfig::threads,
-                 0),
-      string_option("launch", "auto: MPI under mpirun/srun, else one local process", &TrainConfig::launch,
-                    {"auto", "mpi", "local"}),
-      string_option("device", "where each replica computes", &TrainConfig::device, {"auto", "cpu", "cuda"}),
+      operational(string_option("out", "run directory (metrics.jsonl, config.ini, final.h5)", &TrainConfig::out)),
+      operational(int_option("log_every", "steps between training log lines and metrics records",
+                             &TrainConfig::log_every, 1)),
+      operational(int_option("threads", "CPU threads per rank (0: cores on the host / ranks on the host)",
+                             &TrainConfig::threads, 0)),
+      operational(enum_option<Launch>("launch", "auto: MPI under mpirun/srun, else one local process",
+                                      &TrainConfig::launch,
+                                      {{"auto", Launch::kAuto}, {"mpi", Launch::kMpi}, {"local", Launch::kLocal}})),
+      operational(enum_option<DeviceChoice>(
+          "device", "where each replica computes", &TrainConfig::device,
+          {{"auto", DeviceChoice::kAuto}, {"cpu", DeviceChoice::kCpu}, {"cuda", DeviceChoice::kCuda}})),
       real_option("bucket_mb", "gradient bucket size cap in MB (all-reduced as soon as backward fills one)",
                   &TrainConfig::bucket_mb, 0, 1e6, true, false, "a number > 0"),
-      bool_option("overlap", "all-reduce gradient buckets while backward is still running", &TrainConfig::overlap),
-      string_option("allreduce",
-                    "gradient all-reduce: flat, hierarchical (reduce in each node, all-reduce among node "
-                    "leaders, broadcast in each node), or auto (hierarchical on several nodes with several ranks each)",
-                    &TrainConfig::allreduce, {"auto", "flat", "hierarchical"}),
-      string_option("grad_compression", "gradient wire format; bf16 halves traffic and changes numerics",
-                    &TrainConfig::grad_compression, {"none", "bf16"}),
+      // Every mode reduces the same buckets in the same order: bit-identical results.
+      operational(enum_option<Overlap>(
+          "overlap",
+          "how gradient all-reduces overlap backward: thread (a communication thread), inline (nonblocking, "
+          "advanced at layer boundaries), off (after backward), auto (thread where a core is free, else inline); "
+          "true = thread, false = off",
+          &TrainConfig::overlap,
+          {{"auto", Overlap::kAuto}, {"thread", Overlap::kThread}, {"inline", Overlap::kInline}, {"off", Overlap::kOff}},
+          {{"true", Overlap::kThread}, {"false", Overlap::kOff}})),
+      enum_option<Allreduce>("allreduce",
+                             "gradient all-reduce: flat, hierarchical (reduce in each node, all-reduce among node "
+                             "leaders, broadcast in each node), or auto (hierarchical on several nodes with several "
+                             "ranks each)",
+                             &TrainConfig::allreduce,
+                             {{"auto", Allreduce::kAuto}, {"flat", Allreduce::kFlat},
+                              {"hierarchical", Allreduce::kHierarchical}}),
+      enum_option<GradCompression>("grad_compression", "gradient wire format; bf16 halves traffic and changes numerics",
+                                   &TrainConfig::grad_compression,
+                                   {{"none", GradCompression::kNone}, {"bf16", GradCompression::kBf16}}),
       int_option("accumulate_steps", "micro-batches of batch_size per update, one all-reduce per update",
                  &TrainConfig::accumulate_steps, 1),
-      real_option("collective_timeout_s", "abort the job when a collective waits longer (0: never)",
-                  &TrainConfig::collective_timeout_s, 0, 1e9, false, false, "a number >= 0"),
-      optional_string_option("timeline", "write a Chrome trace (chrome://tracing, Perfetto) to this file",
-                             &TrainConfig::timeline),
-      int_option("timeline_steps", "steps recorded in the timeline", &TrainConfig::timeline_steps, 1),
-      string_option("progress",
-                    "rank-0 progress on stderr: auto (a live bar on a terminal, else a line every log_every "
-                    "steps), bar, plain, off",
-                    &TrainConfig::progress, {"auto", "bar", "plain", "off"}),
-      int_option("checkpoint.every_steps", "write a checkpoint every N steps (0: off)",
-                 &TrainConfig::checkpoint_every_steps, 0),
-      int_option("checkpoint.every_epochs", "write a checkpoint every N epochs (0: off)",
-                 &TrainConfig::checkpoint_every_epochs, 0),
-      int_option("checkpoint.keep", "newest checkpoints kept in <out>/checkpoints", &TrainConfig::checkpoint_keep, 1),
-      string_option("resume", "auto: newest valid checkpoint in <out>/checkpoints; never; or a checkpoint file/dir",
-                    &TrainConfig::resume),
-      string_option("preemption_signal",
-                    "on this signal (Slurm's --signal=B:USR1@N warning) every rank stops at the same step, the "
-                    "chief writes a checkpoint, and mirrored exits with status 7 so the job can be requeued",
-                    &TrainConfig::preemption_signal, {"USR1", "USR2", "TERM", "none"}),
-      string_option("nan_policy", "on a NaN/Inf gradient: stop (exit 6) or skip the step", &TrainConfig::nan_policy,
-                    {"stop", "skip"}),
+      operational(real_option("collective_timeout_s", "abort the job when a collective waits longer (0: never)",
+                              &TrainConfig::collective_timeout_s, 0, 1e9, false, false, "a number >= 0")),
+      operational(optional_string_option("timeline", "write a Chrome trace (chrome://tracing, Perfetto) to this file",
+                                         &TrainConfig::timeline)),
+      operational(int_option("timeline_steps", "steps recorded in the timeline", &TrainConfig::timeline_steps, 1)),
+      operational(enum_option<ProgressSetting>(
+          "progress",
+          "rank-0 progress on stderr: auto (a live bar on a terminal, else a line every log_every steps), bar, "
+          "plain, off",
+          &TrainConfig::progress,
+          {{"auto", ProgressSetting::kAuto}, {"bar", ProgressSetting::kBar}, {"plain", ProgressSetting::kPlain},
+           {"off", ProgressSetting::kOff}})),
+      operational(int_option("checkpoint.every_steps", "write a checkpoint every N steps (0: off)",
+                             &TrainConfig::checkpoint_every_steps, 0)),
+      operational(int_option("checkpoint.every_epochs", "write a checkpoint every N epochs (0: off)",
+                             &TrainConfig::checkpoint_every_epochs, 0)),
+      operational(int_option("checkpoint.keep", "newest checkpoints kept in <out>/checkpoints",
+                             &TrainConfig::checkpoint_keep, 1)),
+      operational(resume_option()),
+      operational(enum_option<PreemptionSignal>(
+          "preemption_signal",
+          "on this signal (Slurm's --signal=B:USR1@N warning) every rank stops at the same step, the chief writes a "
+          "checkpoint, and mirrored exits with status 7 so the job can be requeued",
+          &TrainConfig::preemption_signal,
+          {{"USR1", PreemptionSignal::kUsr1}, {"USR2", PreemptionSignal::kUsr2}, {"TERM", PreemptionSignal::kTerm},
+           {"none", PreemptionSignal::kNone}})),
+      operational(enum_option<NanPolicy>("nan_policy", "on a NaN/Inf gradient: stop (exit 6) or skip the step",
+                                         &TrainConfig::nan_policy,
+                                         {{"stop", NanPolicy::kStop}, {"skip", NanPolicy::kSkip}})),
   };
   return table;
+}
+
+const Option& find_option(const std::string& key) {
+  for (const auto& option : options())
+    if (option.key == key) return option;
+  throw Error(ExitCode::kFailure, str_cat("no configuration key '", key, "'"));
+}
+
+// A flag without a value that may be given more than once (composed flag lists).
+po::typed_value<std::vector<std::string>>* repeatable_switch() {
+  return po::value<std::vector<std::string>>()->zero_tokens()->composing();
 }
 
 po::options_description describe(bool with_command_line_only) {
   po::options_description desc("mirrored train options (INI keys; [section] key = value)");
   if (with_command_line_only) {
-    desc.add_options()("help,h", "print this help")("config", po::value<std::string>(), "INI configuration file")(
-        "quiet", "print only the final result")("verbose", "also print the model summary and every log line");
+    desc.add_options()("help,h", "print this help")("config",
+        po::value<std::vector<std::string>>()->composing(), "INI configuration file")(
+        "quiet", repeatable_switch(), "print only the final result")(
+        "verbose", repeatable_switch(), "also print the model summary and every log line");
   }
   for (const auto& option : options()) {
     const TrainConfig defaults;
-    desc.add_options()(option.key.c_str(), po::value<std::string>()->value_name(option.print(defaults)),
+    // A vector of every occurrence: scripts compose flag lists, and the last one wins.
+    desc.add_options()(option.key.c_str(),
+                       po::value<std::vector<std::string>>()->composing()->value_name(option.print(defaults)),
                        option.help.c_str());
   }
   return desc;
@@ -249,11 +346,11 @@ po::options_description describe(bool with_command_line_only) {
 
 // Checks that need several keys at once.
 void check_consistency(const TrainConfig& c, const std::string& origin) {
-  if (c.lr_schedule == "cosine" && c.lr_min > c.lr)
+  if (c.lr_schedule == optim::LrScheduleKind::kCosine && c.lr_min > c.lr)
     throw InputError(str_cat(origin, ": lr_min = ", print_real(c.lr_min), ": expected at most lr = ", print_real(c.lr),
                              " (cosine decays from lr to lr_min)"),
                      ExitCode::kUsage);
-  if (c.lr_schedule == "step" && c.lr_milestones.empty())
+  if (c.lr_schedule == optim::LrScheduleKind::kStep && c.lr_milestones.empty())
     throw InputError(str_cat(origin, ": lr_schedule = step: expected lr_milestones, the epochs after which the "
                                      "rate drops (e.g. lr_milestones = 3,4)"),
                      ExitCode::kUsage);
@@ -261,7 +358,8 @@ void check_consistency(const TrainConfig& c, const std::string& origin) {
 
 void apply(TrainConfig& config, const po::variables_map& values, const std::string& origin) {
   for (const auto& option : options())
-    if (values.count(option.key)) option.parse(config, values[option.key].as<std::string>(), origin);
+    if (values.count(option.key))
+      option.parse(config, values[option.key].as<std::vector<std::string>>().back(), origin);
 }
 }  // namespace
 
@@ -276,6 +374,21 @@ std::string train_config_help() {
   out << "usage: mirrored train [--config FILE] [--KEY VALUE ...]\n\n" << describe(true);
   return out.str();
 }
+
+namespace {
+// INI text into `config`, through the table (later lines win over earlier ones).
+void apply_ini(TrainConfig& config, std::istream& text, const std::string& origin, bool ignore_unknown_keys) {
+  po::variables_map values;
+  try {
+    po::store(po::parse_config_file(text, describe(false), ignore_unknown_keys), values);
+  } catch (const po::unknown_option& e) {
+    unknown_key(origin, e.get_option_name());
+  } catch (const po::error& e) {
+    throw InputError(str_cat(origin, ": ", e.what()), ExitCode::kUsage);
+  }
+  apply(config, values, origin);
+}
+}  // namespace
 
 TrainConfig parse_train_config(const std::vector<std::string>& args, bool* help_requested) {
   TrainConfig config;
@@ -292,19 +405,11 @@ TrainConfig parse_train_config(const std::vector<std::string>& args, bool* help_
     return config;
   }
   if (command_line.count("config")) {
-    config.config_file = command_line["config"].as<std::string>();
+    config.config_file = command_line["config"].as<std::vector<std::string>>().back();
     std::ifstream file(config.config_file);
     if (!file)
       throw InputError(str_cat("cannot read config file '", config.config_file, "'"), ExitCode::kUsage);
-    po::variables_map from_file;
-    try {
-      po::store(po::parse_config_file(file, describe(false), /*allow_unregistered=*/false), from_file);
-    } catch (const po::unknown_option& e) {
-      unknown_key(str_cat("config file '", config.config_file, "'"), e.get_option_name());
-    } catch (const po::error& e) {
-      throw InputError(str_cat("config file '", config.config_file, "': ", e.what()), ExitCode::kUsage);
-    }
-    apply(config, from_file, str_cat("config file '", config.config_file, "'"));
+    apply_ini(config, file, str_cat("config file '", config.config_file, "'"), /*ignore_unknown_keys=*/false);
   }
   apply(config, command_line, "command line");  // flags override the file
   check_consistency(config, config.config_file.empty()
@@ -315,6 +420,26 @@ TrainConfig parse_train_config(const std::vector<std::string>& args, bool* help_
   if (config.quiet && config.verbose)
     throw InputError("command line: --quiet and --verbose exclude each other", ExitCode::kUsage);
   return config;
+}
+
+TrainConfig parse_config_text(const std::string& ini, const std::string& origin, bool ignore_unknown_keys) {
+  TrainConfig config;
+  std::istringstream text(ini);
+  apply_ini(config, text, origin, ignore_unknown_keys);
+  check_consistency(config, origin);
+  return config;
+}
+
+std::string option_value(const TrainConfig& config, const std::string& key) { return find_option(key).print(config); }
+
+std::vector<std::string> result_changes(const TrainConfig& before, const TrainConfig& now) {
+  std::vector<std::string> changes;
+  for (const auto& option : options()) {
+    if (!option.changes_result) continue;
+    const std::string old_value = option.print(before), new_value = option.print(now);
+    if (old_value != new_value) changes.push_back(str_cat(option.key, " ", old_value, " -> ", new_value));
+  }
+  return changes;
 }
 
 std::string to_ini(const TrainConfig& config) {

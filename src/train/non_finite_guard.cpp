@@ -14,7 +14,7 @@ NonFiniteGuard::NonFiniteGuard(const TrainConfig& config, bool is_chief) : confi
 
 bool NonFiniteGuard::allow_update(const nn::ParameterArena& arena, int64_t step, float local_loss) {
   if (kernels::all_finite(arena.flat_grads())) return true;
-  if (config_.nan_policy == "skip") {
+  if (config_.nan_policy == NanPolicy::kSkip) {
     ++skipped_;
     if (is_chief_ && skipped_ <= kWarnedSkips)
       rank_warning(str_cat("step ", step, ": the averaged gradients hold NaN/Inf (this replica's loss ", local_loss,

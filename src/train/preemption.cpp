@@ -16,12 +16,20 @@ std::atomic<bool> g_installed{false};
 
 extern "C" void on_preemption_signal(int) { g_signalled.store(1, std::memory_order_relaxed); }
 
-int signal_number(const std::string& name) {
-  if (name == "USR1") return SIGUSR1;
-  if (name == "USR2") return SIGUSR2;
-  if (name == "TERM") return SIGTERM;
-  throw InputError(str_cat("preemption_signal = '", name, "': expected one of USR1, USR2, TERM, none"),
-                   ExitCode::kUsage);
+int signal_number(PreemptionSignal signal) {
+  switch (signal) {
+    case PreemptionSignal::kUsr1: return SIGUSR1;
+    case PreemptionSignal::kUsr2: return SIGUSR2;
+    case PreemptionSignal::kTerm: return SIGTERM;
+    case PreemptionSignal::kNone: break;
+  }
+  throw Error(ExitCode::kFailure, "PreemptionHandler needs a signal (preemption_signal = none installs none)");
+}
+
+std::string signal_name(PreemptionSignal signal) {
+  TrainConfig config;
+  config.preemption_signal = signal;
+  return option_value(config, "preemption_signal");
 }
 }  // namespace
 
@@ -29,8 +37,8 @@ struct PreemptionHandler::Saved {
   struct sigaction action;
 };
 
-PreemptionHandler::PreemptionHandler(const std::string& signal_name)
-    : signal_(signal_number(signal_name)), name_(signal_name) {
+PreemptionHandler::PreemptionHandler(PreemptionSignal signal)
+    : signal_(signal_number(signal)), name_(signal_name(signal)) {
   MIRRORED_CHECK(!g_installed.exchange(true), "only one PreemptionHandler may exist at a time");
   g_signalled.store(0);
   saved_ = new Saved{};
@@ -60,7 +68,6 @@ PreemptionHandler::~PreemptionHandler() {
   g_installed = false;
 }
 
-void PreemptionHandler::raise_flag() { g_signalled.store(1, std::memory_order_relaxed); }
 
 void PreemptionHandler::on_step_end(TrainContext& ctx, const StepEnd& step) {
   // Every rank takes part every step, so the decision lands on the same step everywhere.

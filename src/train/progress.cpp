@@ -32,10 +32,10 @@ int terminal_width(std::FILE* stream) {
 
 }  // namespace
 
-ProgressStyle resolve_progress_style(const std::string& setting, bool quiet, bool stream_is_terminal) {
-  if (quiet || setting == "off") return ProgressStyle::kOff;
-  if (setting == "bar") return ProgressStyle::kBar;
-  if (setting == "plain") return ProgressStyle::kPlain;
+ProgressStyle resolve_progress_style(ProgressSetting setting, bool quiet, bool stream_is_terminal) {
+  if (quiet || setting == ProgressSetting::kOff) return ProgressStyle::kOff;
+  if (setting == ProgressSetting::kBar) return ProgressStyle::kBar;
+  if (setting == ProgressSetting::kPlain) return ProgressStyle::kPlain;
   return stream_is_terminal ? ProgressStyle::kBar : ProgressStyle::kPlain;
 }
 

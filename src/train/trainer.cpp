@@ -1,44 +1,24 @@
 #include "mirrored/train/trainer.h"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <cstdio>
-#include <memory>
-#include <thread>
+#include <optional>
 
 #include "mirrored/core/log.h"
 #include "mirrored/core/timer.h"
-#include "mirrored/data/hdf5_dataset.h"
-#include "mirrored/distribute/strategy.h"
 #include "mirrored/kernels/kernels.h"
 #include "mirrored/nn/loss.h"
-#include "mirrored/optim/optimizer.h"
 #include "mirrored/train/checkpointer.h"
 #include "mirrored/train/evaluate.h"
 #include "mirrored/train/model_factory.h"
-#include "mirrored/train/progress.h"
 #include "mirrored/train/non_finite_guard.h"
 #include "mirrored/train/optimizer_factory.h"
-#include "mirrored/train/run_setup.h"
-#include "mirrored/train/preemption.h"
 #include "mirrored/train/run_directory.h"
-#include "mirrored/train/standard_callbacks.h"
+#include "mirrored/train/run_setup.h"
 #include "mirrored/train/timeline_writer.h"
-#include "mirrored/train/tensorboard_logger.h"
+#include "mirrored/train/train_step.h"
 
 namespace mirrored::train {
 namespace {
-
-distribute::ReducerOptions reducer_options(const TrainConfig& config) {
-  distribute::ReducerOptions options;
-  options.caps.bucket_bytes = static_cast<int64_t>(config.bucket_mb * 1024 * 1024);
-  options.caps.first_bucket_bytes = std::min<int64_t>(options.caps.bucket_bytes, int64_t{1} << 20);
-  options.overlap = config.overlap ? distribute::Overlap::kThread : distribute::Overlap::kOff;
-  options.compression =
-      config.grad_compression == "bf16" ? distribute::GradCompression::kBf16 : distribute::GradCompression::kNone;
-  return options;
-}
 
 // Sums over the steps between two log points, reduced across replicas at the point.
 struct Interval {
@@ -47,193 +27,274 @@ struct Interval {
   double exposed_seconds = 0.0;
   int64_t steps = 0;
   Stopwatch clock;
-  void reset() { *this = Interval{}; }
 };
+
+// Sums over one epoch's steps.
+struct EpochTotals {
+  double loss_sum = 0.0;
+  double seconds = 0.0;
+  int64_t steps = 0;
+};
+
+std::shared_ptr<const data::Dataset> load_test_set(const TrainConfig& config, const data::Dataset& train_set) {
+  auto test_set = load_dataset(config.test_data);
+  if (test_set->sample_shape != train_set.sample_shape)
+    throw InputError(str_cat("data.test '", config.test_data, "' has samples of shape ",
+                             shape_str(test_set->sample_shape), " but data.train '", config.train_data, "' has ",
+                             shape_str(train_set.sample_shape)));
+  return test_set;
+}
 
 }  // namespace
 
-TrainSummary run_training(const TrainConfig& config, distribute::Runtime& runtime,
-                          std::vector<std::unique_ptr<Callback>> extra) {
-  distribute::MirroredStrategy strategy(runtime, {distribute::allreduce_from_name(config.allreduce)});
-  strategy.per_replica_batch(config.batch_size);  // fails fast, on every rank, before any I/O
-  kernels::set_cpu_threads(threads_per_rank(config, runtime.cluster()));
+// The training batches of one epoch, one at a time. The dataset reuses its Batch, so the
+// iterator advances only when the next batch is asked for.
+class Trainer::BatchStream {
+ public:
+  BatchStream(distribute::DistributedDataset& data, int64_t epoch, int64_t first_batch)
+      : range_(data.epoch(epoch, first_batch)), it_(range_.begin()) {}
+  const distribute::Batch& next() {
+    if (started_) ++it_;
+    started_ = true;
+    return *it_;
+  }
 
-  const auto train_set = load_dataset(config.train_data);
-  const auto test_set = load_dataset(config.test_data);
-  if (test_set->sample_shape != train_set->sample_shape)
-    throw InputError(str_cat("data.test '", config.test_data, "' has samples of shape ",
-                             shape_str(test_set->sample_shape), " but data.train '", config.train_data, "' has ",
-                             shape_str(train_set->sample_shape)));
-  const auto train_options = training_data_options(config, train_set->sample_shape);
+ private:
+  distribute::DistributedDataset::EpochRange range_;
+  distribute::DistributedDataset::EpochRange::Iterator it_;
+  bool started_ = false;
+};
 
-  auto train_data = [&] {
-    try {
-      return strategy.distribute_dataset(train_set, train_options);
-    } catch (const InputError& e) {  // the sampler does not know which file it was given
-      throw InputError(str_cat("data.train '", config.train_data, "': ", e.what()), e.code());
-    }
-  }();
-  auto test_data = strategy.distribute_eval_dataset(test_set, config.eval_batch_size);
-  const int micro_batches = static_cast<int>(config.accumulate_steps);
-  auto model = strategy.scope([&] { return make_model(config, train_set->sample_shape, train_set->num_classes); },
-                              {train_set->sample_shape, config.seed, reducer_options(config), micro_batches});
+struct Trainer::State {
+  State(const TrainConfig& c, distribute::Runtime& runtime, TrainerOptions o)
+      : config(c), options(o), lib(library_options(c)), strategy(runtime, lib.strategy) {}
+  void load_data();
+  void plan_steps();
+
+  TrainConfig config;
+  TrainerOptions options;
+  LibraryOptions lib;
+  distribute::MirroredStrategy strategy;
+  std::shared_ptr<const data::Dataset> train_set;
+  std::optional<distribute::DistributedDataset> train_data;
+  std::optional<distribute::EvalDataset> test_data;  // when evaluating
+  std::optional<distribute::DistributedModel> model;
   Timeline timeline;
-  if (!config.timeline.empty()) model.set_timeline(&timeline);
-  auto optimizer = make_optimizer(config, model.parameters());
+  std::unique_ptr<optim::Optimizer> optimizer;
   nn::CrossEntropyLoss loss_fn;
-  RunDirectory run_dir(config, strategy.is_chief());
-
+  std::optional<RunDirectory> run_dir;
+  int64_t steps_per_epoch = 0;
+  int64_t total_steps = 0;
+  int64_t epochs = 0;
+  int64_t samples_per_step = 0;
+  std::optional<optim::LrSchedule> lr_schedule;
+  std::optional<TrainContext> ctx;
+  std::optional<NonFiniteGuard> guard;
   std::vector<std::unique_ptr<Callback>> callbacks;
-  callbacks.push_back(std::make_unique<MetricsLogger>());
-  callbacks.push_back(std::make_unique<TensorBoardLogger>());
-  // Before ConsoleLogger, so a finished bar ends its line before the epoch summary prints.
-  callbacks.push_back(std::make_unique<ProgressReporter>(
-      resolve_progress_style(config.progress, config.quiet, isatty(fileno(stderr)) == 1)));
-  callbacks.push_back(std::make_unique<ConsoleLogger>());
-  callbacks.push_back(std::make_unique<FinalParametersWriter>());
-  callbacks.push_back(std::make_unique<Checkpointer>());  // after MetricsLogger: the eval record precedes it
-  if (config.preemption_signal != "none")
-    callbacks.push_back(std::make_unique<PreemptionHandler>(config.preemption_signal));
-  for (auto& callback : extra) callbacks.push_back(std::move(callback));
-
-  // A step is one update: `accumulate_steps` micro-batches of the global batch.
-  const int64_t steps_per_epoch = train_data.steps_per_epoch() / micro_batches;
-  if (steps_per_epoch == 0)
-    throw InputError(str_cat("accumulate_steps = ", micro_batches, " x batch_size = ", config.batch_size,
-                             " needs more samples than data.train '", config.train_data, "' has (",
-                             train_set->size, ")"),
-                     ExitCode::kUsage);
-  const int64_t samples_per_step = config.batch_size * micro_batches;
-  int64_t total_steps = config.epochs * steps_per_epoch;
-  if (config.max_steps > 0) total_steps = std::min(total_steps, config.max_steps);
-  const optim::LrSchedule lr_schedule = make_lr_schedule(config, steps_per_epoch);
-  TrainContext ctx{config, strategy, model, *optimizer, run_dir, steps_per_epoch, total_steps};
+  ResumePoint resumed;
   TrainSummary summary;
-  const ResumePoint resumed = restore_checkpoint(ctx);
-  summary.steps = resumed.step;
-  run_dir.open_metrics(resumed.step);
-  NonFiniteGuard guard(config, strategy.is_chief());
-
-  auto for_each_callback = [&](auto&& fn) {
-    for (auto& callback : callbacks) fn(*callback);
-  };
-
-  // One micro-batch: forward, loss, backward. The last micro-batch of a step also starts
-  // the gradient all-reduce, bucket by bucket, as backward proceeds.
-  auto micro_step = [&](const distribute::Batch& batch) {
-    const auto value = loss_fn.forward(model.forward(batch.images, nn::Mode::kTrain), batch.labels);
-    model.backward(loss_fn.grad());
-    return value.mean_loss;
-  };
-  // The end of a step: wait for the averaged gradients, then update (unless the NaN guard
-  // skips this step).
-  auto finish_step = [&](float step_loss) {
-    model.synchronize_gradients();
-    static const std::string kOptimizer = "optimizer";
-    Timeline::Span span(&timeline, kOptimizer, "optimizer");
-    if (guard.allow_update(model.parameters(), summary.steps + 1, step_loss)) optimizer->step();
-  };
-
-  for_each_callback([&](Callback& c) { c.on_train_begin(ctx); });
+  Interval interval;
+  EpochTotals epoch_totals;
   double timed_seconds = 0.0;  // step time after step 0, which pays one-time costs
   int64_t timed_steps = 0;
   bool evaluated = false;
+};
+
+// The training (and, when evaluating, test) data, sharded for this replica.
+void Trainer::State::load_data() {
+  train_set = load_dataset(config.train_data);
+  const auto test_set = options.evaluate ? load_test_set(config, *train_set) : nullptr;
+  check_augment_fits(lib.train_data.augment, train_set->sample_shape, config.train_data);
+  try {
+    train_data.emplace(strategy.distribute_dataset(train_set, lib.train_data));
+  } catch (const InputError& e) {  // the sampler does not know which file it was given
+    throw InputError(str_cat("data.train '", config.train_data, "': ", e.what()), e.code());
+  }
+  if (test_set) test_data.emplace(strategy.distribute_eval_dataset(test_set, config.eval_batch_size));
+}
+
+// Steps per epoch and in total. A step is one update: `accumulate_steps` micro-batches of
+// the global batch.
+void Trainer::State::plan_steps() {
+  const int64_t micro_batches = lib.accumulate_steps;
+  steps_per_epoch = train_data->steps_per_epoch() / micro_batches;
+  if (steps_per_epoch == 0)
+    throw InputError(str_cat("accumulate_steps = ", micro_batches, " x batch_size = ", config.batch_size,
+                             " needs more samples than data.train '", config.train_data, "' has (", train_set->size,
+                             ")"),
+                     ExitCode::kUsage);
+  samples_per_step = config.batch_size * micro_batches;
+  epochs = config.epochs;
+  total_steps = config.epochs * steps_per_epoch;
+  if (config.max_steps > 0) total_steps = std::min(total_steps, config.max_steps);
+  if (options.steps > 0) {
+    total_steps = options.steps;
+    epochs = std::max(epochs, (options.steps + steps_per_epoch - 1) / steps_per_epoch);
+  }
+}
+
+Trainer::Trainer(const TrainConfig& config, distribute::Runtime& runtime, TrainerOptions options)
+    : s_(std::make_unique<State>(config, runtime, options)) {
+  State& s = *s_;
+  s.strategy.per_replica_batch(config.batch_size);  // fails fast, on every rank, before any I/O
+  kernels::set_cpu_threads(threads_per_rank(config.threads, runtime.cluster()));
+  s.load_data();
+  const data::Dataset& train_set = *s.train_set;
+  s.model.emplace(s.strategy.scope(
+      [&] { return build_model(s.lib.model, train_set.sample_shape, train_set.num_classes); },
+      {train_set.sample_shape, config.seed, s.lib.reducer, s.lib.accumulate_steps}));
+  if (!config.timeline.empty()) s.model->set_timeline(&s.timeline);
+  s.optimizer = make_optimizer(s.lib.optimizer, s.model->parameters());
+  s.run_dir.emplace(s.config, s.strategy.is_chief() && options.write_files);
+  s.plan_steps();
+  s.lr_schedule.emplace(s.lib.lr_schedule.in_steps(s.steps_per_epoch));
+  s.ctx.emplace(s.config, s.strategy, *s.model, *s.optimizer, *s.run_dir, s.steps_per_epoch, s.total_steps);
+  s.guard.emplace(s.config, s.strategy.is_chief());
+}
+
+Trainer::~Trainer() = default;
+
+void Trainer::add_callback(std::unique_ptr<Callback> callback) { s_->callbacks.push_back(std::move(callback)); }
+const TrainConfig& Trainer::config() const { return s_->config; }
+const LibraryOptions& Trainer::library() const { return s_->lib; }
+distribute::MirroredStrategy& Trainer::strategy() { return s_->strategy; }
+distribute::DistributedModel& Trainer::model() { return *s_->model; }
+int64_t Trainer::steps_per_epoch() const { return s_->steps_per_epoch; }
+
+template <typename Fn>
+void Trainer::for_each_callback(Fn&& fn) {
+  for (auto& callback : s_->callbacks) fn(*callback);
+}
+
+TrainSummary Trainer::fit() {
+  State& s = *s_;
+  begin();
   // A resumed run starts at (step / steps_per_epoch, step % steps_per_epoch): the data order
   // is a function of (seed, epoch), so the step count is the whole position.
-  for (int64_t epoch = resumed.step / steps_per_epoch;
-       epoch < config.epochs && summary.steps < total_steps && !ctx.stop_training; ++epoch) {
-    Interval interval;
-    double epoch_loss_sum = 0.0, epoch_seconds = 0.0;
-    int64_t epoch_steps = 0;
-    // A resumed run starts its first epoch at the step after the checkpoint.
-    const int64_t first_step = epoch == resumed.step / steps_per_epoch ? resumed.step % steps_per_epoch : 0;
-    auto batches = train_data.epoch(epoch, first_step * micro_batches);
-    auto next_batch = batches.begin();
-    for (int64_t step_in_epoch = first_step; step_in_epoch < steps_per_epoch; ++step_in_epoch) {
-      timeline.set_recording(!config.timeline.empty() && summary.steps >= 1 &&
-                             summary.steps <= config.timeline_steps);
-      Stopwatch step_clock;
-      float loss = 0.0f;
-      optimizer->set_lr(static_cast<float>(lr_schedule.lr_at(summary.steps)));
-      model.zero_grad();
-      for (int micro = 0; micro < micro_batches; ++micro, ++next_batch) {
-        model.set_step(summary.steps * micro_batches + micro);  // dropout masks are keyed by it
-        const distribute::Batch* batch;
-        {
-          static const std::string kData = "data";
-          Timeline::Span span(&timeline, kData, "data");
-          batch = &*next_batch;
-        }
-        loss += strategy.run(micro_step, *batch);
-      }
-      loss /= static_cast<float>(micro_batches);
-      strategy.run(finish_step, loss);
-      const double seconds = step_clock.seconds();
-      epoch_seconds += seconds;
-      if (summary.steps > 0) {
-        timed_seconds += seconds;
-        ++timed_steps;
-      }
-      ++summary.steps;
-      ++epoch_steps;
-      interval.loss_sum += loss;
-      interval.comm_seconds += model.comm_stats().comm_seconds;
-      interval.exposed_seconds += model.comm_stats().exposed_seconds;
-      ++interval.steps;
-      const StepEnd step_end{summary.steps, epoch, step_in_epoch, loss, seconds};
-      for_each_callback([&](Callback& c) { c.on_step_end(ctx, step_end); });
-
-      const bool epoch_done =
-          step_in_epoch + 1 == steps_per_epoch || summary.steps == total_steps || ctx.stop_training;
-      // A checkpoint step is a log point too, so a run resumed from it logs the same records.
-      if (summary.steps % config.log_every == 0 || epoch_done || checkpoint_step(config, summary.steps)) {
-        LogPoint point;
-        point.step = summary.steps;
-        point.epoch = epoch;
-        point.loss = strategy.reduce(distribute::ReduceOp::kMean, interval.loss_sum) /
-                     static_cast<double>(interval.steps);
-        point.lr = optimizer->lr();
-        point.samples_per_sec = static_cast<double>(interval.steps * samples_per_step) / interval.clock.seconds();
-        point.comm_ms = 1e3 * interval.comm_seconds / static_cast<double>(interval.steps);
-        point.exposed_comm_ms = 1e3 * interval.exposed_seconds / static_cast<double>(interval.steps);
-        epoch_loss_sum += point.loss * static_cast<double>(interval.steps);
-        for_each_callback([&](Callback& c) { c.on_log(ctx, point); });
-        interval.reset();
-      }
-      if (epoch_done) break;
-    }
-    if (ctx.preempted) break;  // the checkpoint is written; leave before evaluating
-    EpochEnd end;
-    end.step = summary.steps;
-    end.epoch = epoch;
-    end.train_loss = epoch_loss_sum / static_cast<double>(std::max<int64_t>(epoch_steps, 1));
-    end.seconds = epoch_seconds;
-    end.samples_per_sec = static_cast<double>(epoch_steps * samples_per_step) / std::max(epoch_seconds, 1e-9);
-    model.synchronize_buffers();  // one set of running statistics to evaluate and save
-    end.eval = evaluate(strategy, model, test_data);
-    strategy.check_replicas_in_sync(model);
-    summary.final_test_loss = end.eval.loss;
-    summary.final_test_accuracy = end.eval.accuracy;
-    evaluated = true;
-    for_each_callback([&](Callback& c) { c.on_epoch_end(ctx, end); });
+  for (int64_t epoch = s.resumed.step / s.steps_per_epoch;
+       epoch < s.epochs && s.summary.steps < s.total_steps && !s.ctx->stop_training; ++epoch) {
+    run_epoch(epoch);
+    if (s.ctx->preempted) break;  // the checkpoint is written; leave before evaluating
   }
-  if (ctx.preempted) {  // no final evaluation or files: the requeued run finishes the job
+  return finish();
+}
+
+void Trainer::begin() {
+  State& s = *s_;
+  if (s.options.write_files) s.resumed = restore_checkpoint(*s.ctx);
+  s.summary.steps = s.resumed.step;
+  s.run_dir->open_metrics(s.resumed.step);
+  for_each_callback([&](Callback& c) { c.on_train_begin(*s.ctx); });
+}
+
+void Trainer::run_epoch(int64_t epoch) {
+  State& s = *s_;
+  s.interval = Interval{};
+  s.epoch_totals = EpochTotals{};
+  // A resumed run starts its first epoch at the step after the checkpoint.
+  const int64_t first_step =
+      epoch == s.resumed.step / s.steps_per_epoch ? s.resumed.step % s.steps_per_epoch : 0;
+  BatchStream batches(*s.train_data, epoch, first_step * s.lib.accumulate_steps);
+  for (int64_t step_in_epoch = first_step; step_in_epoch < s.steps_per_epoch; ++step_in_epoch) {
+    step(epoch, step_in_epoch, batches);
+    const bool epoch_done =
+        step_in_epoch + 1 == s.steps_per_epoch || s.summary.steps == s.total_steps || s.ctx->stop_training;
+    // A checkpoint step is a log point too, so a run resumed from it logs the same records.
+    if (s.summary.steps % s.config.log_every == 0 || epoch_done || checkpoint_step(s.config, s.summary.steps))
+      log_point(epoch);
+    if (epoch_done) break;
+  }
+  if (!s.ctx->preempted && s.options.evaluate) end_epoch(epoch);
+}
+
+StepEnd Trainer::step(int64_t epoch, int64_t step_in_epoch, BatchStream& batches) {
+  State& s = *s_;
+  TrainContext& ctx = *s.ctx;
+  s.timeline.set_recording(!s.config.timeline.empty() && s.summary.steps >= 1 &&
+                           s.summary.steps <= s.config.timeline_steps);
+  for_each_callback([&](Callback& c) { c.on_step_begin(ctx, s.summary.steps); });
+  Stopwatch step_clock;
+  s.optimizer->set_lr(static_cast<float>(s.lr_schedule->lr_at(s.summary.steps)));
+  StepHooks hooks;
+  hooks.timeline = &s.timeline;
+  hooks.guard = &*s.guard;
+  hooks.phase_done = [&](StepPhase phase) { for_each_callback([&](Callback& c) { c.on_phase_end(ctx, phase); }); };
+  const StepResult result = s.strategy.run(train_step, *s.model, *s.optimizer, s.loss_fn,
+                                           [&]() -> const distribute::Batch& { return batches.next(); },
+                                           s.summary.steps, hooks);
+  const double seconds = step_clock.seconds();
+  s.epoch_totals.seconds += seconds;
+  if (s.summary.steps > 0) {
+    s.timed_seconds += seconds;
+    ++s.timed_steps;
+  }
+  ++s.summary.steps;
+  ++s.epoch_totals.steps;
+  s.interval.loss_sum += result.loss;
+  s.interval.comm_seconds += s.model->comm_stats().comm_seconds;
+  s.interval.exposed_seconds += s.model->comm_stats().exposed_seconds;
+  ++s.interval.steps;
+  const StepEnd end{s.summary.steps, epoch, step_in_epoch, result.loss, seconds};
+  for_each_callback([&](Callback& c) { c.on_step_end(ctx, end); });
+  return end;
+}
+
+void Trainer::log_point(int64_t epoch) {
+  State& s = *s_;
+  Interval& interval = s.interval;
+  const auto steps = static_cast<double>(interval.steps);
+  LogPoint point;
+  point.step = s.summary.steps;
+  point.epoch = epoch;
+  point.loss = s.strategy.reduce(distribute::ReduceOp::kMean, interval.loss_sum) / steps;
+  point.lr = s.optimizer->lr();
+  point.samples_per_sec = static_cast<double>(interval.steps * s.samples_per_step) / interval.clock.seconds();
+  point.comm_ms = 1e3 * interval.comm_seconds / steps;
+  point.exposed_comm_ms = 1e3 * interval.exposed_seconds / steps;
+  s.epoch_totals.loss_sum += point.loss * steps;
+  for_each_callback([&](Callback& c) { c.on_log(*s.ctx, point); });
+  interval = Interval{};
+}
+
+void Trainer::end_epoch(int64_t epoch) {
+  State& s = *s_;
+  const EpochTotals& totals = s.epoch_totals;
+  EpochEnd end;
+  end.step = s.summary.steps;
+  end.epoch = epoch;
+  end.train_loss = totals.loss_sum / static_cast<double>(std::max<int64_t>(totals.steps, 1));
+  end.seconds = totals.seconds;
+  end.samples_per_sec = static_cast<double>(totals.steps * s.samples_per_step) / std::max(totals.seconds, 1e-9);
+  s.model->synchronize_buffers();  // one set of running statistics to evaluate and save
+  end.eval = evaluate(s.strategy, *s.model, *s.test_data);
+  s.strategy.check_replicas_in_sync(*s.model);
+  s.summary.final_test_loss = end.eval.loss;
+  s.summary.final_test_accuracy = end.eval.accuracy;
+  s.evaluated = true;
+  for_each_callback([&](Callback& c) { c.on_epoch_end(*s.ctx, end); });
+}
+
+TrainSummary Trainer::finish() {
+  State& s = *s_;
+  TrainSummary& summary = s.summary;
+  if (s.ctx->preempted) {  // no final evaluation or files: the requeued run finishes the job
     summary.preempted = true;
     return summary;
   }
-  if (!evaluated) {  // resumed from the run's last checkpoint: nothing left to train
-    const EvalResult eval = evaluate(strategy, model, test_data);
+  if (!s.evaluated && s.options.evaluate) {  // resumed from the run's last checkpoint: nothing left to train
+    const EvalResult eval = evaluate(s.strategy, *s.model, *s.test_data);
     summary.final_test_loss = eval.loss;
     summary.final_test_accuracy = eval.accuracy;
   }
-  if (guard.skipped() > 0)
-    chief_info(str_cat("skipped ", guard.skipped(), " step(s) with NaN/Inf gradients (nan_policy = skip)"));
-  if (timed_steps > 0) summary.samples_per_sec = static_cast<double>(timed_steps * samples_per_step) / timed_seconds;
-  if (!config.timeline.empty()) {
-    timeline.set_recording(false);
-    write_timeline(config.timeline, timeline, strategy.communicator());
+  if (s.guard->skipped() > 0)
+    chief_info(str_cat("skipped ", s.guard->skipped(), " step(s) with NaN/Inf gradients (nan_policy = skip)"));
+  if (s.timed_steps > 0)
+    summary.samples_per_sec = static_cast<double>(s.timed_steps * s.samples_per_step) / s.timed_seconds;
+  if (!s.config.timeline.empty()) {
+    s.timeline.set_recording(false);
+    write_timeline(s.config.timeline, s.timeline, s.strategy.communicator());
   }
-  for_each_callback([&](Callback& c) { c.on_train_end(ctx, summary); });
+  for_each_callback([&](Callback& c) { c.on_train_end(*s.ctx, summary); });
   return summary;
 }
 

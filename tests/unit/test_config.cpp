@@ -5,6 +5,7 @@
 
 #include "mirrored/core/error.h"
 #include "mirrored/train/config.h"
+#include "mirrored/train/library_options.h"
 
 using namespace mirrored;
 using mirrored::train::parse_train_config;
@@ -43,7 +44,7 @@ TEST(Config, ResolvedIniParsesBackToTheSameConfig) {
   const auto path = write_ini("roundtrip", train::to_ini(config));
   const auto again = parse_train_config({"--config", path});
   EXPECT_EQ(train::to_ini(again), train::to_ini(config));
-  EXPECT_EQ(again.optimizer, "adamw");
+  EXPECT_EQ(again.optimizer, train::OptimizerKind::kAdamW);
   EXPECT_EQ(again.seed, 42u);
 }
 
@@ -85,7 +86,7 @@ TEST(Config, LearningRateScheduleKeys) {
                               "lr = 0.1\nlr_schedule = step\nlr_milestones = 3,4\nlr_gamma = 0.5\n"
                               "lr_warmup_epochs = 0.5\n");
   const auto config = parse_train_config({"--config", path});
-  EXPECT_EQ(config.lr_schedule, "step");
+  EXPECT_EQ(config.lr_schedule, optim::LrScheduleKind::kStep);
   EXPECT_EQ(config.lr_milestones, (std::vector<int64_t>{3, 4}));
   EXPECT_DOUBLE_EQ(config.lr_gamma, 0.5);
   EXPECT_DOUBLE_EQ(config.lr_warmup_epochs, 0.5);
@@ -106,4 +107,135 @@ TEST(Config, InconsistentScheduleNamesFileAndKeys) {
             std::string::npos);
   EXPECT_NE(error_of({"--lr_gamma", "0"}).find("lr_gamma = '0': expected a number in (0, 1]"), std::string::npos);
   EXPECT_NE(error_of({"--lr_schedule", "linear"}).find("one of: constant, cosine, step"), std::string::npos);
+}
+
+TEST(Config, RepeatedFlagsKeepTheLastValueOverTheFile) {
+  const auto path = write_ini("repeated", "max_steps = 50\nlr = 0.1\n");
+  const auto config = parse_train_config(
+      {"--config", path, "--max_steps", "300", "--lr", "0.2", "--max_steps", "200", "--model", "cnn", "--model", "mlp"});
+  EXPECT_EQ(config.max_steps, 200);
+  EXPECT_DOUBLE_EQ(config.lr, 0.2);
+  EXPECT_EQ(config.model, train::ModelKind::kMlp);
+  // The file alone, and the file with one flag.
+  EXPECT_EQ(parse_train_config({"--config", path}).max_steps, 50);
+  EXPECT_EQ(parse_train_config({"--max_steps", "7", "--config", path}).max_steps, 7);
+  // A repeated key in the file: its last line wins too.
+  const auto twice = write_ini("repeated_in_file", "epochs = 2\nepochs = 5\n");
+  EXPECT_EQ(parse_train_config({"--config", twice}).epochs, 5);
+  // Switches and --config may repeat as well.
+  EXPECT_TRUE(parse_train_config({"--quiet", "--lr", "0.3", "--quiet"}).quiet);
+  EXPECT_EQ(parse_train_config({"--config", twice, "--config", path}).max_steps, 50);
+}
+
+TEST(Config, EnumeratedOptionsAreTypedAndListTheirNames) {
+  const auto config = parse_train_config({"--model", "resnet", "--optimizer", "adam", "--launch", "local", "--device",
+                                          "auto", "--allreduce", "hierarchical", "--grad_compression", "bf16",
+                                          "--progress", "plain", "--nan_policy", "skip", "--preemption_signal", "TERM",
+                                          "--resume", "never", "--lr_schedule", "cosine"});
+  EXPECT_EQ(config.model, train::ModelKind::kResnet);
+  EXPECT_EQ(config.optimizer, train::OptimizerKind::kAdam);
+  EXPECT_EQ(config.launch, distribute::Launch::kLocal);
+  EXPECT_EQ(config.device, distribute::DeviceChoice::kAuto);
+  EXPECT_EQ(config.allreduce, distribute::Allreduce::kHierarchical);
+  EXPECT_EQ(config.grad_compression, distribute::GradCompression::kBf16);
+  EXPECT_EQ(config.progress, train::ProgressSetting::kPlain);
+  EXPECT_EQ(config.nan_policy, train::NanPolicy::kSkip);
+  EXPECT_EQ(config.preemption_signal, train::PreemptionSignal::kTerm);
+  EXPECT_EQ(config.resume, train::ResumeMode::kNever);
+  EXPECT_EQ(config.lr_schedule, optim::LrScheduleKind::kCosine);
+  const auto again = parse_train_config({"--config", write_ini("typed_roundtrip", train::to_ini(config))});
+  EXPECT_EQ(train::to_ini(again), train::to_ini(config));
+
+  EXPECT_NE(error_of({"--device", "gpu"}).find("device = 'gpu': expected one of: auto, cpu, cuda"), std::string::npos);
+  EXPECT_NE(error_of({"--launch", "slurm"}).find("one of: auto, mpi, local"), std::string::npos);
+  EXPECT_NE(error_of({"--allreduce", "ring"}).find("one of: auto, flat, hierarchical"), std::string::npos);
+  EXPECT_NE(error_of({"--nan_policy", "ignore"}).find("one of: stop, skip"), std::string::npos);
+  EXPECT_NE(error_of({"--preemption_signal", "HUP"}).find("one of: USR1, USR2, TERM, none"), std::string::npos);
+  EXPECT_NE(error_of({"--progress", "fancy"}).find("one of: auto, bar, plain, off"), std::string::npos);
+  EXPECT_NE(error_of({"--model", "gpt"}).find("one of: mlp, cnn, resnet"), std::string::npos);
+}
+
+TEST(Config, ResumeIsAutoNeverOrAPath) {
+  EXPECT_EQ(parse_train_config({}).resume, train::ResumeMode::kAuto);
+  const auto path = parse_train_config({"--resume", "runs/a/checkpoints"});
+  EXPECT_EQ(path.resume, train::ResumeMode::kPath);
+  EXPECT_EQ(path.resume_path, "runs/a/checkpoints");
+  EXPECT_EQ(train::option_value(path, "resume"), "runs/a/checkpoints");
+}
+
+TEST(Config, OverlapModesWithBooleanAliases) {
+  EXPECT_EQ(parse_train_config({}).overlap, distribute::Overlap::kAuto);
+  EXPECT_EQ(parse_train_config({"--overlap", "thread"}).overlap, distribute::Overlap::kThread);
+  EXPECT_EQ(parse_train_config({"--overlap", "inline"}).overlap, distribute::Overlap::kInline);
+  EXPECT_EQ(parse_train_config({"--overlap", "off"}).overlap, distribute::Overlap::kOff);
+  EXPECT_EQ(parse_train_config({"--overlap", "true"}).overlap, distribute::Overlap::kThread);
+  const auto old_file = write_ini("overlap_false", "overlap = false\n");
+  const auto config = parse_train_config({"--config", old_file});
+  EXPECT_EQ(config.overlap, distribute::Overlap::kOff);
+  EXPECT_EQ(train::option_value(config, "overlap"), "off");  // printed by its canonical name
+  EXPECT_NE(train::to_ini(config).find("overlap = off"), std::string::npos);
+  EXPECT_NE(error_of({"--overlap", "yes"}).find("overlap = 'yes': expected one of: auto, thread, inline, off"),
+            std::string::npos);
+}
+
+TEST(Config, ResultChangesListOnlyKeysThatChangeTheTrainedResult) {
+  const auto before = parse_train_config({});
+  const auto operational = parse_train_config({"--out", "elsewhere", "--threads", "3", "--epochs", "9",
+                                               "--max_steps", "5", "--log_every", "1", "--overlap", "off",
+                                               "--checkpoint.keep", "9", "--progress", "off", "--resume", "never"});
+  EXPECT_TRUE(train::result_changes(before, operational).empty());
+  const auto changed = parse_train_config({"--lr", "0.1", "--optimizer", "adam", "--out", "elsewhere"});
+  const auto changes = train::result_changes(before, changed);
+  ASSERT_EQ(changes.size(), 2u);
+  EXPECT_EQ(changes[0], "optimizer sgd -> adam");
+  EXPECT_EQ(changes[1], "lr 0.050000000000000003 -> 0.10000000000000001");
+}
+
+TEST(Config, StoredIniParsesThroughTheTableIgnoringKeysOfOtherVersions) {
+  const auto stored = train::parse_config_text("lr = 0.2\nold_key = 1\n[model]\nhidden = 8\n", "stored", true);
+  EXPECT_DOUBLE_EQ(stored.lr, 0.2);
+  EXPECT_EQ(stored.hidden, (std::vector<int64_t>{8}));
+  try {
+    train::parse_config_text("old_key = 1\n", "stored", false);
+    ADD_FAILURE() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("stored: unknown key 'old_key'"), std::string::npos) << e.what();
+  }
+}
+
+TEST(LibraryOptions, ReducerStrategyModelAndOptimizerComeFromTheConfig) {
+  const auto config = parse_train_config({"--bucket_mb", "0.5", "--overlap", "off", "--grad_compression", "bf16",
+                                          "--allreduce", "flat", "--accumulate_steps", "3", "--optimizer", "adamw",
+                                          "--lr", "0.01", "--weight_decay", "0.1", "--model", "cnn", "--cnn.fc", "64",
+                                          "--launch", "local", "--device", "cuda", "--collective_timeout_s", "9"});
+  const auto options = train::library_options(config);
+  EXPECT_EQ(options.reducer.caps.bucket_bytes, 512 * 1024);
+  EXPECT_EQ(options.reducer.caps.first_bucket_bytes, 512 * 1024);
+  EXPECT_EQ(options.reducer.overlap, distribute::Overlap::kOff);
+  EXPECT_EQ(options.reducer.compression, distribute::GradCompression::kBf16);
+  EXPECT_EQ(options.strategy.allreduce, distribute::Allreduce::kFlat);
+  EXPECT_EQ(options.accumulate_steps, 3);
+  EXPECT_EQ(options.runtime.launch, distribute::Launch::kLocal);
+  EXPECT_EQ(options.runtime.device, distribute::DeviceChoice::kCuda);
+  EXPECT_DOUBLE_EQ(options.runtime.collective_timeout_s, 9.0);
+  EXPECT_EQ(options.optimizer.kind, train::OptimizerKind::kAdamW);
+  EXPECT_TRUE(options.optimizer.adam.decoupled_weight_decay);
+  EXPECT_FLOAT_EQ(options.optimizer.adam.lr, 0.01f);
+  EXPECT_FLOAT_EQ(options.optimizer.adam.weight_decay, 0.1f);
+  EXPECT_EQ(options.model.kind, train::ModelKind::kCnn);
+  EXPECT_EQ(options.model.cnn.hidden, (std::vector<int64_t>{64}));
+  EXPECT_EQ(options.train_data.global_batch, 128);
+  EXPECT_EQ(options.train_data.seed, 7u);
+  // The first bucket is capped at 1 MB so communication starts early.
+  EXPECT_EQ(train::library_options(parse_train_config({})).reducer.caps.first_bucket_bytes, 1 << 20);
+}
+
+TEST(LibraryOptions, LearningRateScheduleInSteps) {
+  const auto config = parse_train_config({"--lr_schedule", "step", "--lr_milestones", "2,3", "--epochs", "4",
+                                          "--lr_warmup_epochs", "0.5"});
+  const auto spec = train::library_options(config).lr_schedule.in_steps(10);
+  EXPECT_EQ(spec.kind, optim::LrScheduleKind::kStep);
+  EXPECT_EQ(spec.warmup_steps, 5);
+  EXPECT_EQ(spec.total_steps, 40);
+  EXPECT_EQ(spec.milestones, (std::vector<int64_t>{20, 30}));
 }

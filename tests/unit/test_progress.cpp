@@ -9,12 +9,12 @@
 using namespace mirrored::train;
 
 TEST(Progress, StyleFollowsTheTerminalUnlessForced) {
-  EXPECT_EQ(resolve_progress_style("auto", false, true), ProgressStyle::kBar);
-  EXPECT_EQ(resolve_progress_style("auto", false, false), ProgressStyle::kPlain);
-  EXPECT_EQ(resolve_progress_style("bar", false, false), ProgressStyle::kBar);
-  EXPECT_EQ(resolve_progress_style("plain", false, true), ProgressStyle::kPlain);
-  EXPECT_EQ(resolve_progress_style("off", false, true), ProgressStyle::kOff);
-  EXPECT_EQ(resolve_progress_style("bar", true, true), ProgressStyle::kOff);  // --quiet wins
+  EXPECT_EQ(resolve_progress_style(ProgressSetting::kAuto, false, true), ProgressStyle::kBar);
+  EXPECT_EQ(resolve_progress_style(ProgressSetting::kAuto, false, false), ProgressStyle::kPlain);
+  EXPECT_EQ(resolve_progress_style(ProgressSetting::kBar, false, false), ProgressStyle::kBar);
+  EXPECT_EQ(resolve_progress_style(ProgressSetting::kPlain, false, true), ProgressStyle::kPlain);
+  EXPECT_EQ(resolve_progress_style(ProgressSetting::kOff, false, true), ProgressStyle::kOff);
+  EXPECT_EQ(resolve_progress_style(ProgressSetting::kBar, true, true), ProgressStyle::kOff);  // --quiet wins
 }
 
 TEST(Progress, Durations) {

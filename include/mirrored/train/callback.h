@@ -7,6 +7,7 @@
 #include "mirrored/optim/optimizer.h"
 #include "mirrored/train/config.h"
 #include "mirrored/train/evaluate.h"
+#include "mirrored/train/train_step.h"
 
 namespace mirrored::train {
 
@@ -67,6 +68,10 @@ class Callback {
  public:
   virtual ~Callback() = default;
   virtual void on_train_begin(TrainContext&) {}
+  // `step`: the steps completed before this one.
+  virtual void on_step_begin(TrainContext&, int64_t /*step*/) {}
+  // As each phase of the step ends (train_step.h), on the thread that runs the step.
+  virtual void on_phase_end(TrainContext&, StepPhase) {}
   virtual void on_step_end(TrainContext&, const StepEnd&) {}
   virtual void on_log(TrainContext&, const LogPoint&) {}
   virtual void on_epoch_end(TrainContext&, const EpochEnd&) {}

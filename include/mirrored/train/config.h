@@ -1,13 +1,30 @@
 #pragma once
 // The training configuration: an INI file whose every key is also a command-line flag
-// (`--section.key value` overrides the file). One table of options declares the key, its
-// default, its help text, how to parse it and how to print it back, so `--help`, the
-// parser and the resolved config.ini written to the run directory cannot drift.
+// (`--section.key value` overrides the file; a flag given twice keeps its last value). One
+// table of options declares the key, its default, its help text, how to parse it, how to
+// print it back and whether it changes the trained result, so `--help`, the parser, the
+// resolved config.ini written to the run directory and the resume check cannot drift.
+//
+// Every enumerated option is parsed once, here, into its enum: an unknown name is an error
+// that lists the valid ones, and nothing downstream maps strings again. library_options.h
+// turns a TrainConfig into the library's option structs.
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "mirrored/distribute/gradient_reducer.h"
+#include "mirrored/distribute/runtime.h"
+#include "mirrored/distribute/strategy.h"
+#include "mirrored/optim/lr_schedule.h"
+
 namespace mirrored::train {
+
+enum class ModelKind { kMlp, kCnn, kResnet };
+enum class OptimizerKind { kSgd, kAdam, kAdamW };
+enum class ProgressSetting { kAuto, kBar, kPlain, kOff };
+enum class ResumeMode { kAuto, kNever, kPath };
+enum class NanPolicy { kStop, kSkip };
+enum class PreemptionSignal { kUsr1, kUsr2, kTerm, kNone };
 
 struct TrainConfig {
   std::string config_file;          // where the values came from (empty: defaults + flags)
@@ -15,7 +32,7 @@ struct TrainConfig {
   std::string train_data = "data/fashion-mnist/train.h5";
   std::string test_data = "data/fashion-mnist/test.h5";
   // model
-  std::string model = "mlp";
+  ModelKind model = ModelKind::kMlp;
   std::vector<int64_t> hidden = {256, 128};
   // model = cnn
   std::vector<int64_t> cnn_channels = {32, 64};
@@ -38,13 +55,13 @@ struct TrainConfig {
   int64_t epochs = 3;
   int64_t max_steps = 0;            // 0: no limit
   // optimizer
-  std::string optimizer = "sgd";
+  OptimizerKind optimizer = OptimizerKind::kSgd;
   double lr = 0.05;
   double momentum = 0.9;
   double weight_decay = 0.0;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   // learning-rate schedule (optim/lr_schedule.h), in epochs of the training set
-  std::string lr_schedule = "constant";  // constant | cosine | step
+  optim::LrScheduleKind lr_schedule = optim::LrScheduleKind::kConstant;
   double lr_warmup_epochs = 0.0;    // linear warmup from lr / warmup steps to lr
   double lr_min = 0.0;              // cosine: the rate at the last step
   std::vector<int64_t> lr_milestones;  // step: epochs after which the rate is multiplied by lr_gamma
@@ -54,36 +71,46 @@ struct TrainConfig {
   std::string out = "runs/default";
   int64_t log_every = 100;
   int64_t threads = 0;              // per rank; 0: cores on this host / ranks on this host
-  std::string launch = "auto";      // auto | mpi | local
-  std::string device = "cpu";       // auto | cpu | cuda
+  distribute::Launch launch = distribute::Launch::kAuto;
+  distribute::DeviceChoice device = distribute::DeviceChoice::kCpu;
   // communication
   double bucket_mb = 25.0;          // gradient bucket cap (the first bucket is capped at 1 MB)
-  bool overlap = true;              // all-reduce buckets while backward still runs
-  std::string allreduce = "auto";   // auto | flat | hierarchical (one leader per node)
-  std::string grad_compression = "none";  // none | bf16 (changes numerics)
+  distribute::Overlap overlap = distribute::Overlap::kAuto;
+  distribute::Allreduce allreduce = distribute::Allreduce::kAuto;
+  distribute::GradCompression grad_compression = distribute::GradCompression::kNone;  // bf16 changes numerics
   int64_t accumulate_steps = 1;     // micro-batches per update (one all-reduce per update)
   double collective_timeout_s = 300.0;
   std::string timeline;             // Chrome trace JSON file (empty: off)
   int64_t timeline_steps = 20;      // steps recorded in the timeline
-  std::string progress = "auto";    // auto | bar | plain | off (rank-0 progress on stderr)
+  ProgressSetting progress = ProgressSetting::kAuto;  // rank-0 progress on stderr
   bool quiet = false;               // command line only: the final result alone
   bool verbose = false;             // command line only: model summary, every log line
   // checkpoints (<out>/checkpoints) and failure handling
   int64_t checkpoint_every_steps = 0;   // 0: not by step count
   int64_t checkpoint_every_epochs = 1;  // 0: not at epoch ends
   int64_t checkpoint_keep = 3;          // newest files kept
-  std::string resume = "auto";          // auto | never | PATH (a checkpoint file or directory)
-  std::string nan_policy = "stop";      // stop | skip
-  std::string preemption_signal = "USR1";  // checkpoint and exit 7 on it: USR1 | USR2 | TERM | none
+  ResumeMode resume = ResumeMode::kAuto;
+  std::string resume_path;              // resume = kPath: a checkpoint file or directory
+  NanPolicy nan_policy = NanPolicy::kStop;
+  PreemptionSignal preemption_signal = PreemptionSignal::kUsr1;  // checkpoint and exit 7 on it
 };
 
-// Parses `args` (the words after `mirrored train`). `--config FILE` names the INI file.
-// Throws InputError(kUsage) naming the file or flag, the key and what was expected; an
-// unknown key lists the valid ones. Sets *help_requested on --help and returns defaults.
+// Parses `args` (the words after `mirrored train`). `--config FILE` names the INI file;
+// flags override it, and a flag given more than once keeps its last value. Throws
+// InputError(kUsage) naming the file or flag, the key and what was expected; an unknown
+// key or name lists the valid ones. Sets *help_requested on --help and returns defaults.
 TrainConfig parse_train_config(const std::vector<std::string>& args, bool* help_requested = nullptr);
+// INI text (a run's config.ini) through the same table. `origin` names it in errors; keys
+// this version does not know are ignored when `ignore_unknown_keys` (an older run's file).
+TrainConfig parse_config_text(const std::string& ini, const std::string& origin, bool ignore_unknown_keys = false);
 std::string train_config_help();
 std::vector<std::string> train_config_keys();
 // The resolved configuration as INI text (parses back to the same TrainConfig).
 std::string to_ini(const TrainConfig& config);
+// The printed value of one key (as in config.ini), e.g. option_value(c, "overlap") == "auto".
+std::string option_value(const TrainConfig& config, const std::string& key);
+// "key old -> new" for every option that changes what training computes (the table says
+// which) and differs between the two configurations.
+std::vector<std::string> result_changes(const TrainConfig& before, const TrainConfig& now);
 
 }  // namespace mirrored::train

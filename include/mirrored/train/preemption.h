@@ -19,18 +19,16 @@ namespace mirrored::train {
 
 class PreemptionHandler final : public Callback {
  public:
-  // Installs the handler for `signal_name` ("USR1", "USR2" or "TERM"); the destructor
+  // Installs the handler for `signal` (not kNone); the destructor
   // restores the previous one, except that a default (fatal) disposition becomes "ignore",
   // so a late warning cannot kill a run that has finished. One handler at a time.
-  explicit PreemptionHandler(const std::string& signal_name);
+  explicit PreemptionHandler(PreemptionSignal signal);
   ~PreemptionHandler() override;
   PreemptionHandler(const PreemptionHandler&) = delete;
   PreemptionHandler& operator=(const PreemptionHandler&) = delete;
 
   void on_step_end(TrainContext& ctx, const StepEnd& step) override;
 
-  // For tests: behave as if the signal had arrived on this rank.
-  static void raise_flag();
 
  private:
   int signal_ = 0;

@@ -18,8 +18,8 @@ namespace mirrored::train {
 
 enum class ProgressStyle { kBar, kPlain, kOff };
 
-// `setting` is the config's `progress` value (auto, bar, plain, off).
-ProgressStyle resolve_progress_style(const std::string& setting, bool quiet, bool stream_is_terminal);
+// `setting` is the config's `progress` value; auto means a bar on a terminal, else plain.
+ProgressStyle resolve_progress_style(ProgressSetting setting, bool quiet, bool stream_is_terminal);
 
 // "1:02:03" or "2:03" (minutes:seconds below an hour); "?" before the first estimate.
 std::string format_duration(double seconds);

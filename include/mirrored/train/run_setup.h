@@ -1,23 +1,22 @@
 #pragma once
-// Set-up shared by the training loop and `mirrored bench train`.
+// Set-up steps of a run that need the machine or the data, not only the configuration.
 #include <memory>
 #include <string>
 
+#include "mirrored/data/augment.h"
 #include "mirrored/data/dataset.h"
 #include "mirrored/distribute/cluster.h"
-#include "mirrored/distribute/distributed_dataset.h"
-#include "mirrored/train/config.h"
 
 namespace mirrored::train {
 
 // `threads` from the config, or (0) the host's cores shared evenly by its ranks.
-int threads_per_rank(const TrainConfig& config, const distribute::Cluster& cluster);
+int threads_per_rank(int64_t threads, const distribute::Cluster& cluster);
 
 // An HDF5 dataset file, loaded whole.
 std::shared_ptr<const data::Dataset> load_dataset(const std::string& path);
 
-// How the training set is sharded, shuffled and augmented. Throws InputError(kUsage) when
-// augment.crop_padding is not smaller than the images.
-distribute::DatasetOptions training_data_options(const TrainConfig& config, const Shape& sample_shape);
+// Throws InputError(kUsage) when augment.crop_padding is not smaller than the images of
+// `path` (the shift would leave nothing of them).
+void check_augment_fits(const data::AugmentOptions& augment, const Shape& sample_shape, const std::string& path);
 
 }  // namespace mirrored::train

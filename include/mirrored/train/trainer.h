@@ -1,16 +1,64 @@
 #pragma once
-// The training loop behind `mirrored train`, written against the strategy API a library
-// user would use for a custom loop. Everything around the loop is a Callback.
+// The training loop, written against the strategy API a library user would use for a
+// custom loop. Set-up (data, model, optimizer, resume) happens in the constructor; fit()
+// runs the steps (train_step.h, the one step of the project), a log point every
+// `log_every` steps, and an evaluation at each epoch end. Everything around the loop is
+// a Callback: `mirrored train` adds the standard ones, `bench train` a timing one.
+#include <cstdint>
 #include <memory>
 #include <vector>
 
 #include "mirrored/distribute/runtime.h"
+#include "mirrored/distribute/strategy.h"
 #include "mirrored/train/callback.h"
 #include "mirrored/train/config.h"
+#include "mirrored/train/library_options.h"
 
 namespace mirrored::train {
 
-// Runs the configured training with the standard callbacks plus `extra` ones.
+struct TrainerOptions {
+  bool write_files = true;  // the run directory (config.ini, metrics) and resuming from its checkpoints
+  bool evaluate = true;     // the test set at each epoch end and after training
+  int64_t steps = 0;        // > 0: exactly this many steps, past `epochs` when needed (benchmarks)
+};
+
+class Trainer {
+ public:
+  // Collective. Loads the data, builds and mirrors the model and the optimizer. Throws
+  // InputError for a configuration that does not fit the data or the world size.
+  Trainer(const TrainConfig& config, distribute::Runtime& runtime, TrainerOptions options = {});
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  // Callbacks run in the order they are added.
+  void add_callback(std::unique_ptr<Callback> callback);
+  // Collective. Resumes (when configured), trains, and returns the summary.
+  TrainSummary fit();
+
+  const TrainConfig& config() const;
+  const LibraryOptions& library() const;
+  distribute::MirroredStrategy& strategy();
+  distribute::DistributedModel& model();
+  int64_t steps_per_epoch() const;
+
+ private:
+  class BatchStream;
+  struct State;
+  void begin();
+  void run_epoch(int64_t epoch);
+  StepEnd step(int64_t epoch, int64_t step_in_epoch, BatchStream& batches);
+  void log_point(int64_t epoch);
+  void end_epoch(int64_t epoch);
+  TrainSummary finish();
+  template <typename Fn>
+  void for_each_callback(Fn&& fn);
+
+  std::unique_ptr<State> s_;
+};
+
+// `mirrored train`: the Trainer with the standard callbacks (metrics, TensorBoard,
+// progress, console, final parameters, checkpoints, preemption) plus `extra` ones.
 TrainSummary run_training(const TrainConfig& config, distribute::Runtime& runtime,
                           std::vector<std::unique_ptr<Callback>> extra = {});
 

@@ -1,0 +1,60 @@
+#pragma once
+// The one place a parsed TrainConfig becomes the library's option structs: what the
+// runtime, the strategy, the gradient reducer, the data pipeline, the model builder, the
+// optimizer and the learning-rate schedule are given. `mirrored train`, `bench train`,
+// `eval` and examples/custom_loop all build from these, so they run the same thing.
+#include <cstdint>
+
+#include "mirrored/distribute/distributed_dataset.h"
+#include "mirrored/distribute/gradient_reducer.h"
+#include "mirrored/distribute/runtime.h"
+#include "mirrored/distribute/strategy.h"
+#include "mirrored/kernels/kernels.h"
+#include "mirrored/nn/builders.h"
+#include "mirrored/optim/lr_schedule.h"
+#include "mirrored/train/config.h"
+
+namespace mirrored::train {
+
+// The architecture and its spec (num_classes is set from the data by build_model).
+struct ModelSpec {
+  ModelKind kind = ModelKind::kMlp;
+  nn::MlpSpec mlp;
+  nn::CnnSpec cnn;
+  nn::ResNetSpec resnet;
+};
+
+struct OptimizerSpec {
+  OptimizerKind kind = OptimizerKind::kSgd;
+  kernels::SgdHyper sgd;
+  kernels::AdamHyper adam;   // decoupled_weight_decay set for kAdamW
+};
+
+// The schedule in epochs; in_steps() converts once the steps per epoch are known. max_steps
+// does not bend the curve, so a run stopped by it and resumed follows the same rates as one
+// that never stopped; cosine ends with the last epoch.
+struct LrScheduleEpochs {
+  optim::LrScheduleKind kind = optim::LrScheduleKind::kConstant;
+  double base_lr = 0.05;
+  double warmup_epochs = 0.0;
+  int64_t epochs = 1;
+  double min_lr = 0.0;
+  std::vector<int64_t> milestones;  // epochs
+  double gamma = 0.1;
+  optim::LrScheduleSpec in_steps(int64_t steps_per_epoch) const;
+};
+
+struct LibraryOptions {
+  distribute::RuntimeOptions runtime;
+  distribute::StrategyOptions strategy;
+  distribute::ReducerOptions reducer;
+  int accumulate_steps = 1;                  // micro-batches per update
+  distribute::DatasetOptions train_data;     // sharding, shuffling, augmentation
+  ModelSpec model;
+  OptimizerSpec optimizer;
+  LrScheduleEpochs lr_schedule;
+};
+
+LibraryOptions library_options(const TrainConfig& config);
+
+}  // namespace mirrored::train

@@ -1,0 +1,47 @@
+#pragma once
+// The training step, written once: `mirrored train`, `mirrored bench train` (through the
+// Trainer) and a custom loop (examples/custom_loop) all call train_step().
+//
+//   for each of the model's accumulate_steps micro-batches:
+//     data -> forward -> loss -> backward (the last backward starts the bucket all-reduces)
+//   synchronize_gradients (mean over replicas and micro-batches)
+//   -> NaN/Inf guard -> optimizer step
+#include <cstdint>
+#include <functional>
+
+#include "mirrored/core/timeline.h"
+#include "mirrored/distribute/distributed_dataset.h"
+#include "mirrored/distribute/distributed_model.h"
+#include "mirrored/nn/loss.h"
+#include "mirrored/optim/optimizer.h"
+
+namespace mirrored::train {
+
+class NonFiniteGuard;
+
+enum class StepPhase { kData, kForward, kBackward, kAllreduce, kOptimizer };
+inline constexpr int kStepPhases = 5;
+const char* step_phase_name(StepPhase phase);  // "data", "forward", "backward", "all-reduce", "optimizer"
+
+struct StepHooks {
+  Timeline* timeline = nullptr;      // "data" and "optimizer" spans (the model records its own)
+  NonFiniteGuard* guard = nullptr;   // null: every update is applied
+  // Called as each phase ends; with micro-batches, data/forward/backward once per micro-batch.
+  std::function<void(StepPhase)> phase_done;
+};
+
+struct StepResult {
+  float loss = 0.0f;     // this replica's mean loss over the step's micro-batches (not reduced)
+  bool updated = true;   // false when the guard skipped the update (nan_policy = skip)
+};
+
+// The next batch of this replica; the reference stays valid until the next call.
+using NextBatch = std::function<const distribute::Batch&()>;
+
+// One update of `model` on this replica. `step` is the number of updates done before this
+// one (dropout masks and the guard's messages are keyed by it). The learning rate is the
+// optimizer's current one.
+StepResult train_step(distribute::DistributedModel& model, optim::Optimizer& optimizer, nn::CrossEntropyLoss& loss_fn,
+                      const NextBatch& next_batch, int64_t step, const StepHooks& hooks = {});
+
+}  // namespace mirrored::train

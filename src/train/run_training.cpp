@@ -1,0 +1,31 @@
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "mirrored/train/checkpointer.h"
+#include "mirrored/train/preemption.h"
+#include "mirrored/train/progress.h"
+#include "mirrored/train/standard_callbacks.h"
+#include "mirrored/train/tensorboard_logger.h"
+#include "mirrored/train/trainer.h"
+
+namespace mirrored::train {
+
+TrainSummary run_training(const TrainConfig& config, distribute::Runtime& runtime,
+                          std::vector<std::unique_ptr<Callback>> extra) {
+  Trainer trainer(config, runtime);
+  trainer.add_callback(std::make_unique<MetricsLogger>());
+  trainer.add_callback(std::make_unique<TensorBoardLogger>());
+  // Before ConsoleLogger, so a finished bar ends its line before the epoch summary prints.
+  trainer.add_callback(std::make_unique<ProgressReporter>(
+      resolve_progress_style(config.progress, config.quiet, isatty(fileno(stderr)) == 1)));
+  trainer.add_callback(std::make_unique<ConsoleLogger>());
+  trainer.add_callback(std::make_unique<FinalParametersWriter>());
+  trainer.add_callback(std::make_unique<Checkpointer>());  // after MetricsLogger: the eval record precedes it
+  if (config.preemption_signal != PreemptionSignal::kNone)
+    trainer.add_callback(std::make_unique<PreemptionHandler>(config.preemption_signal));
+  for (auto& callback : extra) trainer.add_callback(std::move(callback));
+  return trainer.fit();
+}
+
+}  // namespace mirrored::train
