@@ -50,13 +50,31 @@ const Tensor& TokenLinear::forward(const Tensor& x, Mode /*mode*/) {
   return output_;
 }
 
+const Tensor& TokenLinear::ones_column(int64_t rows, Device device) {
+  if (!ones_.defined() || ones_.dim(0) != rows || ones_.device() != device) {
+    // Filled on the host and copied once per new row count, not per step.
+    Tensor host({rows, 1});
+    float* one = host.data<float>();
+    for (int64_t i = 0; i < rows; ++i) one[i] = 1.0f;
+    ones_ = Tensor({rows, 1}, DType::kF32, device);
+    kernels::copy(host, ones_);
+  }
+  return ones_;
+}
+
 const Tensor& TokenLinear::backward(const Tensor& dy, bool need_input_grad) {
   const int64_t rows = input_.dim(0);
   MIRRORED_CHECK(dy.shape() == output_.shape(), "TokenLinear backward: dy ", shape_str(dy.shape()), " for output ",
                  shape_str(output_.shape()));
   const Tensor dy_rows = dy.reshape({rows, out_});
   kernels::gemm(true, false, 1.0f, dy_rows, input_, 1.0f, dweight_);  // dW += dy^T x
-  if (has_bias_) kernels::accumulate_bias_grad(dy_rows, dbias_);
+  if (has_bias_) {
+    // dbias += dy^T 1 as a matrix product: on a GPU, cuBLAS spreads the B * T rows over the
+    // whole device, where the column-per-thread bias kernel would walk them one by one.
+    const Tensor& ones = ones_column(rows, dy.device());
+    Tensor dbias_column = dbias_.reshape({out_, 1});
+    kernels::gemm(true, false, 1.0f, dy_rows, ones, 1.0f, dbias_column);
+  }
   if (need_input_grad) {
     ensure_shape(dinput_, with_last(dy.shape(), in_), DType::kF32, dy.device());
     Tensor dx = dinput_.reshape({rows, in_});

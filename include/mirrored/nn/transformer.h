@@ -30,6 +30,9 @@ class TokenLinear final : public Layer {
   size_t weight_index_ = 0, bias_index_ = 0;
   Tensor weight_, bias_, dweight_, dbias_;
   Tensor input_, output_, dinput_;
+  Tensor ones_;  // [rows, 1] of ones: the bias gradient as a matrix product
+
+  const Tensor& ones_column(int64_t rows, Device device);
 };
 
 // Token plus learned position embeddings: out[b, t] = wte[tokens[b, t]] + wpe[t], for
