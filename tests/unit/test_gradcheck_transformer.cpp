@@ -169,6 +169,14 @@ TEST(GradcheckTransformer, GptParameterCountMatchesGpt2Formula) {
   const int64_t c = spec.width;
   EXPECT_EQ(model.parameters().numel(),
             spec.layers * (12 * c * c + 13 * c) + (spec.vocab + spec.context) * c + 2 * c);
+  // The tied table belongs to the embedding (layer 0): the gradient reducer, which waits for
+  // a parameter's layer, reduces it only after both uses have added their part.
+  const size_t head = model.num_layers() - 1;
+  EXPECT_EQ(model.layer(head).kind(), "lm_head");
+  for (const nn::ParameterInfo& info : model.parameters().infos()) {
+    EXPECT_NE(info.layer, head) << info.name;
+    if (info.name.find("wte") != std::string::npos) EXPECT_EQ(info.layer, 0u);
+  }
 }
 
 // Dropout masks follow the global sample, not the split: two replicas of half the batch
