@@ -1,7 +1,10 @@
 #include "mirrored/nn/builders.h"
 
+#include <cmath>
+
 #include "mirrored/nn/conv.h"
 #include "mirrored/nn/layers.h"
+#include "mirrored/nn/transformer.h"
 
 namespace mirrored::nn {
 
@@ -55,6 +58,28 @@ Model resnet(const ResNetSpec& spec) {
   model.add(std::make_unique<AvgPool2d>());  // global
   model.add(std::make_unique<Flatten>());
   model.add(std::make_unique<Linear>(spec.num_classes));
+  return model;
+}
+
+Model gpt(const GptSpec& spec) {
+  MIRRORED_CHECK(spec.vocab > 0 && spec.context > 0 && spec.width > 0 && spec.heads > 0 && spec.layers > 0,
+                 "gpt needs positive vocab, context, width, heads and layers, got vocab ", spec.vocab, ", context ",
+                 spec.context, ", width ", spec.width, ", heads ", spec.heads, ", layers ", spec.layers);
+  MIRRORED_CHECK(spec.width % spec.heads == 0, "gpt: width ", spec.width, " is not a multiple of heads ",
+                 spec.heads);
+  MIRRORED_CHECK(spec.dropout >= 0.0f && spec.dropout < 1.0f, "gpt: dropout ", spec.dropout, " outside [0, 1)");
+  Model model;
+  auto embedding = std::make_unique<Embedding>(spec.vocab, spec.context, spec.width);
+  const Embedding& token_table = *embedding;  // owned by the model from here on
+  model.add(std::move(embedding));
+  if (spec.dropout > 0.0f) model.add(std::make_unique<Dropout>(spec.dropout));
+  // GPT-2 scales the projections that write into the residual stream by 1/sqrt(2 layers):
+  // each block adds two, and the stream's variance then stays O(1) with depth.
+  const float projection_std = 0.02f / std::sqrt(2.0f * static_cast<float>(spec.layers));
+  for (int64_t i = 0; i < spec.layers; ++i)
+    model.add(std::make_unique<TransformerBlock>(spec.heads, spec.dropout, projection_std));
+  model.add(std::make_unique<LayerNorm>());
+  model.add(std::make_unique<TiedLmHead>(token_table));
   return model;
 }
 

@@ -151,4 +151,43 @@ std::string cpu_blas_core_upgrade();
 // oneDNN's version ("2.6.3 (OpenMP)") when this build runs CPU convolutions on it, "" when not.
 std::string cpu_onednn_version();
 
+// ---- Transformer: activations are [B, T, C] (batch, tokens, channels), row-major; the
+// token-wise ops see them as [B * T, C] rows. Checked in src/kernels/dispatch_transformer.cpp.
+
+// out[b, t] = wte[tokens[b, t]] + wpe[t]: tokens int32 [B, T], wte [V, C], wpe [P, C] with
+// T <= P, out [B, T, C]. A token id outside [0, V) is an error on the CPU; on a GPU it
+// gives a NaN row instead (reporting it would stall the stream).
+void embedding_forward(const Tensor& tokens, const Tensor& wte, const Tensor& wpe, Tensor& out);
+// dwte[tokens[b, t]] += dout[b, t] and dwpe[t] += sum_b dout[b, t], both accumulating.
+// Deterministic: every row of dwte sums its tokens in (b, t) order on every device, so the
+// CPU and the GPU give the same bits, run after run.
+void embedding_backward(const Tensor& tokens, const Tensor& dout, Tensor& dwte, Tensor& dwpe);
+
+// Layer normalisation over the last dimension of x [..., C]:
+// y = (x - mean) * rstd * gamma + beta, rstd = 1 / sqrt(biased var + eps). mean and rstd
+// (one per row, shape [rows]) are saved for backward.
+void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& y,
+                        Tensor& mean, Tensor& rstd);
+// dx (overwritten) = rstd * (dy gamma - mean(dy gamma) - xhat mean(dy gamma xhat)) per row;
+// dgamma += sum_rows dy xhat, dbeta += sum_rows dy. `workspace` belongs to the caller (a
+// layer), sized by the op, reused across calls (the GPU's per-chunk partial sums).
+void layer_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean,
+                         const Tensor& rstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta, Tensor& workspace);
+
+// GPT-2's tanh approximation of GELU:
+// y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); dx (overwritten) = dy * y'(x).
+void gelu_forward(const Tensor& x, Tensor& y);
+void gelu_backward(const Tensor& x, const Tensor& dy, Tensor& dx);
+
+// Causal multi-head self-attention on packed projections qkv [B, T, 3C] (q, k, v side by
+// side; head h owns channels [h C/H, (h+1) C/H) of each): per (b, h),
+// probs = softmax(q k^T / sqrt(C/H)) with position t attending to positions <= t (the
+// entries above the diagonal are 0), out[b, :, head h] = probs v. probs [B, H, T, T] is
+// saved for backward.
+void attention_forward(const Tensor& qkv, int64_t heads, Tensor& out, Tensor& probs);
+// dqkv [B, T, 3C] (overwritten) from dout [B, T, C]. `workspace` as for layer_norm_backward
+// (the gradient of the scores).
+void attention_backward(const Tensor& qkv, const Tensor& probs, const Tensor& dout, int64_t heads, Tensor& dqkv,
+                        Tensor& workspace);
+
 }  // namespace mirrored::kernels

@@ -40,4 +40,20 @@ struct ResNetSpec {
 // the resolution), global average pooling, Flatten, Linear to num_classes.
 Model resnet(const ResNetSpec& spec);
 
+struct GptSpec {
+  int64_t vocab = 50257;
+  int64_t context = 1024;  // the longest sequence (rows of the position table)
+  int64_t width = 768;
+  int64_t heads = 12;
+  int64_t layers = 12;
+  float dropout = 0.0f;    // after the embeddings, the attention projection and the MLP
+};
+// GPT-2: token + position Embedding [-> Dropout], `layers` pre-LayerNorm TransformerBlocks,
+// a final LayerNorm and an output head tied to the token table (transformer.h). Inputs are
+// int32 token ids: build with the per-sample shape {T}, T <= context; the output is logits
+// [B, T, vocab], for a cross-entropy over B * T rows against the next tokens. Initialised as
+// GPT-2: weights and tables ~ normal(0, 0.02), the residual projections'
+// 0.02 / sqrt(2 layers), biases 0, LayerNorm gamma 1 and beta 0. Not yet built.
+Model gpt(const GptSpec& spec);
+
 }  // namespace mirrored::nn

@@ -50,7 +50,8 @@ class Layer {
   // The model's run context (stable for the model's lifetime). Composite layers pass it on.
   virtual void attach(const RunContext* context) { context_ = context; }
 
-  // x: [batch, ...input]. Returns the output, valid until the next forward.
+  // x: [batch, ...input]. Returns the output, valid until the next forward. Float32,
+  // except a model's input, which its first layer alone reads: Embedding takes int32 ids.
   virtual const Tensor& forward(const Tensor& x, Mode mode) = 0;
   // dy: gradient w.r.t. the last forward's output. Accumulates parameter gradients and
   // returns the gradient w.r.t. the input (undefined when !need_input_grad).

@@ -71,4 +71,21 @@ int threads();
 std::string blas_core();
 std::string better_blas_core();
 
+// ---- Transformer (kernels.h, "Transformer"). rows = B * T; x-like buffers are [rows, c].
+// Token ids outside [0, vocab) fail a check.
+void embedding_forward(const int32_t* tokens, const float* wte, const float* wpe, int64_t batch, int64_t tokens_per_row,
+                       int64_t vocab, int64_t c, float* out);
+void embedding_backward(const int32_t* tokens, const float* dout, int64_t batch, int64_t tokens_per_row, int64_t vocab,
+                        int64_t c, float* dwte, float* dwpe);
+void layer_norm_forward(const float* x, const float* gamma, const float* beta, float eps, int64_t rows, int64_t c,
+                        float* y, float* mean, float* rstd);
+void layer_norm_backward(const float* x, const float* dy, const float* gamma, const float* mean, const float* rstd,
+                         int64_t rows, int64_t c, float* dx, float* dgamma, float* dbeta);
+void gelu_forward(const float* x, float* y, int64_t n);
+void gelu_backward(const float* x, const float* dy, float* dx, int64_t n);
+// qkv [b, t, 3c], out [b, t, c], probs [b, heads, t, t]; backward's `dscores` is [t, t] of scratch.
+void attention_forward(const float* qkv, int64_t b, int64_t t, int64_t c, int64_t heads, float* out, float* probs);
+void attention_backward(const float* qkv, const float* probs, const float* dout, int64_t b, int64_t t, int64_t c,
+                        int64_t heads, float* dqkv, float* dscores);
+
 }  // namespace mirrored::kernels::cpu

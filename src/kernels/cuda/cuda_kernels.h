@@ -113,4 +113,31 @@ void bf16_to_float(const uint16_t* in, float* out, int64_t n, float scale, cudaS
 // x *= alpha on `stream` (the communication stream scales reduced buckets).
 void scale_on(cudaStream_t stream, float* x, int64_t n, float alpha);
 
+// ---- Transformer (kernels.h, "Transformer"); semantics as the CPU kernels (cpu_kernels.h).
+// No atomics: every reduction has a fixed order, so results repeat bit for bit.
+
+// Token ids outside [0, vocab) give a NaN row (forward) and are skipped (backward).
+void embedding_forward(Context& ctx, const int32_t* tokens, const float* wte, const float* wpe, int64_t batch,
+                       int64_t tokens_per_row, int64_t vocab, int64_t c, float* out);
+// The CPU's sums bit for bit: each row of dwte adds its tokens in (b, t) order.
+void embedding_backward(Context& ctx, const int32_t* tokens, const float* dout, int64_t batch,
+                        int64_t tokens_per_row, int64_t vocab, int64_t c, float* dwte, float* dwpe);
+void layer_norm_forward(Context& ctx, const float* x, const float* gamma, const float* beta, float eps, int64_t rows,
+                        int64_t c, float* y, float* mean, float* rstd);
+// Floats of workspace layer_norm_backward needs (per-chunk partial sums of dgamma, dbeta).
+int64_t layer_norm_backward_workspace_floats(int64_t rows, int64_t c);
+void layer_norm_backward(Context& ctx, const float* x, const float* dy, const float* gamma, const float* mean,
+                         const float* rstd, int64_t rows, int64_t c, float* dx, float* dgamma, float* dbeta,
+                         float* workspace);
+void gelu_forward(Context& ctx, const float* x, float* y, int64_t n);
+void gelu_backward(Context& ctx, const float* x, const float* dy, float* dx, int64_t n);
+// cuBLAS strided-batched products over the heads of one sequence at a time, fused causal
+// softmax kernels in between.
+void attention_forward(Context& ctx, const float* qkv, int64_t b, int64_t t, int64_t c, int64_t heads, float* out,
+                       float* probs);
+// Floats of workspace attention_backward needs: the score gradients of one sequence.
+int64_t attention_backward_workspace_floats(int64_t t, int64_t heads);
+void attention_backward(Context& ctx, const float* qkv, const float* probs, const float* dout, int64_t b, int64_t t,
+                        int64_t c, int64_t heads, float* dqkv, float* workspace);
+
 }  // namespace mirrored::kernels::cuda

@@ -1,0 +1,160 @@
+#pragma once
+// Layers of a GPT-style language model. Activations are [B, T, C] (batch, tokens,
+// channels); the model's input is int32 token ids [B, T] (per-sample shape [T]), which
+// only Embedding consumes. Token-wise layers act on the last dimension.
+#include <memory>
+
+#include "mirrored/nn/layer.h"
+
+namespace mirrored::nn {
+
+class Dropout;
+
+// y[..., out] = x[..., in] W^T + b, W [out, in], on the last dimension (unlike Linear, which
+// flattens each sample). GPT-2 init: W ~ normal(0, init_std), b = 0.
+class TokenLinear final : public Layer {
+ public:
+  TokenLinear(int64_t out_features, float init_std, bool bias = true);
+  std::string kind() const override { return "token_linear"; }
+  Shape build(const Shape& input, const std::string& prefix, size_t layer_index, ParameterArena& arena) override;
+  void bind(ParameterArena& arena) override;
+  void initialize(Rng& rng) override;
+  const Tensor& forward(const Tensor& x, Mode mode) override;
+  const Tensor& backward(const Tensor& dy, bool need_input_grad) override;
+  const Tensor& forward_output() const { return output_; }  // the last forward's
+
+ private:
+  int64_t in_ = 0, out_;
+  float init_std_;
+  bool has_bias_;
+  size_t weight_index_ = 0, bias_index_ = 0;
+  Tensor weight_, bias_, dweight_, dbias_;
+  Tensor input_, output_, dinput_;
+  Tensor ones_;  // [rows, 1] of ones: the bias gradient as a matrix product
+
+  const Tensor& ones_column(int64_t rows, Device device);
+};
+
+// Token plus learned position embeddings: out[b, t] = wte[tokens[b, t]] + wpe[t], for
+// int32 tokens [B, T] with T <= context. Both tables ~ normal(0, 0.02). The token table
+// also serves as the output head's weight (TiedLmHead); its gradient accumulates both
+// uses. Token ids get no gradient: this is a model's first layer.
+class Embedding final : public Layer {
+ public:
+  Embedding(int64_t vocab, int64_t context, int64_t width);
+  std::string kind() const override { return "embedding"; }
+  Shape build(const Shape& input, const std::string& prefix, size_t layer_index, ParameterArena& arena) override;
+  void bind(ParameterArena& arena) override;
+  void initialize(Rng& rng) override;
+  const Tensor& forward(const Tensor& tokens, Mode mode) override;
+  const Tensor& backward(const Tensor& dy, bool need_input_grad) override;
+
+  size_t token_table_index() const { return wte_index_; }  // in the arena, after build()
+  int64_t vocab() const { return vocab_; }
+  int64_t width() const { return width_; }
+
+ private:
+  int64_t vocab_, context_, width_;
+  size_t wte_index_ = 0, wpe_index_ = 0;
+  Tensor wte_, wpe_, dwte_, dwpe_;
+  Tensor tokens_, output_, no_input_grad_;
+};
+
+// logits[b, t] = x[b, t] wte^T with the embedding's token table (weight tying): no
+// parameters of its own. The Embedding must be built (an earlier layer) before this one.
+class TiedLmHead final : public Layer {
+ public:
+  explicit TiedLmHead(const Embedding& embedding) : embedding_(embedding) {}
+  std::string kind() const override { return "lm_head"; }
+  Shape build(const Shape& input, const std::string& prefix, size_t layer_index, ParameterArena& arena) override;
+  void bind(ParameterArena& arena) override;
+  const Tensor& forward(const Tensor& x, Mode mode) override;
+  const Tensor& backward(const Tensor& dy, bool need_input_grad) override;
+
+ private:
+  const Embedding& embedding_;
+  Tensor wte_, dwte_;
+  Tensor input_, output_, dinput_;
+};
+
+// Layer normalisation over the last dimension (eps 1e-5, PyTorch's default); gamma 1, beta 0.
+class LayerNorm final : public Layer {
+ public:
+  explicit LayerNorm(float eps = 1e-5f) : eps_(eps) {}
+  std::string kind() const override { return "layernorm"; }
+  Shape build(const Shape& input, const std::string& prefix, size_t layer_index, ParameterArena& arena) override;
+  void bind(ParameterArena& arena) override;
+  void initialize(Rng& rng) override;
+  const Tensor& forward(const Tensor& x, Mode mode) override;
+  const Tensor& backward(const Tensor& dy, bool need_input_grad) override;
+
+ private:
+  float eps_;
+  size_t gamma_index_ = 0, beta_index_ = 0;
+  Tensor gamma_, beta_, dgamma_, dbeta_;
+  Tensor input_, output_, mean_, rstd_, dinput_, workspace_;
+};
+
+// GPT-2's tanh-approximated GELU.
+class Gelu final : public Layer {
+ public:
+  std::string kind() const override { return "gelu"; }
+  Shape build(const Shape& input, const std::string&, size_t, ParameterArena&) override { return input; }
+  const Tensor& forward(const Tensor& x, Mode mode) override;
+  const Tensor& backward(const Tensor& dy, bool need_input_grad) override;
+
+ private:
+  Tensor input_, output_, dinput_;
+};
+
+// Causal multi-head self-attention: qkv = x W_qkv^T + b (one [3C, C] projection), attention
+// per head over positions <= t, then the output projection (init std `projection_std`,
+// GPT-2 scales it by 1/sqrt(2 layers)) and, when dropout > 0, residual dropout.
+class CausalSelfAttention final : public Layer {
+ public:
+  CausalSelfAttention(int64_t heads, float dropout, float projection_std);
+  ~CausalSelfAttention() override;
+  std::string kind() const override { return "attention"; }
+  Shape build(const Shape& input, const std::string& prefix, size_t layer_index, ParameterArena& arena) override;
+  void bind(ParameterArena& arena) override;
+  void initialize(Rng& rng) override;
+  void attach(const RunContext* context) override;
+  const Tensor& forward(const Tensor& x, Mode mode) override;
+  const Tensor& backward(const Tensor& dy, bool need_input_grad) override;
+
+ private:
+  int64_t heads_;
+  float projection_std_;
+  std::unique_ptr<TokenLinear> qkv_, projection_;  // created by build(), once the width is known
+  std::unique_ptr<Dropout> dropout_;  // null when dropout == 0
+  Tensor attended_, probs_, dqkv_, workspace_;
+};
+
+// A pre-LayerNorm GPT block: x + attention(ln1(x)), then h + mlp(ln2(h)) with
+// mlp = Linear(4C) -> GELU -> Linear(C) [-> Dropout].
+class TransformerBlock final : public Layer {
+ public:
+  TransformerBlock(int64_t heads, float dropout, float projection_std);
+  ~TransformerBlock() override;
+  std::string kind() const override { return "block"; }
+  Shape build(const Shape& input, const std::string& prefix, size_t layer_index, ParameterArena& arena) override;
+  void bind(ParameterArena& arena) override;
+  void initialize(Rng& rng) override;
+  void attach(const RunContext* context) override;
+  const Tensor& forward(const Tensor& x, Mode mode) override;
+  const Tensor& backward(const Tensor& dy, bool need_input_grad) override;
+
+ private:
+  float projection_std_;
+  std::unique_ptr<LayerNorm> ln1_, ln2_;
+  std::unique_ptr<CausalSelfAttention> attention_;
+  std::unique_ptr<TokenLinear> fc_, fc_projection_;  // created by build(), once the width is known
+  std::unique_ptr<Gelu> gelu_;
+  std::unique_ptr<Dropout> dropout_;  // null when dropout == 0
+  Tensor residual_, output_, dresidual_, dinput_;
+
+  template <typename F>
+  void for_each_layer(F&& f);
+};
+
+}  // namespace mirrored::nn

@@ -1,0 +1,215 @@
+// The checked entry points of the transformer ops (kernels.h, "Transformer"): shapes,
+// dtypes and devices are enforced here, then the CPU or CUDA kernel runs.
+#include <initializer_list>
+
+#include "cpu/cpu_kernels.h"
+#include "mirrored/kernels/kernels.h"
+
+#ifdef MIRRORED_WITH_CUDA
+#include "cuda/cuda_kernels.h"
+#endif
+
+namespace mirrored::kernels {
+namespace {
+
+// Every tensor exists and all live on one device; true when it is a GPU.
+bool transformer_on_cuda(const char* op, std::initializer_list<const Tensor*> tensors) {
+  const Tensor& first = **tensors.begin();
+  for (const Tensor* t : tensors) {
+    MIRRORED_CHECK(t->defined(), op, ": undefined tensor");
+    MIRRORED_CHECK(t->device() == first.device(), op, ": tensors on ", first.device().str(), " and ",
+                   t->device().str());
+  }
+#ifndef MIRRORED_WITH_CUDA
+  MIRRORED_CHECK(!first.device().is_cuda(), op, ": this build of mirrored has no CUDA support");
+#endif
+  return first.device().is_cuda();
+}
+
+#ifdef MIRRORED_WITH_CUDA
+#define MIRRORED_TRANSFORMER_CUDA(tensor, fn, ...) \
+  return cuda::fn(cuda::context((tensor).device().index), __VA_ARGS__)
+#else
+#define MIRRORED_TRANSFORMER_CUDA(tensor, fn, ...) return
+#endif
+
+void require_floats(const char* op, std::initializer_list<const Tensor*> tensors) {
+  for (const Tensor* t : tensors)
+    MIRRORED_CHECK(t->dtype() == DType::kF32, op, ": expected float32, got ", dtype_name(t->dtype()));
+}
+
+void require_shape(const char* op, const char* what, const Tensor& t, const Shape& expected) {
+  MIRRORED_CHECK(t.shape() == expected, op, ": ", what, " is ", shape_str(t.shape()), ", expected ",
+                 shape_str(expected));
+}
+
+// The channel count of x [..., C] and its number of rows (the product of the rest).
+struct Rows {
+  int64_t rows = 0, c = 0;
+};
+Rows rows_of(const char* op, const Tensor& x) {
+  MIRRORED_CHECK(x.rank() >= 1, op, ": expected [..., C], got a scalar");
+  Rows r;
+  r.c = x.dim(x.rank() - 1);
+  MIRRORED_CHECK(r.c > 0, op, ": no channels in ", shape_str(x.shape()));
+  r.rows = x.numel() / r.c;
+  return r;
+}
+
+// The embedding operands: tokens int32 [B, T], wte [V, C], wpe [P, C], T <= P.
+struct EmbeddingShape {
+  int64_t batch = 0, tokens = 0, vocab = 0, c = 0;
+};
+EmbeddingShape embedding_shape(const char* op, const Tensor& tokens, const Tensor& wte, const Tensor& wpe,
+                               const Tensor& activations) {
+  MIRRORED_CHECK(tokens.dtype() == DType::kI32, op, ": token ids must be int32, got ", dtype_name(tokens.dtype()));
+  MIRRORED_CHECK(tokens.rank() == 2, op, ": token ids must be [B, T], got ", shape_str(tokens.shape()));
+  MIRRORED_CHECK(wte.rank() == 2 && wpe.rank() == 2 && wte.dim(1) == wpe.dim(1), op, ": wte ",
+                 shape_str(wte.shape()), " and wpe ", shape_str(wpe.shape()), " must be [V, C] and [P, C]");
+  EmbeddingShape s{tokens.dim(0), tokens.dim(1), wte.dim(0), wte.dim(1)};
+  MIRRORED_CHECK(s.tokens <= wpe.dim(0), op, ": ", s.tokens, " tokens per sequence, but only ", wpe.dim(0),
+                 " positions");
+  require_floats(op, {&wte, &wpe, &activations});
+  require_shape(op, "the activations", activations, {s.batch, s.tokens, s.c});
+  return s;
+}
+
+struct AttentionShape {
+  int64_t b = 0, t = 0, c = 0;
+};
+AttentionShape attention_shape(const char* op, const Tensor& qkv, int64_t heads) {
+  MIRRORED_CHECK(qkv.rank() == 3 && qkv.dim(2) % 3 == 0, op, ": qkv must be [B, T, 3C], got ",
+                 shape_str(qkv.shape()));
+  AttentionShape s{qkv.dim(0), qkv.dim(1), qkv.dim(2) / 3};
+  MIRRORED_CHECK(heads > 0 && s.c % heads == 0, op, ": ", heads, " heads do not divide ", s.c, " channels");
+  return s;
+}
+
+}  // namespace
+
+void embedding_forward(const Tensor& tokens, const Tensor& wte, const Tensor& wpe, Tensor& out) {
+  const char* op = "embedding_forward";
+  const bool cuda = transformer_on_cuda(op, {&tokens, &wte, &wpe, &out});
+  const EmbeddingShape s = embedding_shape(op, tokens, wte, wpe, out);
+  if (cuda)
+    MIRRORED_TRANSFORMER_CUDA(out, embedding_forward, tokens.data<int32_t>(), wte.data<float>(), wpe.data<float>(),
+                              s.batch, s.tokens, s.vocab, s.c, out.data<float>());
+  cpu::embedding_forward(tokens.data<int32_t>(), wte.data<float>(), wpe.data<float>(), s.batch, s.tokens, s.vocab,
+                         s.c, out.data<float>());
+}
+
+void embedding_backward(const Tensor& tokens, const Tensor& dout, Tensor& dwte, Tensor& dwpe) {
+  const char* op = "embedding_backward";
+  const bool cuda = transformer_on_cuda(op, {&tokens, &dout, &dwte, &dwpe});
+  const EmbeddingShape s = embedding_shape(op, tokens, dwte, dwpe, dout);
+  if (cuda)
+    MIRRORED_TRANSFORMER_CUDA(dout, embedding_backward, tokens.data<int32_t>(), dout.data<float>(), s.batch, s.tokens,
+                              s.vocab, s.c, dwte.data<float>(), dwpe.data<float>());
+  cpu::embedding_backward(tokens.data<int32_t>(), dout.data<float>(), s.batch, s.tokens, s.vocab, s.c,
+                          dwte.data<float>(), dwpe.data<float>());
+}
+
+void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& y,
+                        Tensor& mean, Tensor& rstd) {
+  const char* op = "layer_norm_forward";
+  const bool cuda = transformer_on_cuda(op, {&x, &gamma, &beta, &y, &mean, &rstd});
+  require_floats(op, {&x, &gamma, &beta, &y, &mean, &rstd});
+  const Rows r = rows_of(op, x);
+  require_shape(op, "gamma", gamma, {r.c});
+  require_shape(op, "beta", beta, {r.c});
+  require_shape(op, "y", y, x.shape());
+  require_shape(op, "mean", mean, {r.rows});
+  require_shape(op, "rstd", rstd, {r.rows});
+  MIRRORED_CHECK(eps > 0.0f, op, ": eps ", eps, " must be positive");
+  if (cuda)
+    MIRRORED_TRANSFORMER_CUDA(x, layer_norm_forward, x.data<float>(), gamma.data<float>(), beta.data<float>(), eps,
+                              r.rows, r.c, y.data<float>(), mean.data<float>(), rstd.data<float>());
+  cpu::layer_norm_forward(x.data<float>(), gamma.data<float>(), beta.data<float>(), eps, r.rows, r.c, y.data<float>(),
+                          mean.data<float>(), rstd.data<float>());
+}
+
+void layer_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean,
+                         const Tensor& rstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta, Tensor& workspace) {
+  const char* op = "layer_norm_backward";
+  const bool cuda = transformer_on_cuda(op, {&x, &dy, &gamma, &mean, &rstd, &dx, &dgamma, &dbeta});
+  require_floats(op, {&x, &dy, &gamma, &mean, &rstd, &dx, &dgamma, &dbeta});
+  const Rows r = rows_of(op, x);
+  require_shape(op, "dy", dy, x.shape());
+  require_shape(op, "dx", dx, x.shape());
+  require_shape(op, "gamma", gamma, {r.c});
+  require_shape(op, "dgamma", dgamma, {r.c});
+  require_shape(op, "dbeta", dbeta, {r.c});
+  require_shape(op, "mean", mean, {r.rows});
+  require_shape(op, "rstd", rstd, {r.rows});
+#ifdef MIRRORED_WITH_CUDA
+  if (cuda) {
+    ensure_shape(workspace, {cuda::layer_norm_backward_workspace_floats(r.rows, r.c)}, DType::kF32, x.device());
+    MIRRORED_TRANSFORMER_CUDA(x, layer_norm_backward, x.data<float>(), dy.data<float>(), gamma.data<float>(),
+                              mean.data<float>(), rstd.data<float>(), r.rows, r.c, dx.data<float>(),
+                              dgamma.data<float>(), dbeta.data<float>(), workspace.data<float>());
+  }
+#else
+  (void)cuda;
+  (void)workspace;
+#endif
+  cpu::layer_norm_backward(x.data<float>(), dy.data<float>(), gamma.data<float>(), mean.data<float>(),
+                           rstd.data<float>(), r.rows, r.c, dx.data<float>(), dgamma.data<float>(),
+                           dbeta.data<float>());
+}
+
+void gelu_forward(const Tensor& x, Tensor& y) {
+  const char* op = "gelu_forward";
+  const bool cuda = transformer_on_cuda(op, {&x, &y});
+  require_floats(op, {&x, &y});
+  require_shape(op, "y", y, x.shape());
+  if (cuda) MIRRORED_TRANSFORMER_CUDA(x, gelu_forward, x.data<float>(), y.data<float>(), x.numel());
+  cpu::gelu_forward(x.data<float>(), y.data<float>(), x.numel());
+}
+
+void gelu_backward(const Tensor& x, const Tensor& dy, Tensor& dx) {
+  const char* op = "gelu_backward";
+  const bool cuda = transformer_on_cuda(op, {&x, &dy, &dx});
+  require_floats(op, {&x, &dy, &dx});
+  require_shape(op, "dy", dy, x.shape());
+  require_shape(op, "dx", dx, x.shape());
+  if (cuda) MIRRORED_TRANSFORMER_CUDA(x, gelu_backward, x.data<float>(), dy.data<float>(), dx.data<float>(), x.numel());
+  cpu::gelu_backward(x.data<float>(), dy.data<float>(), dx.data<float>(), x.numel());
+}
+
+void attention_forward(const Tensor& qkv, int64_t heads, Tensor& out, Tensor& probs) {
+  const char* op = "attention_forward";
+  const bool cuda = transformer_on_cuda(op, {&qkv, &out, &probs});
+  require_floats(op, {&qkv, &out, &probs});
+  const AttentionShape s = attention_shape(op, qkv, heads);
+  require_shape(op, "out", out, {s.b, s.t, s.c});
+  require_shape(op, "probs", probs, {s.b, heads, s.t, s.t});
+  if (cuda)
+    MIRRORED_TRANSFORMER_CUDA(qkv, attention_forward, qkv.data<float>(), s.b, s.t, s.c, heads, out.data<float>(),
+                              probs.data<float>());
+  cpu::attention_forward(qkv.data<float>(), s.b, s.t, s.c, heads, out.data<float>(), probs.data<float>());
+}
+
+void attention_backward(const Tensor& qkv, const Tensor& probs, const Tensor& dout, int64_t heads, Tensor& dqkv,
+                        Tensor& workspace) {
+  const char* op = "attention_backward";
+  const bool cuda = transformer_on_cuda(op, {&qkv, &probs, &dout, &dqkv});
+  require_floats(op, {&qkv, &probs, &dout, &dqkv});
+  const AttentionShape s = attention_shape(op, qkv, heads);
+  require_shape(op, "probs", probs, {s.b, heads, s.t, s.t});
+  require_shape(op, "dout", dout, {s.b, s.t, s.c});
+  require_shape(op, "dqkv", dqkv, qkv.shape());
+#ifdef MIRRORED_WITH_CUDA
+  if (cuda) {
+    ensure_shape(workspace, {cuda::attention_backward_workspace_floats(s.t, heads)}, DType::kF32, qkv.device());
+    MIRRORED_TRANSFORMER_CUDA(qkv, attention_backward, qkv.data<float>(), probs.data<float>(), dout.data<float>(),
+                              s.b, s.t, s.c, heads, dqkv.data<float>(), workspace.data<float>());
+  }
+#else
+  (void)cuda;
+#endif
+  ensure_shape(workspace, {s.t, s.t}, DType::kF32, qkv.device());  // one (batch, head) at a time
+  cpu::attention_backward(qkv.data<float>(), probs.data<float>(), dout.data<float>(), s.b, s.t, s.c, heads,
+                          dqkv.data<float>(), workspace.data<float>());
+}
+
+}  // namespace mirrored::kernels

@@ -1,0 +1,66 @@
+#include "mirrored/kernels/kernels.h"
+#include "mirrored/nn/conv.h"
+#include "mirrored/nn/transformer.h"
+
+namespace mirrored::nn {
+
+CausalSelfAttention::CausalSelfAttention(int64_t heads, float dropout, float projection_std)
+    : heads_(heads), projection_std_(projection_std) {
+  MIRRORED_CHECK(heads > 0, "CausalSelfAttention needs at least one head, got ", heads);
+  if (dropout > 0.0f) dropout_ = std::make_unique<Dropout>(dropout);
+}
+
+CausalSelfAttention::~CausalSelfAttention() = default;
+
+Shape CausalSelfAttention::build(const Shape& input, const std::string& prefix, size_t layer_index,
+                                 ParameterArena& arena) {
+  MIRRORED_CHECK(input.size() == 2, "CausalSelfAttention expects samples of [T, C], got ", shape_str(input));
+  const int64_t width = input[1];
+  MIRRORED_CHECK(width % heads_ == 0, "CausalSelfAttention: ", heads_, " heads do not divide width ", width);
+  qkv_ = std::make_unique<TokenLinear>(3 * width, 0.02f);
+  projection_ = std::make_unique<TokenLinear>(width, projection_std_);
+  qkv_->build(input, prefix + "qkv.", layer_index, arena);
+  Shape shape = projection_->build(input, prefix + "proj.", layer_index, arena);
+  if (dropout_) shape = dropout_->build(shape, prefix + "dropout.", layer_index, arena);
+  return shape;
+}
+
+void CausalSelfAttention::bind(ParameterArena& arena) {
+  qkv_->bind(arena);
+  projection_->bind(arena);
+}
+
+void CausalSelfAttention::initialize(Rng& rng) {
+  qkv_->initialize(rng);
+  projection_->initialize(rng);
+}
+
+void CausalSelfAttention::attach(const RunContext* context) {
+  Layer::attach(context);
+  qkv_->attach(context);
+  projection_->attach(context);
+  if (dropout_) dropout_->attach(context);
+}
+
+const Tensor& CausalSelfAttention::forward(const Tensor& x, Mode mode) {
+  MIRRORED_CHECK(x.rank() == 3, "CausalSelfAttention expects [B, T, C], got ", shape_str(x.shape()));
+  const int64_t b = x.dim(0), t = x.dim(1), c = x.dim(2);
+  const Tensor& qkv = qkv_->forward(x, mode);
+  ensure_shape(attended_, {b, t, c}, DType::kF32, x.device());
+  ensure_shape(probs_, {b, heads_, t, t}, DType::kF32, x.device());
+  kernels::attention_forward(qkv, heads_, attended_, probs_);
+  const Tensor& y = projection_->forward(attended_, mode);
+  return dropout_ ? dropout_->forward(y, mode) : y;
+}
+
+const Tensor& CausalSelfAttention::backward(const Tensor& dy, bool need_input_grad) {
+  const Tensor& dprojected = dropout_ ? dropout_->backward(dy, true) : dy;
+  const Tensor& dattended = projection_->backward(dprojected, true);
+  // qkv_'s output is still the last forward's (nothing ran it since).
+  const Tensor& qkv = qkv_->forward_output();
+  ensure_shape(dqkv_, qkv.shape(), DType::kF32, dy.device());
+  kernels::attention_backward(qkv, probs_, dattended, heads_, dqkv_, workspace_);
+  return qkv_->backward(dqkv_, need_input_grad);
+}
+
+}  // namespace mirrored::nn
