@@ -197,7 +197,7 @@ TEST_P(ConvFamilyOn, BatchNormForwardAndBackwardMatchTheDefinition) {
 
 TEST_P(ConvFamilyOn, StatisticsOfAnEmptyBatchAreRefusedOrNaN) {
   // The CPU checks the count on the host; on CUDA it stays on the device, and an empty
-  // batch shows up as NaN instead (see dispatch.cpp).
+  // batch shows up as NaN instead (see dispatch_norm.cpp).
   const Tensor x = on_device(Tensor({0, 2, 3}));
   Tensor shift = on_device(Tensor({2})), sums = on_device(Tensor({5})), mean = on_device(Tensor({2}));
   Tensor invstd = on_device(Tensor({2})), rm = on_device(Tensor({2})), rv = on_device(Tensor::from({1, 1}, {2}));

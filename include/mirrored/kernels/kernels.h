@@ -1,7 +1,8 @@
 #pragma once
 // The op set. Every op takes Tensors and runs on the device they live on: the CPU
 // implementation is in src/kernels/cpu/, the CUDA one (same header) in src/kernels/cuda/.
-// Shapes are checked here, once, in the dispatching layer (src/kernels/dispatch.cpp).
+// Shapes are checked once, in the dispatching layer (src/kernels/dispatch_*.cpp, one file
+// per op family).
 //
 // Conventions: row-major; activations are [batch, features] for dense ops; "accumulate"
 // ops add into their output (parameter gradients accumulate until zeroed, which is what

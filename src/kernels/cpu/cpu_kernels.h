@@ -1,5 +1,5 @@
 #pragma once
-// CPU implementations of the op set, on raw row-major buffers. Callers (dispatch.cpp) have
+// CPU implementations of the op set, on raw row-major buffers. Callers (dispatch_*.cpp) have
 // already checked shapes, dtypes and devices; these functions only compute.
 #include <cstdint>
 #include <string>

@@ -1,5 +1,5 @@
 #pragma once
-// CUDA implementations of the op set (kernels.h), on raw device buffers. dispatch.cpp has
+// CUDA implementations of the op set (kernels.h), on raw device buffers. dispatch_*.cpp have
 // checked shapes, dtypes and devices; these functions only compute. Everything runs on
 // the device's compute stream (core/cuda_resources.h), in issue order, so a caller never
 // synchronises between ops; the few ops that return a value to the host
