@@ -49,7 +49,11 @@ void copy(const Tensor& src, Tensor& dst) {
   // Views are always contiguous, so a copy is one block whichever devices are involved.
   if (src.device().is_cpu() && dst.device().is_cpu()) {
     std::memmove(dst.raw(), src.raw(), src.bytes());
+  } else if (src.device() == dst.device()) {
+    // Within one GPU: queued on its compute stream, no host wait (a per-step copy).
+    cuda_copy_on_device(dst.raw(), src.raw(), src.bytes(), dst.device().index);
   } else {
+    // To or from the host (which may read the result at once), or between GPUs.
     cuda_copy(dst.raw(), src.raw(), src.bytes());
   }
 }

@@ -260,9 +260,8 @@ INSTANTIATE_TEST_SUITE_P(Devices, ConvFamilyOn, ::testing::ValuesIn(testing::kTe
 
 // ---- CPU vs GPU on larger random inputs -----------------------------------------------------
 
-class ConvFamilyCpuGpu : public ::testing::Test {
+class ConvFamilyCpuGpu : public testing::CudaTest {
  protected:
-  void SetUp() override { MIRRORED_SKIP_WITHOUT_CUDA(); }
   static Tensor gpu(const Tensor& t) { return testing::to_device(t, Device::cuda(0)); }
 };
 

@@ -193,9 +193,8 @@ INSTANTIATE_TEST_SUITE_P(Devices, KernelsOn, ::testing::ValuesIn(testing::kTestD
 
 // ---- CPU vs GPU on larger random inputs -------------------------------------------------
 
-class CpuGpuAgreement : public ::testing::Test {
+class CpuGpuAgreement : public testing::CudaTest {
  protected:
-  void SetUp() override { MIRRORED_SKIP_WITHOUT_CUDA(); }
   static Tensor gpu(const Tensor& t) { return testing::to_device(t, Device::cuda(0)); }
 };
 

@@ -41,7 +41,8 @@ CrossEntropyResult softmax_cross_entropy(const Tensor& logits, const Tensor& lab
 void scale(Tensor& x, float alpha);
 // y += alpha * x
 void axpy(float alpha, const Tensor& x, Tensor& y);
-// dst = src (same shape; any devices)
+// dst = src (same shape; any devices). Within one GPU it is queued on the compute stream;
+// a copy to or from the host returns once the host side may be used.
 void copy(const Tensor& src, Tensor& dst);
 // True when every element is finite.
 bool all_finite(const Tensor& x);

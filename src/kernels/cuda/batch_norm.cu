@@ -147,7 +147,7 @@ unsigned channel_blocks(int64_t c) { return static_cast<unsigned>(c > 0 ? c : 1)
 
 void batch_norm_sums(Context& ctx, const float* x, const float* shift, int64_t n, int64_t c, int64_t plane,
                      float* sums) {
-  sums_kernel<<<channel_blocks(c), kReduceThreads, 0, ctx.stream>>>(x, shift, n, c, plane,
+  sums_kernel<<<channel_blocks(c), kReduceThreads, 0, ctx.stream()>>>(x, shift, n, c, plane,
                                                                      static_cast<float>(n * plane), sums);
   MIRRORED_CUDA_CHECK_LAUNCH("sums_kernel");
 }
@@ -155,7 +155,7 @@ void batch_norm_sums(Context& ctx, const float* x, const float* shift, int64_t n
 void batch_norm_statistics(Context& ctx, const float* sums, const float* shift, int64_t c, float eps,
                            float momentum, float* mean, float* invstd, float* running_mean, float* running_var) {
   if (c == 0) return;
-  statistics_kernel<<<grid_for(c), kThreads, 0, ctx.stream>>>(sums, shift, c, eps, momentum, mean, invstd,
+  statistics_kernel<<<grid_for(c), kThreads, 0, ctx.stream()>>>(sums, shift, c, eps, momentum, mean, invstd,
                                                                running_mean, running_var);
   MIRRORED_CUDA_CHECK_LAUNCH("statistics_kernel");
 }
@@ -163,7 +163,7 @@ void batch_norm_statistics(Context& ctx, const float* sums, const float* shift, 
 void batch_norm_inference_statistics(Context& ctx, const float* running_mean, const float* running_var, int64_t c,
                                      float eps, float* mean, float* invstd) {
   if (c == 0) return;
-  inference_statistics_kernel<<<grid_for(c), kThreads, 0, ctx.stream>>>(running_mean, running_var, c, eps, mean,
+  inference_statistics_kernel<<<grid_for(c), kThreads, 0, ctx.stream()>>>(running_mean, running_var, c, eps, mean,
                                                                          invstd);
   MIRRORED_CUDA_CHECK_LAUNCH("inference_statistics_kernel");
 }
@@ -172,13 +172,13 @@ void batch_norm_apply(Context& ctx, const float* x, const float* mean, const flo
                       const float* beta, int64_t n, int64_t c, int64_t plane, float* y) {
   const int64_t total = n * c * plane;
   if (total == 0) return;
-  apply_kernel<<<grid_for(total), kThreads, 0, ctx.stream>>>(x, mean, invstd, gamma, beta, c, plane, total, y);
+  apply_kernel<<<grid_for(total), kThreads, 0, ctx.stream()>>>(x, mean, invstd, gamma, beta, c, plane, total, y);
   MIRRORED_CUDA_CHECK_LAUNCH("apply_kernel");
 }
 
 void batch_norm_backward_sums(Context& ctx, const float* x, const float* dy, const float* mean,
                               const float* invstd, int64_t n, int64_t c, int64_t plane, float* grad_sums) {
-  backward_sums_kernel<<<channel_blocks(c), kReduceThreads, 0, ctx.stream>>>(
+  backward_sums_kernel<<<channel_blocks(c), kReduceThreads, 0, ctx.stream()>>>(
       x, dy, mean, invstd, n, c, plane, static_cast<float>(n * plane), grad_sums);
   MIRRORED_CUDA_CHECK_LAUNCH("backward_sums_kernel");
 }
@@ -188,7 +188,7 @@ void batch_norm_backward_input(Context& ctx, const float* x, const float* dy, co
                                int64_t plane, float* dx) {
   const int64_t total = n * c * plane;
   if (total == 0) return;
-  backward_input_kernel<<<grid_for(total), kThreads, 0, ctx.stream>>>(x, dy, mean, invstd, gamma, grad_sums, c,
+  backward_input_kernel<<<grid_for(total), kThreads, 0, ctx.stream()>>>(x, dy, mean, invstd, gamma, grad_sums, c,
                                                                       plane, total, dx);
   MIRRORED_CUDA_CHECK_LAUNCH("backward_input_kernel");
 }

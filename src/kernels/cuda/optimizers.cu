@@ -27,11 +27,11 @@ __global__ void adam_kernel(float* param, const float* grad, float* m, float* v,
 void sgd_update(Context& ctx, float* param, const float* grad, float* velocity, int64_t n, const SgdHyper& hyper) {
   if (n == 0) return;
   if (hyper.momentum == 0.0f) {
-    sgd_plain_kernel<<<grid_for(n), kThreads, 0, ctx.stream>>>(param, grad, n, hyper.lr, hyper.weight_decay);
+    sgd_plain_kernel<<<grid_for(n), kThreads, 0, ctx.stream()>>>(param, grad, n, hyper.lr, hyper.weight_decay);
     MIRRORED_CUDA_CHECK_LAUNCH("sgd_plain_kernel");
     return;
   }
-  sgd_momentum_kernel<<<grid_for(n), kThreads, 0, ctx.stream>>>(param, grad, velocity, n, hyper.lr, hyper.momentum,
+  sgd_momentum_kernel<<<grid_for(n), kThreads, 0, ctx.stream()>>>(param, grad, velocity, n, hyper.lr, hyper.momentum,
                                                                 hyper.weight_decay, hyper.nesterov);
   MIRRORED_CUDA_CHECK_LAUNCH("sgd_momentum_kernel");
 }
@@ -39,7 +39,7 @@ void sgd_update(Context& ctx, float* param, const float* grad, float* velocity, 
 void adam_update(Context& ctx, float* param, const float* grad, float* m, float* v, int64_t n,
                  const AdamHyper& hyper, int64_t step) {
   if (n == 0) return;
-  adam_kernel<<<grid_for(n), kThreads, 0, ctx.stream>>>(param, grad, m, v, n, adam_step(hyper, step));
+  adam_kernel<<<grid_for(n), kThreads, 0, ctx.stream()>>>(param, grad, m, v, n, adam_step(hyper, step));
   MIRRORED_CUDA_CHECK_LAUNCH("adam_kernel");
 }
 
