@@ -440,5 +440,36 @@ TEST_F(ConvFamilyCpuGpu, AddIsBitIdentical) {
   EXPECT_EQ(host_values(y_cpu), host_values(y_gpu));
 }
 
+// 64 x 48 x 48 = 147456 elements per channel: the GPU splits each channel over several
+// blocks. The parts are fixed by the size and added in order, so two runs give the same
+// bits, and the sums agree with the CPU's.
+TEST_F(ConvFamilyCpuGpu, BatchNormSumsSplitOverBlocksAreRepeatable) {
+  Rng rng(57);
+  const int64_t n = 64, c = 3, plane = 48 * 48;
+  const Tensor x = random_tensor({n, c, 48, 48}, rng, 9.0f, 11.0f), dy = random_tensor(x.shape(), rng);
+  const Tensor shift = Tensor::from({10, 10, 10}, {c});
+  const Tensor mean = Tensor::from({10.01f, 9.99f, 10.0f}, {c}), invstd = Tensor::from({1.7f, 1.8f, 1.75f}, {c});
+  Tensor sums_cpu({2 * c + 1}), grad_sums_cpu({2 * c + 1});
+  kernels::batch_norm_sums(x, shift, sums_cpu);
+  kernels::batch_norm_backward_sums(x, dy, mean, invstd, grad_sums_cpu);
+  const Tensor xd = gpu(x), dyd = gpu(dy), shiftd = gpu(shift), meand = gpu(mean), invstdd = gpu(invstd);
+  std::vector<float> first_sums, first_grad_sums;
+  for (int run = 0; run < 3; ++run) {
+    Tensor sums = gpu(Tensor({2 * c + 1})), grad_sums = gpu(Tensor({2 * c + 1}));
+    kernels::batch_norm_sums(xd, shiftd, sums);
+    kernels::batch_norm_backward_sums(xd, dyd, meand, invstdd, grad_sums);
+    if (run == 0) {
+      first_sums = host_values(sums);
+      first_grad_sums = host_values(grad_sums);
+      EXPECT_EQ(first_sums[2 * c], static_cast<float>(n * plane));
+      EXPECT_LT(relative_error(first_sums, host_values(sums_cpu)), 1e-5);
+      EXPECT_LT(relative_error(first_grad_sums, host_values(grad_sums_cpu)), 1e-5);
+    } else {
+      EXPECT_EQ(host_values(sums), first_sums) << "run " << run;
+      EXPECT_EQ(host_values(grad_sums), first_grad_sums) << "run " << run;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace mirrored

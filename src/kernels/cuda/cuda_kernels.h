@@ -55,6 +55,10 @@ class Context {
   std::mutex reduce_mutex;    // guards the scratch below (main and communication threads)
   DeviceBuffer scratch;       // per-block partial results
   PinnedBuffer host_scratch;  // their host copy
+  // Per-block partial sums of the batch-norm reductions, combined on the device. The mutex
+  // is held while a reduction's two kernels are queued, so they use the buffer in turn.
+  std::mutex partials_mutex;
+  DeviceBuffer partials;
   const std::unique_ptr<dnn::ConvPlanCache> conv_plans;
 };
 
