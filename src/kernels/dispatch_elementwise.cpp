@@ -65,6 +65,15 @@ bool all_finite(const Tensor& x) {
   return cpu::all_finite(x.data<float>(), x.numel());
 }
 
+void flag_non_finite(const Tensor& x, Tensor& flag) {
+  const bool cuda = on_cuda("flag_non_finite", {&x, &flag});
+  require_f32("flag_non_finite", {&x});
+  MIRRORED_CHECK(flag.dtype() == DType::kI32 && flag.numel() == 1, "flag_non_finite: the flag must be one int32, got ",
+                 dtype_name(flag.dtype()), " ", shape_str(flag.shape()));
+  if (cuda) MIRRORED_ON_CUDA(x, flag_non_finite, x.data<float>(), x.numel(), flag.data<int32_t>());
+  flag.data<int32_t>()[0] = cpu::all_finite(x.data<float>(), x.numel()) ? 0 : 1;
+}
+
 void dropout_forward(const Tensor& x, float p, uint64_t seed, int64_t first_sample, Tensor& mask, Tensor& y) {
   const char* op = "dropout_forward";
   const bool cuda = on_cuda(op, {&x, &mask, &y});

@@ -82,10 +82,13 @@ CrossEntropyResult softmax_cross_entropy(Context& ctx, const float* logits, cons
 void scale(Context& ctx, float* x, int64_t n, float alpha);
 void axpy(Context& ctx, int64_t n, float alpha, const float* x, float* y);
 bool all_finite(Context& ctx, const float* x, int64_t n);
+void flag_non_finite(Context& ctx, const float* x, int64_t n, int32_t* flag);
 
-void sgd_update(Context& ctx, float* param, const float* grad, float* velocity, int64_t n, const SgdHyper& hyper);
+// `skip` (nullable): a device flag; non-zero makes the kernel leave everything untouched.
+void sgd_update(Context& ctx, float* param, const float* grad, float* velocity, int64_t n, const SgdHyper& hyper,
+                const int32_t* skip);
 void adam_update(Context& ctx, float* param, const float* grad, float* m, float* v, int64_t n,
-                 const AdamHyper& hyper, int64_t step);
+                 const AdamHyper& hyper, int64_t step, const int32_t* skip);
 
 // ---- Convolution family (NCHW). Semantics as the CPU kernels (cpu_kernels.h).
 

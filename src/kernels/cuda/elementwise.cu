@@ -128,6 +128,13 @@ bool all_finite(Context& ctx, const float* x, int64_t n) {
   return *static_cast<const int*>(ctx.host_scratch.data()) == 0;
 }
 
+void flag_non_finite(Context& ctx, const float* x, int64_t n, int32_t* flag) {
+  MIRRORED_CUDA_CHECK(cudaMemsetAsync(flag, 0, sizeof(int32_t), ctx.stream()));
+  if (n == 0) return;
+  non_finite_kernel<<<grid_for(n), kThreads, 0, ctx.stream()>>>(x, n, flag);
+  MIRRORED_CUDA_CHECK_LAUNCH("non_finite_kernel");
+}
+
 void float_to_bf16(const float* in, uint16_t* out, int64_t n, cudaStream_t stream) {
   if (n == 0) return;
   to_bf16_kernel<<<grid_for(n), kThreads, 0, stream>>>(in, out, n);
