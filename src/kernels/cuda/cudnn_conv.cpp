@@ -30,8 +30,30 @@ size_t workspace_limit(Context& ctx) {
   return std::min(kMaxConvWorkspaceBytes, ctx.workspace_bytes() + free_bytes / 4);
 }
 
+// Why candidate `p` cannot run here (null when it can); when it can, its workspace is
+// allocated and `bytes` holds its size.
+template <typename Perf, typename WorkspaceSize>
+const char* unusable(Context& ctx, cudnnConvolutionDescriptor_t conv, const Perf& p, size_t limit,
+                     WorkspaceSize workspace_size, size_t* bytes) {
+  if (p.status != CUDNN_STATUS_SUCCESS) return cudnnGetErrorString(p.status);
+  if (p.determinism != CUDNN_DETERMINISTIC) return "not deterministic";
+  // FMA only: cuDNN's default math lets float32 run on TF32 tensor cores, which breaks the
+  // agreement with the CPU kernels.
+  if (p.mathType != CUDNN_FMA_MATH) return "tensor-core math";
+  if (cudnnSetConvolutionMathType(conv, p.mathType) != CUDNN_STATUS_SUCCESS) return "math type refused";
+  if (workspace_size(p.algo, bytes) != CUDNN_STATUS_SUCCESS) return "no workspace size";
+  if (*bytes > limit) return "workspace over the limit";
+  try {
+    ctx.workspace_of_size(*bytes);
+  } catch (const Error&) {
+    (void)cudaGetLastError();  // an out-of-memory error is not sticky: the next one may fit
+    return "workspace allocation failed";
+  }
+  return nullptr;
+}
+
 // The first usable candidate of one pass (cuDNN lists them fastest, or most promising,
-// first), its workspace already allocated; `workspace_size(algo, &bytes)` asks cuDNN.
+// first), with its workspace allocated and its size in `memory`.
 template <typename Perf, typename WorkspaceSize>
 Perf first_usable(Context& ctx, cudnnConvolutionDescriptor_t conv, const std::vector<Perf>& perfs, int returned,
                   WorkspaceSize workspace_size, const char* pass, const Conv2dShape& shape) {
@@ -39,21 +61,9 @@ Perf first_usable(Context& ctx, cudnnConvolutionDescriptor_t conv, const std::ve
   std::string passed_over;
   for (int i = 0; i < returned; ++i) {
     Perf p = perfs[static_cast<size_t>(i)];
-    const auto skip = [&](const char* why) { passed_over += str_cat(" algo ", static_cast<int>(p.algo), ": ", why, ";"); };
-    if (p.status != CUDNN_STATUS_SUCCESS) { skip(cudnnGetErrorString(p.status)); continue; }
-    if (p.determinism != CUDNN_DETERMINISTIC) { skip("not deterministic"); continue; }
-    // FMA only: cuDNN's default math lets float32 run on TF32 tensor cores, which breaks
-    // the agreement with the CPU kernels.
-    if (p.mathType != CUDNN_FMA_MATH) { skip("tensor-core math"); continue; }
-    if (cudnnSetConvolutionMathType(conv, p.mathType) != CUDNN_STATUS_SUCCESS) { skip("math type refused"); continue; }
     size_t bytes = 0;
-    if (workspace_size(p.algo, &bytes) != CUDNN_STATUS_SUCCESS) { skip("no workspace size"); continue; }
-    if (bytes > limit) { skip("workspace over the limit"); continue; }
-    try {
-      ctx.workspace_of_size(bytes);
-    } catch (const Error&) {
-      (void)cudaGetLastError();  // an out-of-memory error is not sticky: try the next one
-      skip("workspace allocation failed");
+    if (const char* why = unusable(ctx, conv, p, limit, workspace_size, &bytes)) {
+      passed_over += str_cat(" algo ", static_cast<int>(p.algo), ": ", why, ";");
       continue;
     }
     p.memory = bytes;
