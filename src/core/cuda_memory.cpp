@@ -5,6 +5,7 @@
 
 #ifdef MIRRORED_WITH_CUDA
 #include "mirrored/core/cuda_check.h"
+#include "mirrored/core/cuda_resources.h"
 #endif
 
 namespace mirrored {
@@ -19,7 +20,12 @@ void* cuda_allocate(size_t bytes, int device_index) {
 void cuda_free(void* ptr) noexcept {
   if (ptr) MIRRORED_CUDA_LOG(cudaFree(ptr));
 }
-void cuda_memset_zero(void* ptr, size_t bytes) { MIRRORED_CUDA_CHECK(cudaMemset(ptr, 0, bytes)); }
+void cuda_memset_zero(void* ptr, size_t bytes, int device) {
+  MIRRORED_CUDA_CHECK(cudaMemsetAsync(ptr, 0, bytes, compute_stream(device)));
+}
+void cuda_copy_on_device(void* dst, const void* src, size_t bytes, int device) {
+  MIRRORED_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, compute_stream(device)));
+}
 void cuda_copy(void* dst, const void* src, size_t bytes) {
   MIRRORED_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
 }
@@ -42,7 +48,8 @@ namespace {
 }  // namespace
 void* cuda_allocate(size_t, int) { no_cuda(); }
 void cuda_free(void*) noexcept {}
-void cuda_memset_zero(void*, size_t) { no_cuda(); }
+void cuda_memset_zero(void*, size_t, int) { no_cuda(); }
+void cuda_copy_on_device(void*, const void*, size_t, int) { no_cuda(); }
 void cuda_copy(void*, const void*, size_t) { no_cuda(); }
 int cuda_device_count(std::string* reason) {
   if (reason) *reason = "built without CUDA";

@@ -4,6 +4,7 @@
 #include <array>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "mirrored/core/cuda_check.h"
 #include "mirrored/core/error.h"
@@ -88,18 +89,50 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
   return *this;
 }
 
-cudaStream_t compute_stream(int device) {
-  // One per device for the life of the process. Deliberately never destroyed: a static
-  // destructor would run after the CUDA runtime may already have shut down.
-  constexpr int kMaxDevices = 64;
-  static std::array<std::once_flag, kMaxDevices> once;
-  static std::array<cudaStream_t, kMaxDevices> streams{};
+namespace {
+// The compute streams of the live kernels::DeviceContext objects, innermost last, per
+// device. Plain storage, no owned CUDA objects: it is empty whenever no context is alive.
+constexpr int kMaxDevices = 64;
+std::mutex streams_mutex;
+std::array<std::vector<cudaStream_t>, kMaxDevices> registered_streams;
+
+size_t device_slot(int device) {
   MIRRORED_CHECK(device >= 0 && device < kMaxDevices, "CUDA device index ", device);
+  return static_cast<size_t>(device);
+}
+}  // namespace
+
+void register_compute_stream(int device, cudaStream_t stream) {
+  const size_t slot = device_slot(device);
+  std::lock_guard lock(streams_mutex);
+  registered_streams[slot].push_back(stream);
+}
+
+void unregister_compute_stream(int device, cudaStream_t stream) noexcept {
+  if (device < 0 || device >= kMaxDevices) return;
+  std::lock_guard lock(streams_mutex);
+  auto& stack = registered_streams[static_cast<size_t>(device)];
+  for (auto it = stack.end(); it != stack.begin();) {
+    if (*--it == stream) {
+      stack.erase(it);
+      return;
+    }
+  }
+}
+
+cudaStream_t compute_stream(int device) {
+  const size_t slot = device_slot(device);
+  cudaStream_t stream = nullptr;
+  {
+    std::lock_guard lock(streams_mutex);
+    const auto& stack = registered_streams[slot];
+    MIRRORED_CHECK(!stack.empty(), "no compute stream for cuda:", device,
+                   ": work on a GPU needs a live kernels::DeviceContext for it (distribute::Runtime creates one; "
+                   "code without a Runtime creates its own)");
+    stream = stack.back();
+  }
   set_cuda_device(device);
-  std::call_once(once[static_cast<size_t>(device)], [device] {
-    MIRRORED_CUDA_CHECK(cudaStreamCreateWithFlags(&streams[static_cast<size_t>(device)], cudaStreamDefault));
-  });
-  return streams[static_cast<size_t>(device)];
+  return stream;
 }
 
 }  // namespace mirrored

@@ -65,10 +65,17 @@ Storage::~Storage() {
   }
 }
 
-Tensor::Tensor(Shape shape, DType dtype, Device device) : shape_(std::move(shape)), dtype_(dtype) {
+Tensor::Tensor(Shape shape, DType dtype, Device device, NoZeroing) : shape_(std::move(shape)), dtype_(dtype) {
   for (int64_t d : shape_) MIRRORED_CHECK(d >= 0, "negative dimension in ", shape_str(shape_));
   storage_ = std::make_shared<Storage>(static_cast<size_t>(numel()) * dtype_size(dtype), device);
-  if (device.is_cuda()) cuda_memset_zero(storage_->data(), storage_->bytes());
+}
+
+Tensor::Tensor(Shape shape, DType dtype, Device device) : Tensor(std::move(shape), dtype, device, NoZeroing{}) {
+  if (device.is_cuda()) cuda_memset_zero(storage_->data(), storage_->bytes(), device.index);
+}
+
+Tensor Tensor::uninitialized(Shape shape, DType dtype, Device device) {
+  return Tensor(std::move(shape), dtype, device, NoZeroing{});
 }
 
 Tensor Tensor::from(const std::vector<float>& values, Shape shape) {
@@ -114,18 +121,19 @@ Tensor Tensor::narrow_rows(int64_t rows) const {
 }
 
 Tensor Tensor::clone() const {
-  Tensor copy(shape_, dtype_, device());
   if (device().is_cuda()) {
-    cuda_copy(copy.raw(), raw(), bytes());
-  } else {
-    std::memcpy(copy.raw(), raw(), bytes());
+    Tensor copy = uninitialized(shape_, dtype_, device());
+    cuda_copy_on_device(copy.raw(), raw(), bytes(), device().index);
+    return copy;
   }
+  Tensor copy(shape_, dtype_, device());
+  std::memcpy(copy.raw(), raw(), bytes());
   return copy;
 }
 
 void Tensor::zero() {
   if (device().is_cuda()) {
-    cuda_memset_zero(raw(), bytes());
+    cuda_memset_zero(raw(), bytes(), device().index);
   } else {
     std::memset(raw(), 0, bytes());
   }

@@ -17,6 +17,18 @@ namespace mirrored::distribute {
 
 #ifdef MIRRORED_WITH_CUDA
 namespace {
+// Makes `t` a device buffer of `shape`, reusing its storage when large enough. A new one
+// is not zeroed: zeroing is queued on the compute stream, which is not ordered with the
+// copy stream, so it could land after the copy that fills the buffer.
+void ensure_device_buffer(Tensor& t, const Shape& shape, DType dtype, Device device) {
+  const size_t needed = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
+  if (t.defined() && t.dtype() == dtype && t.capacity_bytes() >= needed) {
+    if (t.shape() != shape) t = t.view(0, shape);
+    return;
+  }
+  t = Tensor::uninitialized(shape, dtype, device);
+}
+
 struct Slot {
   Tensor host_images, host_labels;      // assembled by the producer
   PinnedBuffer pinned;                  // their page-locked copy: [images | labels]
@@ -74,8 +86,8 @@ struct DevicePrefetcher::Impl {
     std::memcpy(pinned + image_bytes, slot.host_labels.raw(), label_bytes);
     // Kernels of the step that last read this slot must be done before it is overwritten.
     if (slot.release_recorded) slot.released.make_wait(copy_stream.get());
-    ensure_shape(slot.images, slot.host_images.shape(), DType::kF32, device);
-    ensure_shape(slot.labels, slot.host_labels.shape(), DType::kI32, device);
+    ensure_device_buffer(slot.images, slot.host_images.shape(), DType::kF32, device);
+    ensure_device_buffer(slot.labels, slot.host_labels.shape(), DType::kI32, device);
     MIRRORED_CUDA_CHECK(cudaMemcpyAsync(slot.images.raw(), pinned, image_bytes, cudaMemcpyHostToDevice, copy_stream.get()));
     MIRRORED_CUDA_CHECK(cudaMemcpyAsync(slot.labels.raw(), pinned + image_bytes, label_bytes, cudaMemcpyHostToDevice,
                                         copy_stream.get()));

@@ -172,6 +172,7 @@ Runtime::Runtime(int& argc, char**& argv, RuntimeOptions options) {
   if (device_.is_cuda()) {
 #ifdef MIRRORED_WITH_CUDA
     MIRRORED_CUDA_CHECK(cudaSetDevice(device_.index));
+    device_context_ = std::make_unique<kernels::DeviceContext>(device_.index);
     device_comm_ = std::make_unique<comm::NcclCommunicator>(*world_, device_.index, options.collective_timeout_s);
 #endif
   }
@@ -189,11 +190,13 @@ Runtime::~Runtime() {
     // wait for peers that may never come (MPI_Finalize and MPI_Comm_free synchronise),
     // so leave MPI as it is and let MPI_Abort end everything.
     (void)device_comm_.release();
+    (void)device_context_.release();  // NCCL, left alive, may still use its stream
     (void)world_.release();
     (void)watchdog_.release();
     return;
   }
   device_comm_.reset();  // NCCL teardown before the MPI world it was bootstrapped over
+  device_context_.reset();  // after NCCL, which queued its work on this stream
   world_.reset();  // frees its duplicated communicator before MPI goes away
   if (watchdog_) watchdog_->stop();
   watchdog_.reset();

@@ -1,6 +1,6 @@
 #pragma once
 // What the CPU and CUDA implementations share: the geometry of the convolution-family ops
-// (worked out and checked once, in dispatch.cpp) and the few host-side constants both must
+// (worked out and checked once, in dispatch_conv.cpp) and the few host-side constants both must
 // compute identically.
 #include <cstdint>
 

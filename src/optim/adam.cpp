@@ -11,7 +11,7 @@ Adam::Adam(nn::ParameterArena& arena, kernels::AdamHyper hyper) : arena_(arena),
 
 void Adam::step() {
   ++steps_;  // the first step is 1, as the bias correction expects
-  kernels::adam_update(arena_.flat_params(), arena_.flat_grads(), m_, v_, hyper_, steps_);
+  kernels::adam_update(arena_.flat_params(), arena_.flat_grads(), m_, v_, hyper_, steps_, skip_flag_);
 }
 
 }  // namespace mirrored::optim

@@ -10,7 +10,7 @@ Sgd::Sgd(nn::ParameterArena& arena, kernels::SgdHyper hyper) : arena_(arena), hy
 
 void Sgd::step() {
   ++steps_;
-  kernels::sgd_update(arena_.flat_params(), arena_.flat_grads(), velocity_, hyper_);
+  kernels::sgd_update(arena_.flat_params(), arena_.flat_grads(), velocity_, hyper_, skip_flag_);
 }
 
 }  // namespace mirrored::optim

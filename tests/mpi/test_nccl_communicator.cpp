@@ -15,6 +15,7 @@
 #ifdef MIRRORED_WITH_CUDA
 #include "mirrored/comm/nccl_communicator.h"
 #include "mirrored/distribute/gradient_reducer.h"
+#include "mirrored/kernels/device_context.h"
 #include "mirrored/kernels/kernels.h"
 #include "mirrored/nn/builders.h"
 #endif
@@ -60,6 +61,7 @@ Tensor on_gpu(const std::vector<float>& values) {
 TEST(Nccl, AllreduceSumAndMeanOnDeviceBuffers) {
   SKIP_UNLESS_ONE_GPU_PER_RANK();
 #ifdef MIRRORED_WITH_CUDA
+  const kernels::DeviceContext gpu_context(my_device());  // the Runtime here is CPU-only
   auto nccl = make_nccl();
   const int n = nccl->size(), r = nccl->rank();
   EXPECT_EQ(n, test_runtime().world_size());
@@ -85,6 +87,7 @@ TEST(Nccl, AllreduceSumAndMeanOnDeviceBuffers) {
 TEST(Nccl, BroadcastAllgatherAndBarrierOnHostAndDeviceBuffers) {
   SKIP_UNLESS_ONE_GPU_PER_RANK();
 #ifdef MIRRORED_WITH_CUDA
+  const kernels::DeviceContext gpu_context(my_device());  // the Runtime here is CPU-only
   auto nccl = make_nccl();
   const int n = nccl->size(), r = nccl->rank();
   // Host buffers are staged through the device.
@@ -135,6 +138,7 @@ std::vector<float> reduced_gradients(distribute::ReducerOptions options) {
 TEST(Nccl, GradientReducerAveragesDeviceGradientsInEveryMode) {
   SKIP_UNLESS_ONE_GPU_PER_RANK();
 #ifdef MIRRORED_WITH_CUDA
+  const kernels::DeviceContext gpu_context(my_device());  // the Runtime here is CPU-only
   const int n = test_runtime().world_size();
   for (bool overlap : {true, false}) {
     for (auto compression : {distribute::GradCompression::kNone, distribute::GradCompression::kBf16}) {

@@ -4,12 +4,15 @@
 // without a GPU the CUDA instances are reported as skipped, with the reason.
 #include <gtest/gtest.h>
 
+#include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
 
 #include "mirrored/core/cuda_memory.h"
 #include "mirrored/core/tensor.h"
+#include "mirrored/kernels/device_context.h"
 #include "mirrored/kernels/kernels.h"
 
 namespace mirrored {
@@ -53,13 +56,40 @@ inline Tensor to_device(const Tensor& t, Device device) {
 // The host values of a float tensor wherever it lives.
 inline std::vector<float> host_values(const Tensor& t) { return t.to_vector(); }
 
+// The kernel context a test without a Runtime needs to run work on `device` (stream,
+// library handles, plans): nothing for the CPU. Destroy it before the test ends, after
+// the tensors and layers that queued work on it.
+inline std::optional<kernels::DeviceContext> context_for(Device device) {
+  if (!device.is_cuda()) return std::nullopt;
+  return std::optional<kernels::DeviceContext>(std::in_place, device.index);
+}
+
 class DeviceTest : public ::testing::TestWithParam<Device> {
  protected:
   void SetUp() override {
     if (GetParam().is_cuda()) MIRRORED_SKIP_WITHOUT_CUDA();
+    context_ = context_for(GetParam());
   }
   Device device() const { return GetParam(); }
   Tensor on_device(const Tensor& t) const { return to_device(t, device()); }
+
+ private:
+  // A base-class member: destroyed after the members of the test (tensors, models).
+  std::optional<kernels::DeviceContext> context_;
+};
+
+// A CUDA test fixture that is not parameterised: skips without a GPU, else holds a
+// context for cuda:0 for the test's length.
+class CudaTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    MIRRORED_SKIP_WITHOUT_CUDA();
+    context_.emplace(0);
+  }
+
+ private:
+  // A base-class member: destroyed after the members of the test (tensors, models).
+  std::optional<kernels::DeviceContext> context_;
 };
 
 }  // namespace mirrored::testing

@@ -197,7 +197,7 @@ TEST_P(ConvFamilyOn, BatchNormForwardAndBackwardMatchTheDefinition) {
 
 TEST_P(ConvFamilyOn, StatisticsOfAnEmptyBatchAreRefusedOrNaN) {
   // The CPU checks the count on the host; on CUDA it stays on the device, and an empty
-  // batch shows up as NaN instead (see dispatch.cpp).
+  // batch shows up as NaN instead (see dispatch_norm.cpp).
   const Tensor x = on_device(Tensor({0, 2, 3}));
   Tensor shift = on_device(Tensor({2})), sums = on_device(Tensor({5})), mean = on_device(Tensor({2}));
   Tensor invstd = on_device(Tensor({2})), rm = on_device(Tensor({2})), rv = on_device(Tensor::from({1, 1}, {2}));
@@ -260,9 +260,8 @@ INSTANTIATE_TEST_SUITE_P(Devices, ConvFamilyOn, ::testing::ValuesIn(testing::kTe
 
 // ---- CPU vs GPU on larger random inputs -----------------------------------------------------
 
-class ConvFamilyCpuGpu : public ::testing::Test {
+class ConvFamilyCpuGpu : public testing::CudaTest {
  protected:
-  void SetUp() override { MIRRORED_SKIP_WITHOUT_CUDA(); }
   static Tensor gpu(const Tensor& t) { return testing::to_device(t, Device::cuda(0)); }
 };
 
@@ -439,6 +438,37 @@ TEST_F(ConvFamilyCpuGpu, AddIsBitIdentical) {
   kernels::add(a, b, y_cpu);
   kernels::add(gpu(a), gpu(b), y_gpu);
   EXPECT_EQ(host_values(y_cpu), host_values(y_gpu));
+}
+
+// 64 x 48 x 48 = 147456 elements per channel: the GPU splits each channel over several
+// blocks. The parts are fixed by the size and added in order, so two runs give the same
+// bits, and the sums agree with the CPU's.
+TEST_F(ConvFamilyCpuGpu, BatchNormSumsSplitOverBlocksAreRepeatable) {
+  Rng rng(57);
+  const int64_t n = 64, c = 3, plane = 48 * 48;
+  const Tensor x = random_tensor({n, c, 48, 48}, rng, 9.0f, 11.0f), dy = random_tensor(x.shape(), rng);
+  const Tensor shift = Tensor::from({10, 10, 10}, {c});
+  const Tensor mean = Tensor::from({10.01f, 9.99f, 10.0f}, {c}), invstd = Tensor::from({1.7f, 1.8f, 1.75f}, {c});
+  Tensor sums_cpu({2 * c + 1}), grad_sums_cpu({2 * c + 1});
+  kernels::batch_norm_sums(x, shift, sums_cpu);
+  kernels::batch_norm_backward_sums(x, dy, mean, invstd, grad_sums_cpu);
+  const Tensor xd = gpu(x), dyd = gpu(dy), shiftd = gpu(shift), meand = gpu(mean), invstdd = gpu(invstd);
+  std::vector<float> first_sums, first_grad_sums;
+  for (int run = 0; run < 3; ++run) {
+    Tensor sums = gpu(Tensor({2 * c + 1})), grad_sums = gpu(Tensor({2 * c + 1}));
+    kernels::batch_norm_sums(xd, shiftd, sums);
+    kernels::batch_norm_backward_sums(xd, dyd, meand, invstdd, grad_sums);
+    if (run == 0) {
+      first_sums = host_values(sums);
+      first_grad_sums = host_values(grad_sums);
+      EXPECT_EQ(first_sums[2 * c], static_cast<float>(n * plane));
+      EXPECT_LT(relative_error(first_sums, host_values(sums_cpu)), 1e-5);
+      EXPECT_LT(relative_error(first_grad_sums, host_values(grad_sums_cpu)), 1e-5);
+    } else {
+      EXPECT_EQ(host_values(sums), first_sums) << "run " << run;
+      EXPECT_EQ(host_values(grad_sums), first_grad_sums) << "run " << run;
+    }
+  }
 }
 
 }  // namespace

@@ -20,9 +20,8 @@ using testing::relative_error;
 
 constexpr double kTol = 1e-5;
 
-class Cudnn : public ::testing::Test {
+class Cudnn : public testing::CudaTest {
  protected:
-  void SetUp() override { MIRRORED_SKIP_WITHOUT_CUDA(); }
   static Tensor gpu(const Tensor& t) { return testing::to_device(t, Device::cuda(0)); }
   static float* ptr(Tensor& t) { return t.data<float>(); }
   static const float* cptr(const Tensor& t) { return t.data<float>(); }
@@ -103,13 +102,13 @@ TEST_F(Cudnn, ConvolutionForwardBackwardAgainstNaiveLoops) {
 
 TEST_F(Cudnn, AlgorithmsAreChosenOncePerShape) {
   const Conv2dShape a{4, 1, 28, 28, 8, 5, 5, 2, 2, 1, 1}, b{4, 8, 14, 14, 16, 5, 5, 2, 2, 1, 1};
-  const size_t before = kernels::cuda::dnn::conv_plans_created();
+  const size_t before = kernels::cuda::dnn::conv_plans_created(0);
   const auto* first = &kernels::cuda::dnn::conv_plan(0, a);
   for (int i = 0; i < 3; ++i) EXPECT_EQ(&kernels::cuda::dnn::conv_plan(0, a), first);
   kernels::cuda::dnn::conv_plan(0, b);
-  EXPECT_EQ(kernels::cuda::dnn::conv_plans_created(), before + 2);
+  EXPECT_EQ(kernels::cuda::dnn::conv_plans_created(0), before + 2);
   // The shared workspace covers the largest plan, so later calls never allocate.
-  EXPECT_GE(kernels::cuda::dnn::dnn_context(0).workspace.bytes(), first->workspace_bytes());
+  EXPECT_GE(kernels::cuda::context(0).workspace_bytes(), first->workspace_bytes());
 }
 
 TEST_F(Cudnn, MaxAndAveragePoolingForwardAndBackward) {

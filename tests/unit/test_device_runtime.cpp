@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <vector>
 
 #include "devices.h"
 #include "mirrored/core/error.h"
@@ -92,6 +93,7 @@ void fill_step(int64_t step, Tensor& images, Tensor& labels) {
 
 TEST(DevicePrefetcher, DeliversEachStepOnTheDeviceAndPrefetchesTheNext) {
   MIRRORED_SKIP_WITHOUT_CUDA();
+  const auto context = testing::context_for(Device::cuda(0));
   std::atomic<int> produced{0};
   distribute::DevicePrefetcher prefetcher(Device::cuda(0), [&](int64_t step, Tensor& images, Tensor& labels) {
     ++produced;
@@ -116,12 +118,55 @@ TEST(DevicePrefetcher, DeliversEachStepOnTheDeviceAndPrefetchesTheNext) {
 
 TEST(DevicePrefetcher, ProducerErrorsReachTheCaller) {
   MIRRORED_SKIP_WITHOUT_CUDA();
+  const auto context = testing::context_for(Device::cuda(0));
   distribute::DevicePrefetcher prefetcher(Device::cuda(0), [](int64_t step, Tensor& images, Tensor& labels) {
     if (step == 1) throw InputError("sample 1 is unreadable");
     fill_step(step, images, labels);
   });
   prefetcher.get(0, 1);
   EXPECT_THROW(prefetcher.get(1, 2), InputError);
+}
+
+// Batch `step` has 4 * (step + 1) samples (each new batch outgrows the slot's buffers, so
+// every fill allocates) whose images hold step + 1: never zero.
+void fill_growing(int64_t step, Tensor& images, Tensor& labels) {
+  const int64_t n = 4 * (step + 1);
+  images = Tensor({n, 1, 16, 16});
+  labels = Tensor({n}, DType::kI32);
+  for (int64_t i = 0; i < images.numel(); ++i) images.data<float>()[i] = static_cast<float>(step + 1);
+  for (int64_t i = 0; i < n; ++i) labels.data<int32_t>()[i] = static_cast<int32_t>(step + 1);
+}
+
+// Queues a few large matrix products: the compute stream stays busy for milliseconds.
+void keep_compute_busy(const Tensor& a, Tensor& c) {
+  for (int i = 0; i < 4; ++i) kernels::gemm(false, false, 1.0f, a, a, 0.0f, c);
+}
+
+TEST(DevicePrefetcher, NewSlotBuffersAreNotZeroedAfterTheirCopy) {
+  MIRRORED_SKIP_WITHOUT_CUDA();
+  const auto context = testing::context_for(Device::cuda(0));
+  Tensor a({2048, 2048}, DType::kF32, Device::cuda(0)), c({2048, 2048}, DType::kF32, Device::cuda(0));
+  kernels::copy(Tensor::from(std::vector<float>(static_cast<size_t>(a.numel()), 1e-3f), a.shape()), a);
+  constexpr int kRounds = 25;
+  constexpr int64_t kSteps = 6;
+  for (int round = 0; round < kRounds; ++round) {
+    // A new prefetcher: its slots are allocated while the compute stream is busy.
+    keep_compute_busy(a, c);
+    distribute::DevicePrefetcher prefetcher(Device::cuda(0), fill_growing);
+    for (int64_t step = 0; step < kSteps; ++step) {
+      keep_compute_busy(a, c);
+      const auto batch = prefetcher.get(step, step + 1 < kSteps ? step + 1 : -1);
+      const float expected = static_cast<float>(step + 1);
+      const std::vector<float> images = batch.images->to_vector();
+      ASSERT_EQ(images.size(), static_cast<size_t>(4 * (step + 1) * 16 * 16));
+      for (size_t i = 0; i < images.size(); ++i)
+        ASSERT_EQ(images[i], expected) << "round " << round << ", step " << step << ", element " << i;
+      Tensor labels(batch.labels->shape(), DType::kI32);
+      kernels::copy(*batch.labels, labels);
+      for (int64_t i = 0; i < labels.numel(); ++i)
+        ASSERT_EQ(labels.data<int32_t>()[i], static_cast<int32_t>(step + 1)) << "round " << round << ", step " << step;
+    }
+  }
 }
 
 TEST(DevicePrefetcher, NeedsTheCudaBuild) {

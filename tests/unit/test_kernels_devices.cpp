@@ -148,6 +148,42 @@ TEST_P(KernelsOn, SgdMomentumNesterovAndWeightDecay) {
   }
 }
 
+// The flag is written on the device and read by the update there: a gradient with a NaN
+// or an infinity leaves parameters and state as they were, a finite one updates them.
+TEST_P(KernelsOn, NonFiniteFlagMakesTheUpdatesSkipThemselves) {
+  Tensor flag = on_device(Tensor({1}, DType::kI32));
+  const Tensor finite = on_device(Tensor::from({0.5f, -1.0f}, {2}));
+  const float inf = std::numeric_limits<float>::infinity();
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(), inf, -inf}) {
+    const Tensor bad_grad = on_device(Tensor::from({0.5f, bad}, {2}));
+    kernels::flag_non_finite(bad_grad, flag);
+    Tensor host_flag({1}, DType::kI32);
+    kernels::copy(flag, host_flag);
+    EXPECT_EQ(host_flag.data<int32_t>()[0], 1) << bad;
+
+    Tensor param = on_device(Tensor::from({1.0f, 2.0f}, {2})), vel = on_device(Tensor::from({0.1f, 0.2f}, {2}));
+    kernels::sgd_update(param, bad_grad, vel, {0.1f, 0.9f, 0.0f, false}, &flag);
+    EXPECT_EQ(host_values(param), std::vector<float>({1.0f, 2.0f}));
+    EXPECT_EQ(host_values(vel), std::vector<float>({0.1f, 0.2f}));
+    Tensor m = on_device(Tensor({2})), v = on_device(Tensor({2}));
+    kernels::adam_update(param, bad_grad, m, v, {}, 1, &flag);
+    EXPECT_EQ(host_values(param), std::vector<float>({1.0f, 2.0f}));
+    EXPECT_EQ(host_values(m), std::vector<float>({0.0f, 0.0f}));
+  }
+  kernels::flag_non_finite(finite, flag);
+  Tensor host_flag({1}, DType::kI32);
+  kernels::copy(flag, host_flag);
+  EXPECT_EQ(host_flag.data<int32_t>()[0], 0);
+  Tensor param = on_device(Tensor::from({1.0f, 2.0f}, {2})), vel = on_device(Tensor({2}));
+  kernels::sgd_update(param, finite, vel, {0.1f, 0.0f, 0.0f, false}, &flag);
+  EXPECT_EQ(host_values(param), std::vector<float>({1.0f - 0.1f * 0.5f, 2.0f + 0.1f * 1.0f}));
+  // A flag on another device than the parameters is refused.
+  if (device().is_cuda()) {
+    Tensor cpu_flag({1}, DType::kI32);
+    EXPECT_THROW(kernels::sgd_update(param, finite, vel, {}, &cpu_flag), Error);
+  }
+}
+
 TEST_P(KernelsOn, AdamAndAdamWMatchTheTorchFormulas) {
   for (bool decoupled : {false, true}) {
     kernels::AdamHyper hyper;
@@ -193,9 +229,8 @@ INSTANTIATE_TEST_SUITE_P(Devices, KernelsOn, ::testing::ValuesIn(testing::kTestD
 
 // ---- CPU vs GPU on larger random inputs -------------------------------------------------
 
-class CpuGpuAgreement : public ::testing::Test {
+class CpuGpuAgreement : public testing::CudaTest {
  protected:
-  void SetUp() override { MIRRORED_SKIP_WITHOUT_CUDA(); }
   static Tensor gpu(const Tensor& t) { return testing::to_device(t, Device::cuda(0)); }
 };
 

@@ -81,6 +81,7 @@ INSTANTIATE_TEST_SUITE_P(Devices, ModelOn, ::testing::ValuesIn(testing::kTestDev
 
 TEST(ModelCpuGpuAgreement, ForwardBackwardAndSgdStep) {
   MIRRORED_SKIP_WITHOUT_CUDA();
+  const auto context = testing::context_for(Device::cuda(0));  // outlives the models below
   MlpFixture cpu(Device::cpu()), gpu(Device::cuda(0));
   cpu.gradients();
   gpu.gradients();

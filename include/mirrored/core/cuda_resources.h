@@ -2,11 +2,13 @@
 // Owning wrappers for CUDA runtime objects: movable, not copyable, and destructors that
 // log instead of throwing. CUDA build only.
 //
-// Streams: every device has one compute stream (compute_stream()), created on first use
-// and kept for the life of the process. It is a *blocking* stream, so the synchronous
-// helpers in cuda_memory.h (cudaMemcpy/cudaMemset on the legacy default stream) stay
-// ordered with the kernels. Communication and host-to-device copies run on their own
-// non-blocking streams and are ordered against the compute stream with events only.
+// Streams: every device in use has one compute stream (compute_stream()), owned by that
+// device's kernels::DeviceContext (created by distribute::Runtime after cudaSetDevice, or
+// by code that runs without a Runtime, such as unit tests), which registers it here for
+// its lifetime. It is a *blocking* stream, so the synchronous host copies in
+// cuda_memory.h (cudaMemcpy on the legacy default stream) stay ordered with the kernels.
+// Communication and host-to-device copies run on their own non-blocking streams and are
+// ordered against the compute stream with events only.
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -103,7 +105,14 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
-// The compute stream of `device` (see above); also makes `device` current.
+// The compute stream of `device` (see above); also makes `device` current. Throws when no
+// DeviceContext of that device is alive.
 cudaStream_t compute_stream(int device);
+
+// For kernels::DeviceContext only: `stream` is the compute stream of `device` from
+// register_ to unregister_. Registrations nest: the newest one is in force, and removing
+// it brings back the one before (a test fixture's context under a Runtime's, say).
+void register_compute_stream(int device, cudaStream_t stream);
+void unregister_compute_stream(int device, cudaStream_t stream) noexcept;
 
 }  // namespace mirrored

@@ -15,11 +15,9 @@ class Rng {
   uint64_t below(uint64_t bound);         // uniform in [0, bound), unbiased
   float uniform();                        // [0, 1)
   float uniform(float lo, float hi);
-  float normal();                         // standard normal, Box-Muller
 
   using State = std::array<uint64_t, 4>;
   State state() const { return s_; }
-  void set_state(const State& state) { s_ = state; }
 
  private:
   State s_;

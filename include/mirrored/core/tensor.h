@@ -48,8 +48,14 @@ class Storage {
 class Tensor {
  public:
   Tensor() = default;
-  // Allocates zero-initialised storage.
+  // Allocates zero-initialised storage. On a GPU the zeroing is queued on the device's
+  // compute stream: ordered with the kernels and with the synchronous host copies, but not
+  // with work on other streams (see uninitialized()).
   Tensor(Shape shape, DType dtype = DType::kF32, Device device = Device::cpu());
+  // Storage the caller overwrites before reading: on a GPU no zeroing is queued, so a copy
+  // on another stream (the batch prefetcher's) cannot be overtaken by it. CPU storage is
+  // zeroed all the same.
+  static Tensor uninitialized(Shape shape, DType dtype, Device device);
   static Tensor zeros(Shape shape, DType dtype = DType::kF32, Device device = Device::cpu()) {
     return Tensor(std::move(shape), dtype, device);
   }
@@ -80,11 +86,14 @@ class Tensor {
   // First `rows` entries along dimension 0 (a view): a smaller last batch reuses buffers.
   Tensor narrow_rows(int64_t rows) const;
   Tensor clone() const;
-  void zero();
+  void zero();  // on a GPU: queued on the compute stream, like the constructor's zeroing
 
   std::vector<float> to_vector() const;  // copies to the host
 
  private:
+  struct NoZeroing {};
+  Tensor(Shape shape, DType dtype, Device device, NoZeroing);
+
   std::shared_ptr<Storage> storage_;
   int64_t offset_ = 0;  // in elements
   Shape shape_;

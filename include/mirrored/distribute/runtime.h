@@ -10,6 +10,7 @@
 #include "mirrored/core/device.h"
 #include "mirrored/core/error.h"
 #include "mirrored/distribute/cluster.h"
+#include "mirrored/kernels/device_context.h"
 
 namespace mirrored::distribute {
 
@@ -68,6 +69,9 @@ class Runtime {
   int thread_level_ = 0;
   std::unique_ptr<comm::CollectiveWatchdog> watchdog_;
   std::unique_ptr<comm::Communicator> world_;
+  // CUDA devices only: the GPU's stream, library handles and plans. Declared between the
+  // world and NCCL, so it is destroyed after NCCL (which uses its stream), before MPI goes.
+  std::unique_ptr<kernels::DeviceContext> device_context_;
   std::unique_ptr<comm::Communicator> device_comm_;  // NCCL, CUDA devices only
   Cluster cluster_;
   Device device_;

@@ -1,7 +1,8 @@
 #pragma once
 // The op set. Every op takes Tensors and runs on the device they live on: the CPU
 // implementation is in src/kernels/cpu/, the CUDA one (same header) in src/kernels/cuda/.
-// Shapes are checked here, once, in the dispatching layer (src/kernels/dispatch.cpp).
+// Shapes are checked once, in the dispatching layer (src/kernels/dispatch_*.cpp, one file
+// per op family).
 //
 // Conventions: row-major; activations are [batch, features] for dense ops; "accumulate"
 // ops add into their output (parameter gradients accumulate until zeroed, which is what
@@ -40,10 +41,16 @@ CrossEntropyResult softmax_cross_entropy(const Tensor& logits, const Tensor& lab
 void scale(Tensor& x, float alpha);
 // y += alpha * x
 void axpy(float alpha, const Tensor& x, Tensor& y);
-// dst = src (same shape; any devices)
+// dst = src (same shape; any devices). Within one GPU it is queued on the compute stream;
+// a copy to or from the host returns once the host side may be used.
 void copy(const Tensor& src, Tensor& dst);
-// True when every element is finite.
+// True when every element is finite. On a GPU the host waits for the answer.
 bool all_finite(const Tensor& x);
+// The same test without a host wait: flag (int32 [1], on x's device) = 1 when x holds a NaN
+// or an infinity, else 0, queued like any kernel. Given to an optimizer update as its
+// skip flag, it makes the update leave parameters and state untouched; the host can read
+// the flag later (after the step) to count or report the skipped step.
+void flag_non_finite(const Tensor& x, Tensor& flag);
 
 // SGD with momentum and L2 weight decay, PyTorch semantics:
 //   g' = g + weight_decay * p;  v = momentum * v + g';  p -= lr * (nesterov ? g' + momentum * v : v)
@@ -53,7 +60,10 @@ struct SgdHyper {
   float weight_decay = 0.0f;
   bool nesterov = false;
 };
-void sgd_update(Tensor& param, const Tensor& grad, Tensor& velocity, const SgdHyper& hyper);
+// skip_flag (optional, int32 [1] on param's device, see flag_non_finite): when it holds a
+// non-zero value the update does nothing. The same holds for adam_update.
+void sgd_update(Tensor& param, const Tensor& grad, Tensor& velocity, const SgdHyper& hyper,
+                const Tensor* skip_flag = nullptr);
 
 // Adam / AdamW, PyTorch semantics. `step` counts from 1 (bias correction).
 // decoupled_weight_decay=false: g' = g + wd * p (Adam). true: p *= 1 - lr * wd first (AdamW).
@@ -66,7 +76,7 @@ struct AdamHyper {
   bool decoupled_weight_decay = false;
 };
 void adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamHyper& hyper,
-                 int64_t step);
+                 int64_t step, const Tensor* skip_flag = nullptr);
 
 // ---- Convolution, pooling, normalisation, dropout: activations are NCHW [N, C, H, W].
 

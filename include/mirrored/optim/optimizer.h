@@ -21,9 +21,15 @@ class Optimizer {
   // Named state tensors (momentum, moments), for checkpoints. Same order on every call.
   virtual std::vector<std::pair<std::string, Tensor*>> state() = 0;
   void set_steps(int64_t steps) { steps_ = steps; }
+  // A device flag (int32 [1] beside the parameters, filled by kernels::flag_non_finite)
+  // that makes every later step() leave parameters and state untouched while it is set,
+  // without a host wait; null (the default) updates always. step() still counts the step:
+  // a caller that reads the flag afterwards and finds it set corrects with set_steps().
+  void skip_when(const Tensor* flag) { skip_flag_ = flag; }
 
  protected:
   int64_t steps_ = 0;
+  const Tensor* skip_flag_ = nullptr;
 };
 
 class Sgd final : public Optimizer {

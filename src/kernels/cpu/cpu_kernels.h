@@ -1,5 +1,5 @@
 #pragma once
-// CPU implementations of the op set, on raw row-major buffers. Callers (dispatch.cpp) have
+// CPU implementations of the op set, on raw row-major buffers. Callers (dispatch_*.cpp) have
 // already checked shapes, dtypes and devices; these functions only compute.
 #include <cstdint>
 #include <string>
@@ -65,7 +65,10 @@ void dropout_forward(const float* x, float p, uint64_t seed, int64_t first_sampl
 void multiply(const float* a, const float* b, float* y, int64_t n);
 void add(const float* a, const float* b, float* y, int64_t n);
 
-// Threads used by BLAS (and, later, by the element-wise loops).
+// Threads used by the matrix products (OpenBLAS) and, in builds with oneDNN, by the
+// convolutions (OpenMP). The element-wise, pooling and batch-norm loops stay on the calling
+// thread: they are bound by memory bandwidth, which one core of a rank already saturates
+// when every core runs a rank.
 void set_threads(int threads);
 int threads();
 std::string blas_core();

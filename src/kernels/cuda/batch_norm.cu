@@ -1,14 +1,18 @@
 // Batch normalisation in the pieces of kernels.h (sums -> statistics -> apply; backward
 // sums -> input gradient), so that sync batch norm can sum across replicas in between.
 //
-// The reductions run one block per channel: every thread accumulates its share in double,
-// then the block adds the shares in a fixed tree. That is as exact as the CPU's (float lanes
-// per plane, double across planes) and gives the same bits on every run. The per-element
+// The reductions split each channel's n * plane elements into a fixed number of
+// contiguous parts (a function of the size alone, not of the GPU), one block per (channel,
+// part): every thread accumulates its share in double, the block adds the shares in a
+// fixed tree, and a second kernel adds a channel's parts in order. That is as exact as the
+// CPU's (float lanes per plane, double across planes), keeps every SM busy when channels
+// are few, and gives the same bits on every run. The per-element
 // kernels repeat the CPU's float expressions with explicit rounding (__fmul_rn and kin), so
 // the compiler cannot fuse a multiply and an add into an FMA that the CPU does not do.
 #include "cuda_kernels.h"
 #include "launch.cuh"
 #include "mirrored/core/cuda_check.h"
+#include "mirrored/core/error.h"
 
 namespace mirrored::kernels::cuda {
 namespace {
@@ -35,25 +39,92 @@ __device__ void block_sum(double& a, double& b) {
   b = shared_b[0];
 }
 
-// sums = {sum (x - shift), sum (x - shift)^2, count}; block = channel.
-__global__ void sums_kernel(const float* x, const float* shift, int64_t n, int64_t c, int64_t plane, float count,
-                            float* sums) {
-  const int64_t ch = blockIdx.x;
-  if (ch == 0 && threadIdx.x == 0) sums[2 * c] = count;
-  if (ch >= c) return;  // the one block launched for c = 0
-  const float sh = shift[ch];
-  double s1 = 0.0, s2 = 0.0;
-  for (int64_t j = threadIdx.x; j < n * plane; j += kReduceThreads) {
-    const int64_t b = j / plane, i = j - b * plane;
-    const float d = __fsub_rn(x[(b * c + ch) * plane + i], sh);
+// A channel is split into parts of about this many elements, at most kMaxParts of them.
+constexpr int64_t kElementsPerPart = 16384;
+constexpr int64_t kMaxParts = 64;
+
+int64_t parts_for(int64_t per_channel) {
+  const int64_t parts = (per_channel + kElementsPerPart - 1) / kElementsPerPart;
+  return parts < 1 ? 1 : (parts > kMaxParts ? kMaxParts : parts);
+}
+
+// The terms of the forward sums: x - shift and its square.
+struct ShiftedTerms {
+  const float* x;
+  const float* shift;
+  __device__ void operator()(int64_t ch, int64_t at, double& s1, double& s2) const {
+    const float d = __fsub_rn(x[at], shift[ch]);
     s1 += d;
     s2 += __fmul_rn(d, d);
   }
-  block_sum(s1, s2);
-  if (threadIdx.x == 0) {
-    sums[ch] = static_cast<float>(s1);
-    sums[c + ch] = static_cast<float>(s2);
+};
+
+// The terms of the backward sums: dy and dy (x - mean).
+struct GradientTerms {
+  const float* x;
+  const float* dy;
+  const float* mean;
+  __device__ void operator()(int64_t ch, int64_t at, double& s1, double& s2) const {
+    const float g = dy[at];
+    s1 += g;
+    s2 += __fmul_rn(g, __fsub_rn(x[at], mean[ch]));
   }
+};
+
+// Block ch * parts + p sums part p of channel ch into partials[ch * parts + p].
+template <typename Terms>
+__global__ void partial_sums_kernel(Terms terms, int64_t n, int64_t c, int64_t plane, int64_t parts,
+                                    double2* partials) {
+  const int64_t ch = blockIdx.x / parts, part = blockIdx.x - ch * parts;
+  const int64_t per_channel = n * plane, per_part = (per_channel + parts - 1) / parts;
+  const int64_t begin = part * per_part;
+  const int64_t end = begin + per_part < per_channel ? begin + per_part : per_channel;
+  double s1 = 0.0, s2 = 0.0;
+  for (int64_t j = begin + threadIdx.x; j < end; j += kReduceThreads) {
+    const int64_t b = j / plane, i = j - b * plane;
+    terms(ch, (b * c + ch) * plane + i, s1, s2);
+  }
+  block_sum(s1, s2);
+  if (threadIdx.x == 0) partials[blockIdx.x] = make_double2(s1, s2);
+}
+
+// out = {sum of the parts' first sums, of their second sums (times scale[ch] when given),
+// count}, the parts added in order.
+__global__ void combine_parts_kernel(const double2* partials, int64_t c, int64_t parts, float count,
+                                     const float* scale, float* out) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) out[2 * c] = count;
+  MIRRORED_GRID_STRIDE(ch, c) {
+    double s1 = 0.0, s2 = 0.0;
+    for (int64_t part = 0; part < parts; ++part) {
+      const double2 p = partials[ch * parts + part];
+      s1 += p.x;
+      s2 += p.y;
+    }
+    out[ch] = static_cast<float>(s1);
+    out[c + ch] = static_cast<float>(scale ? s2 * scale[ch] : s2);
+  }
+}
+
+// Queues both kernels of one reduction into `out` ([2c + 1]).
+template <typename Terms>
+void reduce_channels(Context& ctx, Terms terms, int64_t n, int64_t c, int64_t plane, const float* scale, float* out,
+                     const char* what) {
+  const int64_t parts = parts_for(n * plane);
+  const int64_t blocks = c * parts;
+  MIRRORED_CHECK(blocks <= INT32_MAX, what, ": ", c, " channels exceed the grid");
+  std::lock_guard lock(ctx.partials_mutex);
+  const size_t bytes = static_cast<size_t>(blocks > 0 ? blocks : 1) * sizeof(double2);
+  // Reallocating frees the old buffer, which cudaFree only does once the device is idle.
+  if (ctx.partials.bytes() < bytes) ctx.partials = DeviceBuffer(bytes, ctx.device);
+  auto* partials = ctx.partials.as<double2>();
+  if (blocks > 0) {
+    partial_sums_kernel<<<static_cast<unsigned>(blocks), kReduceThreads, 0, ctx.stream()>>>(terms, n, c, plane,
+                                                                                             parts, partials);
+    MIRRORED_CUDA_CHECK_LAUNCH("partial_sums_kernel");
+  }
+  combine_parts_kernel<<<grid_for(c), kThreads, 0, ctx.stream()>>>(partials, c, parts, static_cast<float>(n * plane),
+                                                                   scale, out);
+  MIRRORED_CUDA_CHECK_LAUNCH("combine_parts_kernel");
 }
 
 // Per channel, in double, as the CPU; an empty batch gives NaN and leaves the running
@@ -100,28 +171,6 @@ __global__ void apply_kernel(const float* x, const float* mean, const float* inv
   }
 }
 
-// grad_sums = {sum dy, invstd * sum dy (x - mean), count}; block = channel.
-__global__ void backward_sums_kernel(const float* x, const float* dy, const float* mean, const float* invstd,
-                                     int64_t n, int64_t c, int64_t plane, float count, float* grad_sums) {
-  const int64_t ch = blockIdx.x;
-  if (ch == 0 && threadIdx.x == 0) grad_sums[2 * c] = count;
-  if (ch >= c) return;
-  const float m = mean[ch];
-  double s1 = 0.0, s2 = 0.0;
-  for (int64_t j = threadIdx.x; j < n * plane; j += kReduceThreads) {
-    const int64_t b = j / plane, i = j - b * plane;
-    const int64_t at = (b * c + ch) * plane + i;
-    const float g = dy[at];
-    s1 += g;
-    s2 += __fmul_rn(g, __fsub_rn(x[at], m));
-  }
-  block_sum(s1, s2);
-  if (threadIdx.x == 0) {
-    grad_sums[ch] = static_cast<float>(s1);
-    grad_sums[c + ch] = static_cast<float>(s2 * invstd[ch]);
-  }
-}
-
 // dx = gamma invstd (dy - sum dy / count - (x - mean) invstd sum (dy xhat) / count).
 __global__ void backward_input_kernel(const float* x, const float* dy, const float* mean, const float* invstd,
                                       const float* gamma, const float* grad_sums, int64_t c, int64_t plane,
@@ -141,21 +190,18 @@ __global__ void backward_input_kernel(const float* x, const float* dy, const flo
   }
 }
 
-unsigned channel_blocks(int64_t c) { return static_cast<unsigned>(c > 0 ? c : 1); }
-
 }  // namespace
 
 void batch_norm_sums(Context& ctx, const float* x, const float* shift, int64_t n, int64_t c, int64_t plane,
                      float* sums) {
-  sums_kernel<<<channel_blocks(c), kReduceThreads, 0, ctx.stream>>>(x, shift, n, c, plane,
-                                                                     static_cast<float>(n * plane), sums);
-  MIRRORED_CUDA_CHECK_LAUNCH("sums_kernel");
+  // sums = {sum (x - shift), sum (x - shift)^2, count}
+  reduce_channels(ctx, ShiftedTerms{x, shift}, n, c, plane, nullptr, sums, "batch_norm_sums");
 }
 
 void batch_norm_statistics(Context& ctx, const float* sums, const float* shift, int64_t c, float eps,
                            float momentum, float* mean, float* invstd, float* running_mean, float* running_var) {
   if (c == 0) return;
-  statistics_kernel<<<grid_for(c), kThreads, 0, ctx.stream>>>(sums, shift, c, eps, momentum, mean, invstd,
+  statistics_kernel<<<grid_for(c), kThreads, 0, ctx.stream()>>>(sums, shift, c, eps, momentum, mean, invstd,
                                                                running_mean, running_var);
   MIRRORED_CUDA_CHECK_LAUNCH("statistics_kernel");
 }
@@ -163,7 +209,7 @@ void batch_norm_statistics(Context& ctx, const float* sums, const float* shift, 
 void batch_norm_inference_statistics(Context& ctx, const float* running_mean, const float* running_var, int64_t c,
                                      float eps, float* mean, float* invstd) {
   if (c == 0) return;
-  inference_statistics_kernel<<<grid_for(c), kThreads, 0, ctx.stream>>>(running_mean, running_var, c, eps, mean,
+  inference_statistics_kernel<<<grid_for(c), kThreads, 0, ctx.stream()>>>(running_mean, running_var, c, eps, mean,
                                                                          invstd);
   MIRRORED_CUDA_CHECK_LAUNCH("inference_statistics_kernel");
 }
@@ -172,15 +218,14 @@ void batch_norm_apply(Context& ctx, const float* x, const float* mean, const flo
                       const float* beta, int64_t n, int64_t c, int64_t plane, float* y) {
   const int64_t total = n * c * plane;
   if (total == 0) return;
-  apply_kernel<<<grid_for(total), kThreads, 0, ctx.stream>>>(x, mean, invstd, gamma, beta, c, plane, total, y);
+  apply_kernel<<<grid_for(total), kThreads, 0, ctx.stream()>>>(x, mean, invstd, gamma, beta, c, plane, total, y);
   MIRRORED_CUDA_CHECK_LAUNCH("apply_kernel");
 }
 
 void batch_norm_backward_sums(Context& ctx, const float* x, const float* dy, const float* mean,
                               const float* invstd, int64_t n, int64_t c, int64_t plane, float* grad_sums) {
-  backward_sums_kernel<<<channel_blocks(c), kReduceThreads, 0, ctx.stream>>>(
-      x, dy, mean, invstd, n, c, plane, static_cast<float>(n * plane), grad_sums);
-  MIRRORED_CUDA_CHECK_LAUNCH("backward_sums_kernel");
+  // grad_sums = {sum dy, invstd * sum dy (x - mean), count}
+  reduce_channels(ctx, GradientTerms{x, dy, mean}, n, c, plane, invstd, grad_sums, "batch_norm_backward_sums");
 }
 
 void batch_norm_backward_input(Context& ctx, const float* x, const float* dy, const float* mean,
@@ -188,7 +233,7 @@ void batch_norm_backward_input(Context& ctx, const float* x, const float* dy, co
                                int64_t plane, float* dx) {
   const int64_t total = n * c * plane;
   if (total == 0) return;
-  backward_input_kernel<<<grid_for(total), kThreads, 0, ctx.stream>>>(x, dy, mean, invstd, gamma, grad_sums, c,
+  backward_input_kernel<<<grid_for(total), kThreads, 0, ctx.stream()>>>(x, dy, mean, invstd, gamma, grad_sums, c,
                                                                       plane, total, dx);
   MIRRORED_CUDA_CHECK_LAUNCH("backward_input_kernel");
 }

@@ -1,71 +1,96 @@
-// Per-device kernel context and the cuBLAS GEMM.
+// The per-device kernel context and the registry through which kernels find the live one.
 #include <array>
-#include <memory>
+#include <vector>
 
-#include "cublas_check.h"
 #include "cuda_kernels.h"
+#include "cudnn_ops.h"
 #include "mirrored/core/cuda_check.h"
 #include "mirrored/core/error.h"
 
 namespace mirrored::kernels::cuda {
+namespace {
 
-CublasHandle::CublasHandle(int device, cudaStream_t stream) {
-  set_cuda_device(device);
-  MIRRORED_CUBLAS_CHECK(cublasCreate(&handle_));
-  MIRRORED_CUBLAS_CHECK(cublasSetStream(handle_, stream));
-  // Full float32 math: TF32 tensor cores would change results past the 1e-5 agreement
-  // with the CPU kernels that the tests (and the world-size equivalence) rely on.
-  MIRRORED_CUBLAS_CHECK(cublasSetMathMode(handle_, CUBLAS_PEDANTIC_MATH));
+// The live contexts of each device, innermost last. Holds no objects of its own: it is
+// empty whenever no context is alive, so nothing outlives the CUDA runtime.
+constexpr int kMaxDevices = 64;
+std::mutex registry_mutex;
+std::array<std::vector<Context*>, kMaxDevices> registry;
+
+size_t device_slot(int device) {
+  MIRRORED_CHECK(device >= 0 && device < kMaxDevices, "CUDA device index ", device);
+  return static_cast<size_t>(device);
 }
 
-CublasHandle::~CublasHandle() {
-  if (handle_) MIRRORED_CUBLAS_LOG(cublasDestroy(handle_));
+void enter(Context* ctx) {
+  std::lock_guard lock(registry_mutex);
+  auto& stack = registry[device_slot(ctx->device)];
+  // Work already queued on the context being shadowed is not ordered with the new
+  // stream: let it finish first.
+  if (!stack.empty()) MIRRORED_CUDA_CHECK(cudaStreamSynchronize(stack.back()->stream()));
+  stack.push_back(ctx);
 }
 
-CublasHandle& CublasHandle::operator=(CublasHandle&& other) noexcept {
-  if (this != &other) {
-    if (handle_) MIRRORED_CUBLAS_LOG(cublasDestroy(handle_));
-    handle_ = std::exchange(other.handle_, nullptr);
+void leave(Context* ctx) noexcept {
+  std::lock_guard lock(registry_mutex);
+  auto& stack = registry[static_cast<size_t>(ctx->device)];
+  for (auto it = stack.end(); it != stack.begin();) {
+    if (*--it == ctx) {
+      stack.erase(it);
+      return;
+    }
   }
-  return *this;
+}
+
+}  // namespace
+
+Context::Context(int device_index)
+    : stream_(device_index, /*non_blocking=*/false),  // blocking: see core/cuda_resources.h
+      device(device_index),
+      conv_plans(std::make_unique<dnn::ConvPlanCache>()) {
+  enter(this);
+  register_compute_stream(device, stream_.get());
+}
+
+Context::~Context() {
+  unregister_compute_stream(device, stream_.get());
+  leave(this);
+  // Queued kernels may still use the workspace, scratch and plans released below.
+  MIRRORED_CUDA_LOG(cudaStreamSynchronize(stream_.get()));
+}
+
+cublasHandle_t Context::cublas() {
+  std::call_once(cublas_once_, [this] { cublas_ = CublasHandle(device, stream_.get()); });
+  return cublas_.get();
+}
+
+cudnnHandle_t Context::cudnn() {
+  std::call_once(cudnn_once_, [this] { cudnn_ = CudnnHandle(device, stream_.get()); });
+  return cudnn_.get();
+}
+
+void* Context::workspace_of_size(size_t bytes) {
+  if (bytes == 0) return nullptr;
+  if (workspace_.bytes() < bytes) {
+    // The old workspace may still be in use by queued work: wait before freeing it.
+    MIRRORED_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
+    workspace_ = DeviceBuffer();
+    workspace_ = DeviceBuffer(bytes, device);
+  }
+  return workspace_.data();
 }
 
 Context& context(int device) {
-  // Created once per device and kept for the life of the process (see compute_stream()).
-  constexpr int kMaxDevices = 64;
-  static std::array<std::once_flag, kMaxDevices> once;
-  static std::array<Context*, kMaxDevices> contexts{};
-  MIRRORED_CHECK(device >= 0 && device < kMaxDevices, "CUDA device index ", device);
-  const cudaStream_t stream = compute_stream(device);  // also makes `device` current
-  std::call_once(once[static_cast<size_t>(device)], [&] {
-    auto* ctx = new Context;
-    ctx->device = device;
-    ctx->stream = stream;
-    ctx->cublas = CublasHandle(device, stream);
-    contexts[static_cast<size_t>(device)] = ctx;
-  });
-  return *contexts[static_cast<size_t>(device)];
-}
-
-void gemm(Context& ctx, bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
-          const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  if (m == 0 || n == 0) return;
-  if (k == 0) {  // no products: c = beta * c (cuBLAS would reject the zero leading dimension)
-    if (beta == 0.0f) {  // BLAS semantics: beta = 0 overwrites, even NaN
-      MIRRORED_CUDA_CHECK(cudaMemsetAsync(c, 0, static_cast<size_t>(m * ldc) * sizeof(float), ctx.stream));
-    } else if (beta != 1.0f) {
-      scale_on(ctx.stream, c, m * ldc, beta);
-    }
-    return;
+  Context* ctx = nullptr;
+  {
+    std::lock_guard lock(registry_mutex);
+    const auto& stack = registry[device_slot(device)];
+    MIRRORED_CHECK(!stack.empty(), "no kernel context for cuda:", device,
+                   ": work on a GPU needs a live kernels::DeviceContext for it (distribute::Runtime creates one; "
+                   "code without a Runtime creates its own)");
+    ctx = stack.back();
   }
-  // cuBLAS is column-major. A row-major [r, c] buffer read column-major is its transpose,
-  // so C^T = op(B)^T op(A)^T is computed instead: same buffers, operands swapped.
-  const cublasOperation_t op_a = transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const cublasOperation_t op_b = transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  MIRRORED_CHECK(m <= INT32_MAX && n <= INT32_MAX && k <= INT32_MAX, "gemm dimensions exceed cuBLAS's int");
-  MIRRORED_CUBLAS_CHECK(cublasSgemm(ctx.cublas.get(), op_b, op_a, static_cast<int>(n), static_cast<int>(m),
-                                    static_cast<int>(k), &alpha, b, static_cast<int>(ldb), a, static_cast<int>(lda),
-                                    &beta, c, static_cast<int>(ldc)));
+  set_cuda_device(device);
+  return *ctx;
 }
 
 }  // namespace mirrored::kernels::cuda

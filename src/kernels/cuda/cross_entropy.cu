@@ -70,11 +70,11 @@ CrossEntropyResult softmax_cross_entropy(Context& ctx, const float* logits, cons
   auto* row_loss = ctx.scratch.as<double>();
   auto* row_hit = reinterpret_cast<int32_t*>(row_loss + rows);
   const auto blocks = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
-  cross_entropy_kernel<<<blocks, kThreads, 0, ctx.stream>>>(logits, labels, rows, classes, dlogits, grad_scale,
+  cross_entropy_kernel<<<blocks, kThreads, 0, ctx.stream()>>>(logits, labels, rows, classes, dlogits, grad_scale,
                                                             row_loss, row_hit);
   MIRRORED_CUDA_CHECK_LAUNCH("cross_entropy_kernel");
-  MIRRORED_CUDA_CHECK(cudaMemcpyAsync(ctx.host_scratch.data(), row_loss, bytes, cudaMemcpyDeviceToHost, ctx.stream));
-  MIRRORED_CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
+  MIRRORED_CUDA_CHECK(cudaMemcpyAsync(ctx.host_scratch.data(), row_loss, bytes, cudaMemcpyDeviceToHost, ctx.stream()));
+  MIRRORED_CUDA_CHECK(cudaStreamSynchronize(ctx.stream()));
   const auto* host_loss = static_cast<const double*>(ctx.host_scratch.data());
   const auto* host_hit = reinterpret_cast<const int32_t*>(host_loss + rows);
   for (int64_t i = 0; i < rows; ++i) {

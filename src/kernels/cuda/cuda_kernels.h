@@ -1,47 +1,69 @@
 #pragma once
-// CUDA implementations of the op set (kernels.h), on raw device buffers. dispatch.cpp has
+// CUDA implementations of the op set (kernels.h), on raw device buffers. dispatch_*.cpp have
 // checked shapes, dtypes and devices; these functions only compute. Everything runs on
 // the device's compute stream (core/cuda_resources.h), in issue order, so a caller never
 // synchronises between ops; the few ops that return a value to the host
 // (softmax_cross_entropy, all_finite) wait for their own result only.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#include <cudnn.h>
 
 #include <cstdint>
+#include <memory>
 #include <mutex>
 
 #include "../shared.h"
+#include "library_handles.h"
 #include "mirrored/core/cuda_resources.h"
 #include "mirrored/kernels/kernels.h"
 
 namespace mirrored::kernels::cuda {
 
-class CublasHandle {
+namespace dnn {
+class ConvPlanCache;  // cudnn_ops.h
+}
+
+// One device's kernel state: the compute stream, the library handles bound to it, scratch
+// areas and the cuDNN convolution plans with their shared workspace. Owned by
+// kernels::DeviceContext (device_context.h), which the Runtime creates for its GPU; the
+// constructor registers it (and its stream as the device's compute stream), the
+// destructor waits for the stream and unregisters it. Members are destroyed in reverse
+// order: plans and workspace, handles, scratch, and the stream last.
+class Context {
+  // Declared first, so destroyed last: everything below is bound to the stream.
+  CudaStream stream_;
+  std::once_flag cublas_once_, cudnn_once_;
+  CublasHandle cublas_;
+  CudnnHandle cudnn_;
+  DeviceBuffer workspace_;
+
  public:
-  CublasHandle() = default;
-  CublasHandle(int device, cudaStream_t stream);  // bound to `stream` for its whole life
-  ~CublasHandle();
-  CublasHandle(CublasHandle&& other) noexcept : handle_(std::exchange(other.handle_, nullptr)) {}
-  CublasHandle& operator=(CublasHandle&& other) noexcept;
-  CublasHandle(const CublasHandle&) = delete;
-  CublasHandle& operator=(const CublasHandle&) = delete;
-  cublasHandle_t get() const { return handle_; }
+  explicit Context(int device);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
 
- private:
-  cublasHandle_t handle_ = nullptr;
+  cudaStream_t stream() const { return stream_.get(); }
+  // Created on first use (a test that never multiplies pays for no cuBLAS handle).
+  cublasHandle_t cublas();
+  cudnnHandle_t cudnn();
+  // The shared cuDNN workspace, grown (never shrunk) to `bytes`; null for 0 bytes.
+  void* workspace_of_size(size_t bytes);
+  size_t workspace_bytes() const { return workspace_.bytes(); }
+
+  const int device;
+  std::mutex reduce_mutex;    // guards the scratch below (main and communication threads)
+  DeviceBuffer scratch;       // per-block partial results
+  PinnedBuffer host_scratch;  // their host copy
+  // Per-block partial sums of the batch-norm reductions, combined on the device. The mutex
+  // is held while a reduction's two kernels are queued, so they use the buffer in turn.
+  std::mutex partials_mutex;
+  DeviceBuffer partials;
+  const std::unique_ptr<dnn::ConvPlanCache> conv_plans;
 };
 
-// Per-device state, created once on first use: the compute stream, a cuBLAS handle on it,
-// and a small scratch area for reductions whose result comes back to the host.
-struct Context {
-  int device = 0;
-  cudaStream_t stream = nullptr;
-  CublasHandle cublas;
-  std::mutex reduce_mutex;   // guards the scratch below (main and communication threads)
-  DeviceBuffer scratch;      // per-block partial results
-  PinnedBuffer host_scratch; // their host copy
-};
-// Makes `device` current on this thread and returns its context.
+// The innermost live context of `device` (see DeviceContext); makes `device` current on
+// this thread. Throws when there is none.
 Context& context(int device);
 
 void gemm(Context& ctx, bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
@@ -60,14 +82,18 @@ CrossEntropyResult softmax_cross_entropy(Context& ctx, const float* logits, cons
 void scale(Context& ctx, float* x, int64_t n, float alpha);
 void axpy(Context& ctx, int64_t n, float alpha, const float* x, float* y);
 bool all_finite(Context& ctx, const float* x, int64_t n);
+void flag_non_finite(Context& ctx, const float* x, int64_t n, int32_t* flag);
 
-void sgd_update(Context& ctx, float* param, const float* grad, float* velocity, int64_t n, const SgdHyper& hyper);
+// `skip` (nullable): a device flag; non-zero makes the kernel leave everything untouched.
+void sgd_update(Context& ctx, float* param, const float* grad, float* velocity, int64_t n, const SgdHyper& hyper,
+                const int32_t* skip);
 void adam_update(Context& ctx, float* param, const float* grad, float* m, float* v, int64_t n,
-                 const AdamHyper& hyper, int64_t step);
+                 const AdamHyper& hyper, int64_t step, const int32_t* skip);
 
 // ---- Convolution family (NCHW). Semantics as the CPU kernels (cpu_kernels.h).
 
-// Through cuDNN (cudnn_ops.h): algorithms planned once per shape, cuDNN's own workspace.
+// Through cuDNN (cudnn_ops.h): algorithms planned once per shape and context, the
+// context's workspace.
 void conv2d_forward(Context& ctx, const float* x, const float* weight, const float* bias, const ConvShape& s,
                     float* y);
 // dweight and dbias accumulate; dx (may be null) is overwritten; dbias may be null.

@@ -7,7 +7,7 @@ namespace mirrored::kernels::cuda::dnn {
 
 Activation::Activation(int device, ActivationMode mode, int64_t n, int64_t c, int64_t h, int64_t w)
     : device_(device) {
-  dnn_context(device);
+  context(device);
   desc_ = TensorDesc(n, c, h, w);
   MIRRORED_CUDNN_CHECK(cudnnCreateActivationDescriptor(&act_));
   const cudnnActivationMode_t cudnn_mode = mode == ActivationMode::kRelu      ? CUDNN_ACTIVATION_RELU
@@ -23,12 +23,12 @@ Activation::~Activation() {
 void Activation::forward(const float* x, float* y) const {
   const float one = 1.0f, zero = 0.0f;
   MIRRORED_CUDNN_CHECK(
-      cudnnActivationForward(dnn_context(device_).handle.get(), act_, &one, desc_.get(), x, &zero, desc_.get(), y));
+      cudnnActivationForward(context(device_).cudnn(), act_, &one, desc_.get(), x, &zero, desc_.get(), y));
 }
 
 void Activation::backward(const float* x, const float* y, const float* dy, float* dx) const {
   const float one = 1.0f, zero = 0.0f;
-  MIRRORED_CUDNN_CHECK(cudnnActivationBackward(dnn_context(device_).handle.get(), act_, &one, desc_.get(), y,
+  MIRRORED_CUDNN_CHECK(cudnnActivationBackward(context(device_).cudnn(), act_, &one, desc_.get(), y,
                                                desc_.get(), dy, desc_.get(), x, &zero, desc_.get(), dx));
 }
 

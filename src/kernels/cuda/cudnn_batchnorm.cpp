@@ -13,7 +13,7 @@ BatchNorm2d::BatchNorm2d(int device, int64_t n, int64_t c, int64_t h, int64_t w,
   MIRRORED_CHECK(epsilon >= CUDNN_BN_MIN_EPSILON, "batch norm epsilon ", epsilon, " below cuDNN's minimum ",
                  CUDNN_BN_MIN_EPSILON);
   MIRRORED_CHECK(momentum >= 0.0 && momentum <= 1.0, "batch norm momentum ", momentum, " outside [0, 1]");
-  dnn_context(device);
+  context(device);
   x_desc_ = TensorDesc(n, c, h, w);
   param_desc_ = TensorDesc(1, c, 1, 1);
 }
@@ -24,14 +24,14 @@ void BatchNorm2d::forward_training(const float* x, const float* scale, const flo
   const float one = 1.0f, zero = 0.0f;
   // cuDNN's exponentialAverageFactor is PyTorch's momentum: running = (1-f) running + f batch.
   MIRRORED_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(
-      dnn_context(device_).handle.get(), kMode, &one, &zero, x_desc_.get(), x, x_desc_.get(), y, param_desc_.get(),
+      context(device_).cudnn(), kMode, &one, &zero, x_desc_.get(), x, x_desc_.get(), y, param_desc_.get(),
       scale, bias, momentum_, running_mean, running_var, epsilon_, save_mean, save_inv_std));
 }
 
 void BatchNorm2d::forward_inference(const float* x, const float* scale, const float* bias, const float* running_mean,
                                     const float* running_var, float* y) const {
   const float one = 1.0f, zero = 0.0f;
-  MIRRORED_CUDNN_CHECK(cudnnBatchNormalizationForwardInference(dnn_context(device_).handle.get(), kMode, &one, &zero,
+  MIRRORED_CUDNN_CHECK(cudnnBatchNormalizationForwardInference(context(device_).cudnn(), kMode, &one, &zero,
                                                                x_desc_.get(), x, x_desc_.get(), y, param_desc_.get(),
                                                                scale, bias, running_mean, running_var, epsilon_));
 }
@@ -40,7 +40,7 @@ void BatchNorm2d::backward(const float* x, const float* dy, const float* scale, 
                            const float* save_inv_std, float* dx, float* dscale, float* dbias) const {
   const float one = 1.0f, zero = 0.0f;
   // alpha/beta for data: overwrite dx; for parameters: accumulate (beta = 1).
-  MIRRORED_CUDNN_CHECK(cudnnBatchNormalizationBackward(dnn_context(device_).handle.get(), kMode, &one, &zero, &one,
+  MIRRORED_CUDNN_CHECK(cudnnBatchNormalizationBackward(context(device_).cudnn(), kMode, &one, &zero, &one,
                                                        &one, x_desc_.get(), x, x_desc_.get(), dy, x_desc_.get(), dx,
                                                        param_desc_.get(), scale, dscale, dbias, epsilon_, save_mean,
                                                        save_inv_std));

@@ -1,12 +1,15 @@
-// Convolution through cuDNN: algorithms chosen once per shape, deterministic ones only,
-// one shared workspace per device.
+// Convolution through cuDNN: algorithms chosen once per shape and context, deterministic
+// FMA ones only, under a workspace cap, sharing the context's workspace.
+#include <algorithm>
 #include <map>
 #include <mutex>
+#include <string>
 #include <tuple>
 #include <vector>
 
 #include "cudnn_check.h"
 #include "cudnn_ops.h"
+#include "mirrored/core/cuda_check.h"
 #include "mirrored/core/error.h"
 
 namespace mirrored::kernels::cuda::dnn {
@@ -14,29 +17,71 @@ namespace {
 
 constexpr int kCandidates = 16;
 
-// The first candidate that ran, is deterministic and fits `limit` bytes of workspace.
-// cuDNN returns candidates fastest (Find) or most promising (Get_v7) first.
-template <typename Perf>
-const Perf* first_usable(const std::vector<Perf>& perfs, int returned) {
-  for (int i = 0; i < returned; ++i) {
-    const Perf& p = perfs[static_cast<size_t>(i)];
-    if (p.status == CUDNN_STATUS_SUCCESS && p.determinism == CUDNN_DETERMINISTIC) return &p;
-  }
-  return nullptr;
-}
-
 std::string describe(const Conv2dShape& s) {
   return str_cat("conv x [", s.n, ", ", s.c, ", ", s.h, ", ", s.w, "] w [", s.k, ", ", s.c, ", ", s.r, ", ", s.s,
                  "] pad ", s.pad_h, "x", s.pad_w, " stride ", s.stride_h, "x", s.stride_w);
 }
 
-std::mutex plans_mutex;
-size_t plans_created = 0;
+// The workspace one pass may take now: the cap, and a quarter of what is free beside the
+// workspace the context already holds.
+size_t workspace_limit(Context& ctx) {
+  size_t free_bytes = 0, total_bytes = 0;
+  MIRRORED_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  return std::min(kMaxConvWorkspaceBytes, ctx.workspace_bytes() + free_bytes / 4);
+}
+
+// Why candidate `p` cannot run here (null when it can); when it can, its workspace is
+// allocated and `bytes` holds its size.
+template <typename Perf, typename WorkspaceSize>
+const char* unusable(Context& ctx, cudnnConvolutionDescriptor_t conv, const Perf& p, size_t limit,
+                     WorkspaceSize workspace_size, size_t* bytes) {
+  if (p.status != CUDNN_STATUS_SUCCESS) return cudnnGetErrorString(p.status);
+  if (p.determinism != CUDNN_DETERMINISTIC) return "not deterministic";
+  // FMA only: cuDNN's default math lets float32 run on TF32 tensor cores, which breaks the
+  // agreement with the CPU kernels.
+  if (p.mathType != CUDNN_FMA_MATH) return "tensor-core math";
+  if (cudnnSetConvolutionMathType(conv, p.mathType) != CUDNN_STATUS_SUCCESS) return "math type refused";
+  if (workspace_size(p.algo, bytes) != CUDNN_STATUS_SUCCESS) return "no workspace size";
+  if (*bytes > limit) return "workspace over the limit";
+  try {
+    ctx.workspace_of_size(*bytes);
+  } catch (const Error&) {
+    (void)cudaGetLastError();  // an out-of-memory error is not sticky: the next one may fit
+    return "workspace allocation failed";
+  }
+  return nullptr;
+}
+
+// The first usable candidate of one pass (cuDNN lists them fastest, or most promising,
+// first), with its workspace allocated and its size in `memory`.
+template <typename Perf, typename WorkspaceSize>
+Perf first_usable(Context& ctx, cudnnConvolutionDescriptor_t conv, const std::vector<Perf>& perfs, int returned,
+                  WorkspaceSize workspace_size, const char* pass, const Conv2dShape& shape) {
+  const size_t limit = workspace_limit(ctx);
+  std::string passed_over;
+  for (int i = 0; i < returned; ++i) {
+    Perf p = perfs[static_cast<size_t>(i)];
+    size_t bytes = 0;
+    if (const char* why = unusable(ctx, conv, p, limit, workspace_size, &bytes)) {
+      passed_over += str_cat(" algo ", static_cast<int>(p.algo), ": ", why, ";");
+      continue;
+    }
+    p.memory = bytes;
+    return p;
+  }
+  throw Error(ExitCode::kFailure, str_cat("cuDNN offers no usable ", pass, " algorithm for ", describe(shape),
+                                          " (limit ", limit, " workspace bytes):", passed_over));
+}
 
 }  // namespace
 
 Conv2dPlan::Conv2dPlan(int device, const Conv2dShape& s, AlgoSearch search) : device_(device), shape_(s) {
-  DnnContext& ctx = dnn_context(device);
+  describe_tensors();
+  choose_algorithms(search);
+}
+
+void Conv2dPlan::describe_tensors() {
+  const Conv2dShape& s = shape_;
   x_desc_ = TensorDesc(s.n, s.c, s.h, s.w);
   MIRRORED_CUDNN_CHECK(cudnnCreateFilterDescriptor(&w_desc_));
   MIRRORED_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w_desc_, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, static_cast<int>(s.k),
@@ -44,7 +89,7 @@ Conv2dPlan::Conv2dPlan(int device, const Conv2dShape& s, AlgoSearch search) : de
   MIRRORED_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&conv_desc_));
   MIRRORED_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv_desc_, s.pad_h, s.pad_w, s.stride_h, s.stride_w, 1, 1,
                                                        CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-  // FMA math: no TF32 tensor cores (see the header).
+  // Candidates are then listed for FMA math (see first_usable).
   MIRRORED_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_desc_, CUDNN_FMA_MATH));
   int n = 0, k = 0, h = 0, w = 0;
   MIRRORED_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(conv_desc_, x_desc_.get(), w_desc_, &n, &k, &h, &w));
@@ -52,43 +97,59 @@ Conv2dPlan::Conv2dPlan(int device, const Conv2dShape& s, AlgoSearch search) : de
   out_w_ = w;
   y_desc_ = TensorDesc(n, k, h, w);
   bias_desc_ = TensorDesc(1, s.k, 1, 1);
+}
 
-  const cudnnHandle_t handle = ctx.handle.get();
+void Conv2dPlan::choose_algorithms(AlgoSearch search) {
+  Context& ctx = context(device_);
+  const cudnnHandle_t handle = ctx.cudnn();
+  const bool find = search == AlgoSearch::kBenchmark;
+  const auto x = x_desc_.get(), y = y_desc_.get();
+  const auto w = w_desc_;
+  const auto conv = conv_desc_;
   int returned = 0;
+
   std::vector<cudnnConvolutionFwdAlgoPerf_t> fwd(kCandidates);
+  MIRRORED_CUDNN_CHECK(find ? cudnnFindConvolutionForwardAlgorithm(handle, x, w, conv, y, kCandidates, &returned,
+                                                                   fwd.data())
+                            : cudnnGetConvolutionForwardAlgorithm_v7(handle, x, w, conv, y, kCandidates, &returned,
+                                                                     fwd.data()));
+  const auto fwd_choice = first_usable(
+      ctx, conv, fwd, returned,
+      [&](cudnnConvolutionFwdAlgo_t algo, size_t* bytes) {
+        return cudnnGetConvolutionForwardWorkspaceSize(handle, x, w, conv, y, algo, bytes);
+      },
+      "forward", shape_);
+
   std::vector<cudnnConvolutionBwdDataAlgoPerf_t> bwd_data(kCandidates);
+  MIRRORED_CUDNN_CHECK(find ? cudnnFindConvolutionBackwardDataAlgorithm(handle, w, y, conv, x, kCandidates, &returned,
+                                                                        bwd_data.data())
+                            : cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, w, y, conv, x, kCandidates,
+                                                                          &returned, bwd_data.data()));
+  const auto data_choice = first_usable(
+      ctx, conv, bwd_data, returned,
+      [&](cudnnConvolutionBwdDataAlgo_t algo, size_t* bytes) {
+        return cudnnGetConvolutionBackwardDataWorkspaceSize(handle, w, y, conv, x, algo, bytes);
+      },
+      "backward-data", shape_);
+
   std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> bwd_filter(kCandidates);
-  auto choose = [&](const auto& perfs, int count, const char* pass) {
-    const auto* best = first_usable(perfs, count);
-    MIRRORED_CHECK(best != nullptr, "cuDNN offers no deterministic ", pass, " algorithm for ", describe(s));
-    workspace_bytes_ = std::max(workspace_bytes_, best->memory);
-    return best->algo;
-  };
-  if (search == AlgoSearch::kBenchmark) {
-    MIRRORED_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(handle, x_desc_.get(), w_desc_, conv_desc_,
-                                                              y_desc_.get(), kCandidates, &returned, fwd.data()));
-    fwd_algo_ = choose(fwd, returned, "forward");
-    MIRRORED_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(handle, w_desc_, y_desc_.get(), conv_desc_,
-                                                                   x_desc_.get(), kCandidates, &returned,
-                                                                   bwd_data.data()));
-    bwd_data_algo_ = choose(bwd_data, returned, "backward-data");
-    MIRRORED_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(handle, x_desc_.get(), y_desc_.get(), conv_desc_,
-                                                                     w_desc_, kCandidates, &returned,
-                                                                     bwd_filter.data()));
-    bwd_filter_algo_ = choose(bwd_filter, returned, "backward-filter");
-  } else {
-    MIRRORED_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(handle, x_desc_.get(), w_desc_, conv_desc_,
-                                                                y_desc_.get(), kCandidates, &returned, fwd.data()));
-    fwd_algo_ = choose(fwd, returned, "forward");
-    MIRRORED_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, w_desc_, y_desc_.get(), conv_desc_,
-                                                                     x_desc_.get(), kCandidates, &returned,
-                                                                     bwd_data.data()));
-    bwd_data_algo_ = choose(bwd_data, returned, "backward-data");
-    MIRRORED_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, x_desc_.get(), y_desc_.get(),
-                                                                       conv_desc_, w_desc_, kCandidates, &returned,
-                                                                       bwd_filter.data()));
-    bwd_filter_algo_ = choose(bwd_filter, returned, "backward-filter");
-  }
+  MIRRORED_CUDNN_CHECK(find ? cudnnFindConvolutionBackwardFilterAlgorithm(handle, x, y, conv, w, kCandidates,
+                                                                          &returned, bwd_filter.data())
+                            : cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, x, y, conv, w, kCandidates,
+                                                                            &returned, bwd_filter.data()));
+  const auto filter_choice = first_usable(
+      ctx, conv, bwd_filter, returned,
+      [&](cudnnConvolutionBwdFilterAlgo_t algo, size_t* bytes) {
+        return cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, x, y, conv, w, algo, bytes);
+      },
+      "backward-filter", shape_);
+
+  fwd_algo_ = fwd_choice.algo;
+  bwd_data_algo_ = data_choice.algo;
+  bwd_filter_algo_ = filter_choice.algo;
+  // Every chosen algorithm runs in FMA math, the descriptor's for all three passes.
+  MIRRORED_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_desc_, CUDNN_FMA_MATH));
+  workspace_bytes_ = std::max({fwd_choice.memory, data_choice.memory, filter_choice.memory});
   ctx.workspace_of_size(workspace_bytes_);  // allocate now, not in the first step
 }
 
@@ -98,52 +159,65 @@ Conv2dPlan::~Conv2dPlan() {
 }
 
 void Conv2dPlan::forward(const float* x, const float* w, const float* bias, float* y) const {
-  DnnContext& ctx = dnn_context(device_);
+  Context& ctx = context(device_);
   const float one = 1.0f, zero = 0.0f;
-  MIRRORED_CUDNN_CHECK(cudnnConvolutionForward(ctx.handle.get(), &one, x_desc_.get(), x, w_desc_, w, conv_desc_,
+  MIRRORED_CUDNN_CHECK(cudnnConvolutionForward(ctx.cudnn(), &one, x_desc_.get(), x, w_desc_, w, conv_desc_,
                                                fwd_algo_, ctx.workspace_of_size(workspace_bytes_), workspace_bytes_,
                                                &zero, y_desc_.get(), y));
-  if (bias) MIRRORED_CUDNN_CHECK(cudnnAddTensor(ctx.handle.get(), &one, bias_desc_.get(), bias, &one, y_desc_.get(), y));
+  if (bias) MIRRORED_CUDNN_CHECK(cudnnAddTensor(ctx.cudnn(), &one, bias_desc_.get(), bias, &one, y_desc_.get(), y));
 }
 
 void Conv2dPlan::backward_data(const float* w, const float* dy, float* dx) const {
-  DnnContext& ctx = dnn_context(device_);
+  Context& ctx = context(device_);
   const float one = 1.0f, zero = 0.0f;
-  MIRRORED_CUDNN_CHECK(cudnnConvolutionBackwardData(ctx.handle.get(), &one, w_desc_, w, y_desc_.get(), dy, conv_desc_,
+  MIRRORED_CUDNN_CHECK(cudnnConvolutionBackwardData(ctx.cudnn(), &one, w_desc_, w, y_desc_.get(), dy, conv_desc_,
                                                     bwd_data_algo_, ctx.workspace_of_size(workspace_bytes_),
                                                     workspace_bytes_, &zero, x_desc_.get(), dx));
 }
 
 void Conv2dPlan::backward_filter(const float* x, const float* dy, float* dw, float* dbias) const {
-  DnnContext& ctx = dnn_context(device_);
+  Context& ctx = context(device_);
   const float one = 1.0f;
-  MIRRORED_CUDNN_CHECK(cudnnConvolutionBackwardFilter(ctx.handle.get(), &one, x_desc_.get(), x, y_desc_.get(), dy,
+  MIRRORED_CUDNN_CHECK(cudnnConvolutionBackwardFilter(ctx.cudnn(), &one, x_desc_.get(), x, y_desc_.get(), dy,
                                                       conv_desc_, bwd_filter_algo_,
                                                       ctx.workspace_of_size(workspace_bytes_), workspace_bytes_, &one,
                                                       w_desc_, dw));
   if (dbias)
-    MIRRORED_CUDNN_CHECK(cudnnConvolutionBackwardBias(ctx.handle.get(), &one, y_desc_.get(), dy, &one,
-                                                      bias_desc_.get(), dbias));
+    MIRRORED_CUDNN_CHECK(
+        cudnnConvolutionBackwardBias(ctx.cudnn(), &one, y_desc_.get(), dy, &one, bias_desc_.get(), dbias));
 }
 
-const Conv2dPlan& conv_plan(int device, const Conv2dShape& s, AlgoSearch search) {
-  // Plans live for the process: layers ask for theirs every step, by shape.
-  using Key = std::tuple<int, int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int, int>;
-  static auto* plans = new std::map<Key, std::unique_ptr<Conv2dPlan>>;
-  const Key key{device, static_cast<int>(search), s.n, s.c, s.h, s.w, s.k, s.r, s.s,
-                s.pad_h, s.pad_w, s.stride_h, s.stride_w};
-  std::lock_guard lock(plans_mutex);
-  auto it = plans->find(key);
-  if (it == plans->end()) {
-    it = plans->emplace(key, std::make_unique<Conv2dPlan>(device, s, search)).first;
-    ++plans_created;
+struct ConvPlanCache::Plans {
+  using Key = std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int, int>;
+  std::mutex mutex;
+  std::map<Key, std::unique_ptr<Conv2dPlan>> by_shape;
+  size_t created = 0;
+};
+
+ConvPlanCache::ConvPlanCache() : plans_(std::make_unique<Plans>()) {}
+ConvPlanCache::~ConvPlanCache() = default;
+
+const Conv2dPlan& ConvPlanCache::get(int device, const Conv2dShape& s, AlgoSearch search) {
+  const Plans::Key key{static_cast<int>(search), s.n, s.c, s.h, s.w, s.k, s.r, s.s,
+                       s.pad_h, s.pad_w, s.stride_h, s.stride_w};
+  std::lock_guard lock(plans_->mutex);
+  auto it = plans_->by_shape.find(key);
+  if (it == plans_->by_shape.end()) {
+    it = plans_->by_shape.emplace(key, std::make_unique<Conv2dPlan>(device, s, search)).first;
+    ++plans_->created;
   }
   return *it->second;
 }
 
-size_t conv_plans_created() {
-  std::lock_guard lock(plans_mutex);
-  return plans_created;
+size_t ConvPlanCache::created() const {
+  std::lock_guard lock(plans_->mutex);
+  return plans_->created;
 }
+
+const Conv2dPlan& conv_plan(int device, const Conv2dShape& shape, AlgoSearch search) {
+  return context(device).conv_plans->get(device, shape, search);
+}
+
+size_t conv_plans_created(int device) { return context(device).conv_plans->created(); }
 
 }  // namespace mirrored::kernels::cuda::dnn

@@ -10,34 +10,20 @@
 //
 // Everything runs on the device's compute stream, like the rest of kernels::cuda. Math is
 // plain float32 FMA (no TF32 tensor cores) so results agree with the CPU kernels to ~1e-5.
-// A convolution's algorithms are chosen once per shape (conv_plan()) and one workspace per
-// device, grown to the largest plan's need, is reused by every call.
+// A convolution's algorithms are chosen once per shape (conv_plan()) and the workspace of
+// the device's context, grown to the largest plan's need, is reused by every call.
 #include <cudnn.h>
 
 #include <cstdint>
 #include <memory>
 #include <utility>
 
+#include "cuda_kernels.h"
 #include "mirrored/core/cuda_resources.h"
 
 namespace mirrored::kernels::cuda::dnn {
 
-// ---- owning handles ---------------------------------------------------------------------
-class CudnnHandle {
- public:
-  CudnnHandle() = default;
-  CudnnHandle(int device, cudaStream_t stream);
-  ~CudnnHandle();
-  CudnnHandle(CudnnHandle&& other) noexcept : handle_(std::exchange(other.handle_, nullptr)) {}
-  CudnnHandle& operator=(CudnnHandle&& other) noexcept;
-  CudnnHandle(const CudnnHandle&) = delete;
-  CudnnHandle& operator=(const CudnnHandle&) = delete;
-  cudnnHandle_t get() const { return handle_; }
-
- private:
-  cudnnHandle_t handle_ = nullptr;
-};
-
+// ---- descriptors ------------------------------------------------------------------------
 // A 4-D NCHW float tensor descriptor.
 class TensorDesc {
  public:
@@ -54,16 +40,6 @@ class TensorDesc {
   cudnnTensorDescriptor_t desc_ = nullptr;
 };
 
-// Per-device cuDNN state: the handle (on the compute stream) and the shared workspace.
-struct DnnContext {
-  int device = 0;
-  cudaStream_t stream = nullptr;
-  CudnnHandle handle;
-  DeviceBuffer workspace;
-  void* workspace_of_size(size_t bytes);  // grows (never shrinks) the shared workspace
-};
-DnnContext& dnn_context(int device);  // also makes `device` current
-
 // ---- convolution ------------------------------------------------------------------------
 struct Conv2dShape {
   int64_t n = 1, c = 1, h = 1, w = 1;   // input
@@ -72,13 +48,19 @@ struct Conv2dShape {
   bool operator==(const Conv2dShape&) const = default;
 };
 
+// The most workspace a convolution pass may ask for (also at most a quarter of the free
+// device memory when planned): an algorithm that wants more gives way to the next one.
+constexpr size_t kMaxConvWorkspaceBytes = size_t{1} << 30;
+
 enum class AlgoSearch {
   kHeuristic,  // cudnnGet*Algorithm_v7: no trial runs, reproducible choice (the default)
   kBenchmark,  // cudnnFind*Algorithm: times the candidates once, like torch's benchmark=True
 };
 
-// One convolution shape with its algorithms chosen. Deterministic algorithms only, so
-// gradients do not change from run to run.
+// One convolution shape with its algorithms chosen. Per pass, the first of cuDNN's
+// candidates that succeeded, is deterministic (gradients do not change from run to run),
+// runs in FMA math (no TF32), and whose workspace (cudnnGet*WorkspaceSize) fits under
+// kMaxConvWorkspaceBytes and can be allocated; otherwise the next candidate.
 class Conv2dPlan {
  public:
   Conv2dPlan(int device, const Conv2dShape& shape, AlgoSearch search);
@@ -102,6 +84,9 @@ class Conv2dPlan {
   void backward_filter(const float* x, const float* dy, float* dw, float* dbias) const;
 
  private:
+  void describe_tensors();
+  void choose_algorithms(AlgoSearch search);
+
   int device_;
   Conv2dShape shape_;
   int64_t out_h_ = 0, out_w_ = 0;
@@ -114,10 +99,25 @@ class Conv2dPlan {
   size_t workspace_bytes_ = 0;
 };
 
-// The plan for `shape` on `device`, created (algorithms chosen) on first request.
+// The plans of one device context (cuda::Context::conv_plans), by shape: layers ask for
+// theirs every step; they live as long as the context.
+class ConvPlanCache {
+ public:
+  ConvPlanCache();
+  ~ConvPlanCache();
+  const Conv2dPlan& get(int device, const Conv2dShape& shape, AlgoSearch search);
+  size_t created() const;
+
+ private:
+  struct Plans;
+  std::unique_ptr<Plans> plans_;
+};
+
+// The plan for `shape` in the live context of `device`, created (algorithms chosen) on
+// first request.
 const Conv2dPlan& conv_plan(int device, const Conv2dShape& shape, AlgoSearch search = AlgoSearch::kHeuristic);
-// How many plans were created so far (tests check that a shape is planned only once).
-size_t conv_plans_created();
+// How many plans that context has created (tests check that a shape is planned only once).
+size_t conv_plans_created(int device);
 
 // ---- pooling ----------------------------------------------------------------------------
 enum class PoolMode { kMax, kAverage };  // average excludes padding, like count_include_pad=False

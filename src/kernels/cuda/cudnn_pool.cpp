@@ -9,7 +9,7 @@ Pool2d::Pool2d(int device, PoolMode mode, int64_t n, int64_t c, int64_t h, int64
     : device_(device) {
   MIRRORED_CHECK(window > 0 && stride > 0 && pad >= 0 && pad < window, "pooling window ", window, " stride ", stride,
                  " pad ", pad);
-  dnn_context(device);
+  context(device);
   x_desc_ = TensorDesc(n, c, h, w);
   MIRRORED_CUDNN_CHECK(cudnnCreatePoolingDescriptor(&desc_));
   const cudnnPoolingMode_t cudnn_mode =
@@ -30,12 +30,12 @@ Pool2d::~Pool2d() {
 void Pool2d::forward(const float* x, float* y) const {
   const float one = 1.0f, zero = 0.0f;
   MIRRORED_CUDNN_CHECK(
-      cudnnPoolingForward(dnn_context(device_).handle.get(), desc_, &one, x_desc_.get(), x, &zero, y_desc_.get(), y));
+      cudnnPoolingForward(context(device_).cudnn(), desc_, &one, x_desc_.get(), x, &zero, y_desc_.get(), y));
 }
 
 void Pool2d::backward(const float* x, const float* y, const float* dy, float* dx) const {
   const float one = 1.0f, zero = 0.0f;
-  MIRRORED_CUDNN_CHECK(cudnnPoolingBackward(dnn_context(device_).handle.get(), desc_, &one, y_desc_.get(), y,
+  MIRRORED_CUDNN_CHECK(cudnnPoolingBackward(context(device_).cudnn(), desc_, &one, y_desc_.get(), y,
                                             y_desc_.get(), dy, x_desc_.get(), x, &zero, x_desc_.get(), dx));
 }
 

@@ -27,7 +27,7 @@ void dropout_forward(Context& ctx, const float* x, float p, uint64_t seed, int64
   const int64_t total = n * sample_numel;
   if (total == 0) return;
   // The scale is worked out on the host by the CPU kernel's function, not re-derived here.
-  dropout_kernel<<<grid_for(total), kThreads, 0, ctx.stream>>>(x, p, dropout_keep_scale(p), seed, first_sample,
+  dropout_kernel<<<grid_for(total), kThreads, 0, ctx.stream()>>>(x, p, dropout_keep_scale(p), seed, first_sample,
                                                                sample_numel, total, mask, y);
   MIRRORED_CUDA_CHECK_LAUNCH("dropout_kernel");
 }

@@ -66,25 +66,25 @@ __global__ void from_bf16_kernel(const uint16_t* in, float* out, int64_t n, floa
 
 void add_bias(Context& ctx, float* y, const float* bias, int64_t rows, int64_t cols) {
   if (rows * cols == 0) return;
-  add_bias_kernel<<<grid_for(rows * cols), kThreads, 0, ctx.stream>>>(y, bias, rows, cols);
+  add_bias_kernel<<<grid_for(rows * cols), kThreads, 0, ctx.stream()>>>(y, bias, rows, cols);
   MIRRORED_CUDA_CHECK_LAUNCH("add_bias_kernel");
 }
 
 void accumulate_bias_grad(Context& ctx, const float* dy, float* dbias, int64_t rows, int64_t cols) {
   if (cols == 0) return;
-  bias_grad_kernel<<<grid_for(cols), kThreads, 0, ctx.stream>>>(dy, dbias, rows, cols);
+  bias_grad_kernel<<<grid_for(cols), kThreads, 0, ctx.stream()>>>(dy, dbias, rows, cols);
   MIRRORED_CUDA_CHECK_LAUNCH("bias_grad_kernel");
 }
 
 void relu_forward(Context& ctx, const float* x, float* y, int64_t n) {
   if (n == 0) return;
-  relu_forward_kernel<<<grid_for(n), kThreads, 0, ctx.stream>>>(x, y, n);
+  relu_forward_kernel<<<grid_for(n), kThreads, 0, ctx.stream()>>>(x, y, n);
   MIRRORED_CUDA_CHECK_LAUNCH("relu_forward_kernel");
 }
 
 void relu_backward(Context& ctx, const float* y, const float* dy, float* dx, int64_t n) {
   if (n == 0) return;
-  relu_backward_kernel<<<grid_for(n), kThreads, 0, ctx.stream>>>(y, dy, dx, n);
+  relu_backward_kernel<<<grid_for(n), kThreads, 0, ctx.stream()>>>(y, dy, dx, n);
   MIRRORED_CUDA_CHECK_LAUNCH("relu_backward_kernel");
 }
 
@@ -94,23 +94,23 @@ void scale_on(cudaStream_t stream, float* x, int64_t n, float alpha) {
   MIRRORED_CUDA_CHECK_LAUNCH("scale_kernel");
 }
 
-void scale(Context& ctx, float* x, int64_t n, float alpha) { scale_on(ctx.stream, x, n, alpha); }
+void scale(Context& ctx, float* x, int64_t n, float alpha) { scale_on(ctx.stream(), x, n, alpha); }
 
 void axpy(Context& ctx, int64_t n, float alpha, const float* x, float* y) {
   if (n == 0) return;
-  axpy_kernel<<<grid_for(n), kThreads, 0, ctx.stream>>>(n, alpha, x, y);
+  axpy_kernel<<<grid_for(n), kThreads, 0, ctx.stream()>>>(n, alpha, x, y);
   MIRRORED_CUDA_CHECK_LAUNCH("axpy_kernel");
 }
 
 void multiply(Context& ctx, const float* a, const float* b, float* y, int64_t n) {
   if (n == 0) return;
-  multiply_kernel<<<grid_for(n), kThreads, 0, ctx.stream>>>(a, b, y, n);
+  multiply_kernel<<<grid_for(n), kThreads, 0, ctx.stream()>>>(a, b, y, n);
   MIRRORED_CUDA_CHECK_LAUNCH("multiply_kernel");
 }
 
 void add(Context& ctx, const float* a, const float* b, float* y, int64_t n) {
   if (n == 0) return;
-  add_kernel<<<grid_for(n), kThreads, 0, ctx.stream>>>(a, b, y, n);
+  add_kernel<<<grid_for(n), kThreads, 0, ctx.stream()>>>(a, b, y, n);
   MIRRORED_CUDA_CHECK_LAUNCH("add_kernel");
 }
 
@@ -120,12 +120,19 @@ bool all_finite(Context& ctx, const float* x, int64_t n) {
   if (ctx.scratch.bytes() < sizeof(int)) ctx.scratch = DeviceBuffer(4096, ctx.device);
   if (ctx.host_scratch.bytes() < sizeof(int)) ctx.host_scratch = PinnedBuffer(4096);
   int* flag = ctx.scratch.as<int>();
-  MIRRORED_CUDA_CHECK(cudaMemsetAsync(flag, 0, sizeof(int), ctx.stream));
-  non_finite_kernel<<<grid_for(n), kThreads, 0, ctx.stream>>>(x, n, flag);
+  MIRRORED_CUDA_CHECK(cudaMemsetAsync(flag, 0, sizeof(int), ctx.stream()));
+  non_finite_kernel<<<grid_for(n), kThreads, 0, ctx.stream()>>>(x, n, flag);
   MIRRORED_CUDA_CHECK_LAUNCH("non_finite_kernel");
-  MIRRORED_CUDA_CHECK(cudaMemcpyAsync(ctx.host_scratch.data(), flag, sizeof(int), cudaMemcpyDeviceToHost, ctx.stream));
-  MIRRORED_CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
+  MIRRORED_CUDA_CHECK(cudaMemcpyAsync(ctx.host_scratch.data(), flag, sizeof(int), cudaMemcpyDeviceToHost, ctx.stream()));
+  MIRRORED_CUDA_CHECK(cudaStreamSynchronize(ctx.stream()));
   return *static_cast<const int*>(ctx.host_scratch.data()) == 0;
+}
+
+void flag_non_finite(Context& ctx, const float* x, int64_t n, int32_t* flag) {
+  MIRRORED_CUDA_CHECK(cudaMemsetAsync(flag, 0, sizeof(int32_t), ctx.stream()));
+  if (n == 0) return;
+  non_finite_kernel<<<grid_for(n), kThreads, 0, ctx.stream()>>>(x, n, flag);
+  MIRRORED_CUDA_CHECK_LAUNCH("non_finite_kernel");
 }
 
 void float_to_bf16(const float* in, uint16_t* out, int64_t n, cudaStream_t stream) {

@@ -108,28 +108,28 @@ __global__ void avg_pool_backward_kernel(const float* dy, PoolShape s, float sca
 void max_pool2d_forward(Context& ctx, const float* x, const PoolShape& s, float* y, int32_t* argmax) {
   const int64_t n = s.planes * s.oh * s.ow;
   if (n == 0) return;
-  max_pool_forward_kernel<<<grid_for(n), kThreads, 0, ctx.stream>>>(x, s, y, argmax);
+  max_pool_forward_kernel<<<grid_for(n), kThreads, 0, ctx.stream()>>>(x, s, y, argmax);
   MIRRORED_CUDA_CHECK_LAUNCH("max_pool_forward_kernel");
 }
 
 void max_pool2d_backward(Context& ctx, const float* dy, const int32_t* argmax, const PoolShape& s, float* dx) {
   const int64_t n = s.planes * s.h * s.w;
   if (n == 0) return;
-  max_pool_backward_kernel<<<grid_for(n), kThreads, 0, ctx.stream>>>(dy, argmax, s, dx);
+  max_pool_backward_kernel<<<grid_for(n), kThreads, 0, ctx.stream()>>>(dy, argmax, s, dx);
   MIRRORED_CUDA_CHECK_LAUNCH("max_pool_backward_kernel");
 }
 
 void avg_pool2d_forward(Context& ctx, const float* x, const PoolShape& s, float* y) {
   const int64_t n = s.planes * s.oh * s.ow;
   if (n == 0) return;
-  avg_pool_forward_kernel<<<grid_for(n), kThreads, 0, ctx.stream>>>(x, s, avg_pool_scale(s), y);
+  avg_pool_forward_kernel<<<grid_for(n), kThreads, 0, ctx.stream()>>>(x, s, avg_pool_scale(s), y);
   MIRRORED_CUDA_CHECK_LAUNCH("avg_pool_forward_kernel");
 }
 
 void avg_pool2d_backward(Context& ctx, const float* dy, const PoolShape& s, float* dx) {
   const int64_t n = s.planes * s.h * s.w;
   if (n == 0) return;
-  avg_pool_backward_kernel<<<grid_for(n), kThreads, 0, ctx.stream>>>(dy, s, avg_pool_scale(s), dx);
+  avg_pool_backward_kernel<<<grid_for(n), kThreads, 0, ctx.stream()>>>(dy, s, avg_pool_scale(s), dx);
   MIRRORED_CUDA_CHECK_LAUNCH("avg_pool_backward_kernel");
 }
 

@@ -1,0 +1,20 @@
+// The CPU backend's settings and build facts (threads, BLAS core, oneDNN version).
+#include <string>
+
+#include "cpu/conv_backends.h"
+#include "cpu/cpu_kernels.h"
+#include "mirrored/kernels/kernels.h"
+
+namespace mirrored::kernels {
+
+void set_cpu_threads(int threads) { cpu::set_threads(threads); }
+
+int cpu_threads() { return cpu::threads(); }
+
+std::string cpu_blas_core() { return cpu::blas_core(); }
+
+std::string cpu_blas_core_upgrade() { return cpu::better_blas_core(); }
+
+std::string cpu_onednn_version() { return cpu::onednn_version(); }
+
+}  // namespace mirrored::kernels
