@@ -107,9 +107,51 @@ TEST(Nccl, BroadcastAllgatherAndBarrierOnHostAndDeviceBuffers) {
     EXPECT_EQ(gathered[static_cast<size_t>(2 * i + 1)], static_cast<float>(-i));
   }
   nccl->barrier();
-  // A duplicate is an independent communicator over the same ranks.
-  auto twin = nccl->duplicate();
-  EXPECT_EQ(twin->allreduce_value<int32_t>(1, comm::ReduceOp::kSum), n);
+#endif
+}
+
+TEST(Nccl, MeanIsTheSumDividedOnce) {
+  SKIP_UNLESS_ONE_GPU_PER_RANK();
+#ifdef MIRRORED_WITH_CUDA
+  // Integer inputs: their sum is exact in float, so the contract's mean (the sum, then one
+  // multiplication by 1/n, as the MPI backends do) is known to the bit. Scaling each input
+  // by 1/n first (ncclAvg) rounds n times and misses it where n is not a power of 2.
+  auto nccl = make_nccl();
+  const int n = nccl->size(), r = nccl->rank();
+  std::vector<float> values(4096);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>((r + 1) * static_cast<int>(i % 13 + 1) + static_cast<int>(i % 5));
+  Tensor mean = on_gpu(values);
+  nccl->allreduce(mean.data<float>(), values.size(), comm::ReduceOp::kMean);
+  const auto got = mean.to_vector();
+  int64_t wrong = 0;
+  for (size_t i = 0; i < values.size(); ++i) {
+    const int sum = n * (n + 1) / 2 * static_cast<int>(i % 13 + 1) + n * static_cast<int>(i % 5);
+    wrong += got[i] != static_cast<float>(sum) * (1.0f / static_cast<float>(n));
+  }
+  EXPECT_EQ(wrong, 0);
+#endif
+}
+
+TEST(Nccl, AsyncHandlesCompleteInOrderAndWaitHonoursItsDeadline) {
+  SKIP_UNLESS_ONE_GPU_PER_RANK();
+#ifdef MIRRORED_WITH_CUDA
+  auto nccl = make_nccl();
+  const int n = nccl->size(), r = nccl->rank();
+  std::vector<Tensor> buffers;
+  std::vector<std::unique_ptr<comm::Work>> works;
+  for (int k = 0; k < 8; ++k) {
+    buffers.push_back(on_gpu(std::vector<float>(100000, static_cast<float>(r + k))));
+    works.push_back(nccl->allreduce_async(buffers.back().data<float>(), 100000, comm::DataType::kF32,
+                                          comm::ReduceOp::kSum));
+  }
+  // A deadline in the past returns at once, complete or not; a later wait completes it.
+  (void)works.back()->wait(comm::Work::Clock::now());
+  for (auto& work : works) work->wait();
+  for (int k = 0; k < 8; ++k) {
+    EXPECT_TRUE(works[static_cast<size_t>(k)]->test());
+    const float expected = static_cast<float>(n * (n - 1) / 2 + n * k);
+    for (float v : buffers[static_cast<size_t>(k)].to_vector()) ASSERT_EQ(v, expected) << "buffer " << k;
+  }
 #endif
 }
 
@@ -124,6 +166,7 @@ std::vector<float> reduced_gradients(distribute::ReducerOptions options) {
   std::vector<float> grads(static_cast<size_t>(arena.numel()));
   for (size_t i = 0; i < grads.size(); ++i) grads[i] = static_cast<float>((r + 1) * static_cast<int>(i % 5 + 1));
   distribute::GradientReducer reducer(arena, *nccl, options);
+  EXPECT_NE(reducer.overlap(), distribute::Overlap::kThread) << "no communication thread on a GPU";
   reducer.begin_step(1);
   kernels::copy(Tensor::from(grads, arena.flat_grads().shape()), arena.flat_grads());
   for (size_t layer = model.num_layers(); layer-- > 0;) reducer.on_layer_ready(layer);
@@ -136,10 +179,10 @@ TEST(Nccl, GradientReducerAveragesDeviceGradientsInEveryMode) {
   SKIP_UNLESS_ONE_GPU_PER_RANK();
 #ifdef MIRRORED_WITH_CUDA
   const int n = test_runtime().world_size();
-  for (bool overlap : {true, false}) {
+  for (auto overlap : {distribute::Overlap::kAuto, distribute::Overlap::kThread, distribute::Overlap::kOff}) {
     for (auto compression : {distribute::GradCompression::kNone, distribute::GradCompression::kBf16}) {
       distribute::ReducerOptions options;
-      options.overlap = overlap ? distribute::Overlap::kThread : distribute::Overlap::kOff;
+      options.overlap = overlap;
       options.compression = compression;
       options.caps.bucket_bytes = 4096;  // several buckets
       options.caps.first_bucket_bytes = 1024;
@@ -147,7 +190,8 @@ TEST(Nccl, GradientReducerAveragesDeviceGradientsInEveryMode) {
       int64_t wrong = 0;
       for (size_t i = 0; i < got.size(); ++i)
         wrong += got[i] != static_cast<float>(n + 1) / 2.0f * static_cast<float>(i % 5 + 1);
-      EXPECT_EQ(wrong, 0) << "overlap " << overlap << ", bf16 " << (compression == distribute::GradCompression::kBf16);
+      EXPECT_EQ(wrong, 0) << "overlap " << distribute::overlap_name(overlap) << ", bf16 "
+                          << (compression == distribute::GradCompression::kBf16);
     }
   }
 #endif
