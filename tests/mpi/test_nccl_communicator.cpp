@@ -4,11 +4,13 @@
 // so no rank waits in a communicator the others never create.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "mirrored/core/cuda_memory.h"
+#include "mirrored/core/rng.h"
 #include "mirrored/core/tensor.h"
 #include "mpi_env.h"
 
@@ -16,7 +18,9 @@
 #include "mirrored/comm/nccl_communicator.h"
 #include "mirrored/distribute/gradient_reducer.h"
 #include "mirrored/kernels/kernels.h"
+#include "mirrored/distribute/distributed_model.h"
 #include "mirrored/nn/builders.h"
+#include "mirrored/nn/loss.h"
 #endif
 
 using namespace mirrored;
@@ -194,6 +198,53 @@ TEST(Nccl, GradientReducerAveragesDeviceGradientsInEveryMode) {
                           << (compression == distribute::GradCompression::kBf16);
     }
   }
+#endif
+}
+
+TEST(Nccl, SyncBatchNormAndOverlappedBucketsShareOneCommunicatorFromOneThread) {
+  // Sync batch norm sums statistics on the device communicator while backward fills
+  // gradient buckets; both go through the one NCCL communicator from this thread, in
+  // program order, so no rank can wait in one collective while a peer waits in another.
+  SKIP_UNLESS_ONE_GPU_PER_RANK();
+#ifdef MIRRORED_WITH_CUDA
+  auto nccl = make_nccl();
+  const int n = nccl->size(), r = nccl->rank();
+  const Device gpu = Device::cuda(my_device());
+  nn::CnnSpec spec;
+  spec.channels = {4, 8};
+  spec.kernel = 3;
+  spec.padding = 1;
+  spec.hidden = {16};
+  spec.batchnorm = true;
+  spec.sync_batchnorm = true;
+  auto module = std::make_unique<nn::Model>(nn::cnn(spec));
+  module->build({1, 28, 28}, gpu);
+  module->initialize(3);  // the same on every rank
+  distribute::ReducerOptions options;
+  options.caps = {1024, 4096};  // several buckets
+  distribute::DistributedModel model(std::move(module), *nccl, *nccl, options);
+  EXPECT_EQ(model.reducer().overlap(), distribute::Overlap::kInline);
+  Rng rng(11, static_cast<uint64_t>(r));
+  Tensor x_host({8, 1, 28, 28}), y_host({8}, DType::kI32);
+  for (int64_t i = 0; i < x_host.numel(); ++i) x_host.data<float>()[i] = rng.uniform(0.0f, 1.0f);
+  for (int64_t i = 0; i < 8; ++i) y_host.data<int32_t>()[i] = static_cast<int32_t>(rng.below(10));
+  Tensor x({8, 1, 28, 28}, DType::kF32, gpu), y({8}, DType::kI32, gpu);
+  kernels::copy(x_host, x);
+  kernels::copy(y_host, y);
+  nn::CrossEntropyLoss loss;
+  for (int step = 0; step < 3; ++step) {
+    model.zero_grad();
+    loss.forward(model.forward(x, nn::Mode::kTrain), y);
+    model.backward(loss.grad());
+    model.synchronize_gradients();
+  }
+  // Averaged gradients are the same on every rank, to the bit.
+  const auto grads = model.parameters().flat_grads().to_vector();
+  std::vector<float> all(grads.size() * static_cast<size_t>(n));
+  test_runtime().world().allgather(grads.data(), all.data(), grads.size(), comm::DataType::kF32);
+  for (int src = 1; src < n; ++src)
+    EXPECT_TRUE(std::equal(grads.begin(), grads.end(), all.begin() + static_cast<int64_t>(src * grads.size())))
+        << "rank " << src << " holds other gradients";
 #endif
 }
 
