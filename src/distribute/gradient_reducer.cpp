@@ -15,10 +15,6 @@ double wall_seconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-// How long the communication thread sleeps between polls of a collective in flight: it
-// must never compete with backward for a core.
-constexpr auto kThreadPollSlice = std::chrono::milliseconds(10);
-
 // Printed once per process, on the chief, whatever number of models it builds.
 void announce(const std::string& line) {
   static std::atomic<bool> announced{false};
@@ -216,10 +212,9 @@ void GradientReducer::worker_loop() {
     }
     try {
       InFlight flight = start(bucket);
-      // Polls with sleeps between tests, so a thread waiting for slower peers yields its
-      // core to backward instead of spinning inside a blocking call.
-      while (!flight.work->wait(comm::Work::Clock::now() + kThreadPollSlice)) {
-      }
+      // The polling wait (tests with sleeps between them), so a thread waiting for slower
+      // peers yields its core to backward instead of spinning inside a blocking call.
+      flight.work->wait(comm::Work::Clock::time_point::max());
       complete(flight);
     } catch (...) {
       std::lock_guard lock(mutex_);
