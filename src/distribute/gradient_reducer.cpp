@@ -174,7 +174,10 @@ void GradientReducer::progress() {
 void GradientReducer::drain() {
   progress();
   while (!in_flight_.empty()) {
-    in_flight_.front().work->wait();
+    // The polling wait, not MPI_Wait's spin: where ranks share cores with each other (or
+    // with anything else), a rank spinning for a slower peer takes the core that peer
+    // needs to catch up.
+    in_flight_.front().work->wait(comm::Work::Clock::time_point::max());
     complete(in_flight_.front());
     in_flight_.pop_front();
     progress();
