@@ -19,12 +19,12 @@
 // whose stream first waits for an event recorded on the compute stream at that moment; the
 // backward kernels of earlier layers keep running meanwhile. Sync batch norm uses the same
 // communicator from the same thread, so the order of NCCL calls is the same on every rank.
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <exception>
 #include <memory>
 #include <mutex>
-#include <condition_variable>
-#include <exception>
 #include <string>
 #include <thread>
 #include <vector>
