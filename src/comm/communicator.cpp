@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 
 namespace mirrored::comm {
 
@@ -29,27 +30,30 @@ const char* datatype_name(DataType type) {
   return "?";
 }
 
-const char* reduce_op_name(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum: return "sum";
-    case ReduceOp::kMean: return "mean";
-    case ReduceOp::kMax: return "max";
-    case ReduceOp::kMin: return "min";
-  }
-  return "?";
-}
-
 namespace {
-class CompletedCollective final : public PendingCollective {
+class CompletedWork final : public Work {
  public:
   bool test() override { return true; }
+  bool wait(Clock::time_point) override { return true; }
 };
+
+// Polling cadence of the default wait(): immediate tries catch collectives that are about
+// to complete; then 50 us sleeps keep latency low without taking a core.
+constexpr int kSpinsBeforeSleeping = 200;
+constexpr auto kPollInterval = std::chrono::microseconds(50);
 }  // namespace
 
-std::unique_ptr<PendingCollective> Communicator::allreduce_async(void* buffer, size_t count, DataType type,
-                                                                 ReduceOp op) {
+bool Work::wait(Clock::time_point deadline) {
+  for (int spins = 0; !test(); ++spins) {
+    if (Clock::now() >= deadline) return false;
+    if (spins > kSpinsBeforeSleeping) std::this_thread::sleep_for(kPollInterval);
+  }
+  return true;
+}
+
+std::unique_ptr<Work> Communicator::allreduce_async(void* buffer, size_t count, DataType type, ReduceOp op) {
   allreduce(buffer, count, type, op);
-  return std::make_unique<CompletedCollective>();
+  return std::make_unique<CompletedWork>();
 }
 
 std::vector<std::string> Communicator::allgather_strings(const std::string& value) {

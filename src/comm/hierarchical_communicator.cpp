@@ -3,6 +3,7 @@
 #include <exception>
 
 #include "mirrored/comm/mpi_check.h"
+#include "mean.h"
 #include "mirrored/comm/mpi_types.h"
 #include "mirrored/core/log.h"
 
@@ -14,7 +15,7 @@ void free_comm(MPI_Comm& comm) {
 }  // namespace
 
 HierarchicalCommunicator::HierarchicalCommunicator(MPI_Comm comm, CollectiveWatchdog* watchdog, int node_color)
-    : watchdog_(watchdog), node_color_(node_color) {
+    : watchdog_(watchdog) {
   MIRRORED_CHECK(node_color >= 0 || node_color == kSharedMemoryNodes, "node colour ", node_color,
                  " must be >= 0 or kSharedMemoryNodes");
   MIRRORED_MPI_CHECK(MPI_Comm_dup(comm, &world_));
@@ -51,11 +52,6 @@ HierarchicalCommunicator::~HierarchicalCommunicator() {
   free_comm(world_);
 }
 
-std::unique_ptr<Communicator> HierarchicalCommunicator::duplicate() {
-  // The same split over a fresh duplicate of the world: new communicators at every level.
-  return std::make_unique<HierarchicalCommunicator>(world_, watchdog_, node_color_);
-}
-
 void HierarchicalCommunicator::allreduce(void* buffer, size_t count, DataType type, ReduceOp op) {
   MIRRORED_CHECK(!pending_, "a blocking all-reduce while a nonblocking one is in flight");
   const MPI_Op mpi_op = mpi_reduce_op(type, op);
@@ -78,15 +74,15 @@ void HierarchicalCommunicator::allreduce(void* buffer, size_t count, DataType ty
   divide_for_mean(buffer, count, type, op, size_);
 }
 
-class HierarchicalPendingAllreduce final : public PendingCollective {
+class HierarchicalAllreduceWork final : public Work {
  public:
-  HierarchicalPendingAllreduce(HierarchicalCommunicator& comm, void* buffer, size_t count, DataType type,
+  HierarchicalAllreduceWork(HierarchicalCommunicator& comm, void* buffer, size_t count, DataType type,
                                ReduceOp op)
       : comm_(comm), watch_(comm.watchdog_, "allreduce", count), buffer_(buffer), count_(count), type_(type),
         op_(op), mpi_type_(mpi_datatype(type)), mpi_op_(mpi_reduce_op(type, op)), n_(mpi_count(count)) {
     start(Stage::kReduce);
   }
-  ~HierarchicalPendingAllreduce() override {
+  ~HierarchicalAllreduceWork() override {
     if (stage_ != Stage::kDone && std::uncaught_exceptions() == 0)
       rank_warning("a hierarchical all-reduce was dropped while in flight");
     comm_.pending_ = false;
@@ -146,11 +142,11 @@ class HierarchicalPendingAllreduce final : public PendingCollective {
   MPI_Request request_ = MPI_REQUEST_NULL;
 };
 
-std::unique_ptr<PendingCollective> HierarchicalCommunicator::allreduce_async(void* buffer, size_t count,
-                                                                             DataType type, ReduceOp op) {
+std::unique_ptr<Work> HierarchicalCommunicator::allreduce_async(void* buffer, size_t count, DataType type,
+                                                                ReduceOp op) {
   MIRRORED_CHECK(!pending_.exchange(true), "a second nonblocking all-reduce on one hierarchical communicator");
   try {
-    return std::make_unique<HierarchicalPendingAllreduce>(*this, buffer, count, type, op);
+    return std::make_unique<HierarchicalAllreduceWork>(*this, buffer, count, type, op);
   } catch (...) {
     pending_ = false;
     throw;

@@ -4,6 +4,7 @@
 #include <exception>
 
 #include "mirrored/comm/mpi_check.h"
+#include "mean.h"
 #include "mirrored/comm/mpi_types.h"
 
 namespace mirrored::comm {
@@ -33,31 +34,36 @@ MpiCommunicator::~MpiCommunicator() {
   if (comm_ != MPI_COMM_NULL && !finalized) MIRRORED_MPI_LOG(MPI_Comm_free(&comm_));
 }
 
-std::unique_ptr<Communicator> MpiCommunicator::duplicate() {
-  return std::make_unique<MpiCommunicator>(comm_, watchdog_);
-}
-
 namespace {
-class MpiPendingAllreduce final : public PendingCollective {
+class MpiAllreduceWork final : public Work {
  public:
-  MpiPendingAllreduce(CollectiveWatchdog* watchdog, void* buffer, size_t count, DataType type, ReduceOp op,
-                      int size, MPI_Request request)
+  MpiAllreduceWork(CollectiveWatchdog* watchdog, void* buffer, size_t count, DataType type, ReduceOp op, int size,
+                   MPI_Request request)
       : watch_(watchdog, "allreduce", count),
         buffer_(buffer), count_(count), type_(type), op_(op), size_(size), request_(request) {}
-  ~MpiPendingAllreduce() override {
+  ~MpiAllreduceWork() override {
     if (!done_ && std::uncaught_exceptions() == 0) rank_warning("an all-reduce was dropped while in flight");
   }
   bool test() override {
     if (done_) return true;
     int complete = 0;
     MIRRORED_MPI_CHECK(MPI_Test(&request_, &complete, MPI_STATUS_IGNORE));
-    if (!complete) return false;
-    divide_for_mean(buffer_, count_, type_, op_, size_);
-    done_ = true;
-    return true;
+    if (complete) finish();
+    return done_;
+  }
+  using Work::wait;
+  void wait() override {
+    if (done_) return;
+    MIRRORED_MPI_CHECK(MPI_Wait(&request_, MPI_STATUS_IGNORE));
+    finish();
   }
 
  private:
+  void finish() {
+    divide_for_mean(buffer_, count_, type_, op_, size_);
+    done_ = true;
+  }
+
   CollectiveWatchdog::Scope watch_;  // in flight until destroyed
   void* buffer_;
   size_t count_;
@@ -76,12 +82,11 @@ void MpiCommunicator::allreduce(void* buffer, size_t count, DataType type, Reduc
   divide_for_mean(buffer, count, type, op, size_);
 }
 
-std::unique_ptr<PendingCollective> MpiCommunicator::allreduce_async(void* buffer, size_t count, DataType type,
-                                                                    ReduceOp op) {
+std::unique_ptr<Work> MpiCommunicator::allreduce_async(void* buffer, size_t count, DataType type, ReduceOp op) {
   const MPI_Op mpi_op = mpi_reduce_op(type, op);
   MPI_Request request;
   MIRRORED_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buffer, mpi_count(count), mpi_datatype(type), mpi_op, comm_, &request));
-  return std::make_unique<MpiPendingAllreduce>(watchdog_, buffer, count, type, op, size_, request);
+  return std::make_unique<MpiAllreduceWork>(watchdog_, buffer, count, type, op, size_, request);
 }
 
 void MpiCommunicator::broadcast(void* buffer, size_t count, DataType type, int root) {

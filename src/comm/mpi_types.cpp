@@ -29,12 +29,6 @@ bool is_floating(DataType type) {
   return type == DataType::kF32 || type == DataType::kF64 || type == DataType::kBF16;
 }
 
-template <typename T>
-void scale(void* buffer, size_t count, int by) {
-  auto* values = static_cast<T*>(buffer);
-  const T factor = T(1) / static_cast<T>(by);
-  for (size_t i = 0; i < count; ++i) values[i] *= factor;
-}
 }  // namespace
 
 MPI_Datatype mpi_datatype(DataType type) {
@@ -70,17 +64,6 @@ int mpi_count(size_t count) {
   MIRRORED_CHECK(count <= static_cast<size_t>(INT_MAX), "collective of ", count,
                  " elements exceeds MPI's int count");
   return static_cast<int>(count);
-}
-
-void divide_for_mean(void* buffer, size_t count, DataType type, ReduceOp op, int ranks) {
-  if (op != ReduceOp::kMean || ranks <= 1) return;
-  if (type == DataType::kF32) scale<float>(buffer, count, ranks);
-  if (type == DataType::kF64) scale<double>(buffer, count, ranks);
-  if (type == DataType::kBF16) {
-    auto* values = static_cast<uint16_t*>(buffer);
-    const float factor = 1.0f / static_cast<float>(ranks);
-    for (size_t i = 0; i < count; ++i) values[i] = float_to_bf16(bf16_to_float(values[i]) * factor);
-  }
 }
 
 }  // namespace mirrored::comm

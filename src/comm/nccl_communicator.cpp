@@ -1,17 +1,21 @@
 #include "mirrored/comm/nccl_communicator.h"
 
-#include <mpi.h>
+#include <cuda_runtime.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <exception>
 #include <thread>
 
+#include "mean.h"
+#include "mirrored/comm/abort.h"
 #include "mirrored/core/cuda_check.h"
 #include "mirrored/core/cuda_resources.h"
 #include "mirrored/core/error.h"
 #include "mirrored/core/log.h"
+#include "mirrored/kernels/kernels.h"
 #include "nccl_check.h"
 
 namespace mirrored::comm {
@@ -30,18 +34,15 @@ ncclDataType_t to_nccl(DataType type) {
   return ncclFloat32;
 }
 
+// kMean travels as a sum (see the header); the division follows.
 ncclRedOp_t to_nccl(ReduceOp op) {
   switch (op) {
-    case ReduceOp::kSum: return ncclSum;
-    case ReduceOp::kMean: return ncclAvg;
+    case ReduceOp::kSum:
+    case ReduceOp::kMean: return ncclSum;
     case ReduceOp::kMax: return ncclMax;
     case ReduceOp::kMin: return ncclMin;
   }
   return ncclSum;
-}
-
-bool is_floating(DataType type) {
-  return type == DataType::kF32 || type == DataType::kF64 || type == DataType::kBF16;
 }
 
 bool on_device(const void* ptr) {
@@ -52,28 +53,151 @@ bool on_device(const void* ptr) {
   }
   return attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged;
 }
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Spin briefly (small collectives finish in microseconds), then back off so a long wait
+// does not burn a core the data loader could use.
+void pause(int& polls) {
+  if (++polls < 2000) {
+    std::this_thread::yield();
+  } else {
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+}
 }  // namespace
 
 struct NcclCommunicator::State {
   ncclComm_t comm = nullptr;
+  int device = 0;
+  double timeout = 0.0;
   CudaStream stream;
   CudaEvent gate;   // recorded on the compute stream: "the data is ready"
-  CudaEvent done;   // recorded on our stream: "the collective finished"
+  CudaEvent done;   // recorded on our stream by the blocking collectives
   DeviceBuffer scratch;
   PinnedBuffer host_scratch;  // host side of staged copies: a device-to-pageable copy would
                               // block the thread outside the timeout's reach
   bool aborted = false;
+
+  // Warns once at half the timeout; ends the job at the timeout (ncclCommAbort first, so
+  // no kernel of this communicator keeps spinning on the device).
+  void check_deadline(const char* operation, size_t count, Clock::time_point started, bool& warned) {
+    if (timeout <= 0) return;
+    const double waited = seconds_since(started);
+    if (!warned && waited > timeout / 2) {
+      warned = true;
+      rank_warning(str_cat("collective warning: NCCL ", operation, " (", count, " elements) on cuda:", device,
+                           " has waited ", static_cast<int>(waited), " s, half of collective_timeout_s = ", timeout,
+                           " s; a peer rank may have stopped, died or issued a different collective"));
+    }
+    if (waited <= timeout) return;
+    rank_error(str_cat("collective timeout: NCCL ", operation, " (", count, " elements) on cuda:", device,
+                       " did not complete within ", timeout, " s; a peer rank stopped, died or issued a different "
+                       "collective. Aborting the NCCL communicator and the job (collective_timeout_s)."));
+    aborted = true;
+    MIRRORED_NCCL_LOG(ncclCommAbort(comm));
+    abort_job(ExitCode::kCommTimeout);
+  }
+
+  // Throws on an asynchronous NCCL error; true while NCCL is still in progress.
+  bool in_progress(const char* operation) {
+    ncclResult_t state = ncclSuccess;
+    MIRRORED_NCCL_CHECK(ncclCommGetAsyncError(comm, &state));
+    if (state == ncclInProgress) return true;
+    if (state != ncclSuccess)
+      throw_library_error(__FILE__, __LINE__, operation, str_cat("NCCL asynchronous error: ", nccl_error_text(state)));
+    return false;
+  }
+
+  // Nonblocking NCCL: a call returns ncclInProgress until the communicator has taken it.
+  void await_ready(const char* operation, size_t count, Clock::time_point started) {
+    bool warned = false;
+    for (int polls = 0; in_progress(operation); pause(polls)) check_deadline(operation, count, started, warned);
+  }
+
+  // Gates our stream on the compute stream's work so far, issues one NCCL call on it and
+  // waits until NCCL accepted the call.
+  template <typename Launch>
+  void enqueue(const char* operation, size_t count, Launch&& launch) {
+    set_cuda_device(device);
+    gate.record(compute_stream(device));
+    MIRRORED_CUDA_CHECK(cudaStreamWaitEvent(stream.get(), gate.get(), 0));
+    const auto started = Clock::now();
+    const ncclResult_t result = launch();
+    if (result != ncclSuccess && result != ncclInProgress)
+      throw_library_error(__FILE__, __LINE__, operation, nccl_error_text(result));
+    await_ready(operation, count, started);
+  }
+
+  // Waits for everything queued on our stream so far, under the timeout.
+  void wait_for_stream(const char* operation, size_t count) {
+    done.record(stream.get());
+    const auto started = Clock::now();
+    bool warned = false;
+    for (int polls = 0; !done.done(); pause(polls)) {
+      (void)in_progress(operation);  // throws on an asynchronous error
+      check_deadline(operation, count, started, warned);
+    }
+  }
+};
+
+// A device all-reduce in flight: its completion event and the communicator to poll.
+class NcclWork final : public Work {
+ public:
+  NcclWork(NcclCommunicator::State& state, void* buffer, size_t count, ReduceOp op, int ranks)
+      : state_(state), buffer_(buffer), count_(count), op_(op), ranks_(ranks),
+        done_event_(state.device), started_(Clock::now()) {
+    done_event_.record(state_.stream.get());
+  }
+  ~NcclWork() override {
+    if (!complete_ && std::uncaught_exceptions() == 0) rank_warning("an NCCL all-reduce was dropped while in flight");
+  }
+  bool test() override {
+    if (complete_) return true;
+    if (!done_event_.done()) {
+      (void)state_.in_progress("allreduce");  // throws on an asynchronous error
+      state_.check_deadline("allreduce", count_, started_, warned_);
+      return false;
+    }
+    // The sum is complete; a mean's division queued now on the compute stream is ordered
+    // before any later kernel that reads the buffer.
+    if (op_ == ReduceOp::kMean && ranks_ > 1)
+      kernels::scale(static_cast<float*>(buffer_), static_cast<int64_t>(count_), Device::cuda(state_.device),
+                     1.0f / static_cast<float>(ranks_));
+    complete_ = true;
+    return true;
+  }
+
+ private:
+  NcclCommunicator::State& state_;
+  void* buffer_;
+  size_t count_;
+  ReduceOp op_;
+  int ranks_;
+  CudaEvent done_event_;
+  Clock::time_point started_;
+  bool warned_ = false;
+  bool complete_ = false;
 };
 
 NcclCommunicator::NcclCommunicator(Communicator& bootstrap, int device, double timeout_seconds)
-    : bootstrap_(bootstrap), device_(device), timeout_(timeout_seconds), rank_(bootstrap.rank()),
-      size_(bootstrap.size()), state_(std::make_unique<State>()) {
+    : device_(device), timeout_(timeout_seconds), rank_(bootstrap.rank()), size_(bootstrap.size()),
+      state_(std::make_unique<State>()) {
+  state_->device = device_;
+  state_->timeout = timeout_;
   set_cuda_device(device_);
   ncclUniqueId id;
   std::memset(&id, 0, sizeof(id));
   if (rank_ == 0) MIRRORED_NCCL_CHECK(ncclGetUniqueId(&id));
-  bootstrap_.broadcast(reinterpret_cast<uint8_t*>(&id), sizeof(id), 0);
-  MIRRORED_NCCL_CHECK(ncclCommInitRank(&state_->comm, size_, id, rank_));
+  bootstrap.broadcast(reinterpret_cast<uint8_t*>(&id), sizeof(id), 0);
+  // Nonblocking, so a peer that never joins cannot hang initialisation past the timeout.
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  const auto started = Clock::now();
+  const ncclResult_t result = ncclCommInitRankConfig(&state_->comm, size_, id, rank_, &config);
+  if (result != ncclSuccess && result != ncclInProgress)
+    throw_library_error(__FILE__, __LINE__, "ncclCommInitRankConfig", nccl_error_text(result));
+  state_->await_ready("initialisation", 0, started);
   state_->stream = CudaStream(device_, /*non_blocking=*/true);
   state_->gate = CudaEvent(device_);
   state_->done = CudaEvent(device_);
@@ -85,71 +209,27 @@ NcclCommunicator::~NcclCommunicator() {
   // teardown: abort (local, non-blocking) instead of destroy.
   if (std::uncaught_exceptions() > 0) {
     MIRRORED_NCCL_LOG(ncclCommAbort(state_->comm));
-  } else {
-    MIRRORED_NCCL_LOG(ncclCommDestroy(state_->comm));
+    return;
   }
+  // Nonblocking communicator: finalize flushes outstanding work and reports progress like
+  // any other call; destroy then frees it.
+  ncclResult_t result = ncclCommFinalize(state_->comm);
+  if (result == ncclSuccess || result == ncclInProgress) {
+    try {
+      state_->await_ready("finalize", 0, Clock::now());
+    } catch (const std::exception& e) {
+      rank_warning(str_cat("NCCL finalize: ", e.what()));
+    }
+  } else {
+    log_library_error(__FILE__, __LINE__, "ncclCommFinalize", nccl_error_text(result));
+  }
+  MIRRORED_NCCL_LOG(ncclCommDestroy(state_->comm));
 }
-
-std::unique_ptr<Communicator> NcclCommunicator::duplicate() {
-  return std::make_unique<NcclCommunicator>(bootstrap_, device_, timeout_);
-}
-
-cudaStream_t NcclCommunicator::stream() const { return state_->stream.get(); }
 
 int NcclCommunicator::version() {
   int v = 0;
   MIRRORED_NCCL_CHECK(ncclGetVersion(&v));
   return v;
-}
-
-void NcclCommunicator::wait_for(cudaEvent_t ready) {
-  set_cuda_device(device_);
-  MIRRORED_CUDA_CHECK(cudaStreamWaitEvent(state_->stream.get(), ready, 0));
-}
-
-void NcclCommunicator::gate_on_compute_stream() {
-  state_->gate.record(compute_stream(device_));
-  wait_for(state_->gate.get());
-}
-
-void NcclCommunicator::enqueue_allreduce(void* device_buffer, size_t count, DataType type, ReduceOp op) {
-  MIRRORED_CHECK(op != ReduceOp::kMean || is_floating(type), "mean all-reduce of ", datatype_name(type));
-  set_cuda_device(device_);
-  MIRRORED_NCCL_CHECK(ncclAllReduce(device_buffer, device_buffer, count, to_nccl(type), to_nccl(op), state_->comm,
-                                    state_->stream.get()));
-}
-
-void NcclCommunicator::synchronize(const char* operation, size_t count) {
-  state_->done.record(state_->stream.get());
-  const auto started = Clock::now();
-  int polls = 0;
-  while (!state_->done.done()) {
-    ncclResult_t async_error = ncclSuccess;
-    MIRRORED_NCCL_CHECK(ncclCommGetAsyncError(state_->comm, &async_error));
-    if (async_error != ncclSuccess && async_error != ncclInProgress)
-      throw_library_error(__FILE__, __LINE__, operation, str_cat("NCCL asynchronous error: ", nccl_error_text(async_error)));
-    const double waited = std::chrono::duration<double>(Clock::now() - started).count();
-    if (timeout_ > 0 && waited > timeout_) {
-      rank_error(str_cat("collective timeout: NCCL ", operation, " (", count, " elements) on cuda:", device_,
-                         " did not complete within ", timeout_, " s; a peer rank stopped, died or issued a different "
-                         "collective. Aborting the NCCL communicator and the job (collective_timeout_s)."));
-      std::fflush(stderr);
-      state_->aborted = true;
-      MIRRORED_NCCL_LOG(ncclCommAbort(state_->comm));
-      int initialized = 0, finalized = 0;
-      MPI_Initialized(&initialized);
-      MPI_Finalized(&finalized);
-      if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, static_cast<int>(ExitCode::kCommTimeout));
-      std::_Exit(static_cast<int>(ExitCode::kCommTimeout));
-    }
-    // Spin briefly (small collectives finish in microseconds), then back off so a long
-    // wait does not burn a core the data loader could use.
-    if (++polls < 2000) {
-      std::this_thread::yield();
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(100));
-    }
-  }
 }
 
 void* NcclCommunicator::staging(size_t bytes) {
@@ -160,62 +240,86 @@ void* NcclCommunicator::staging(size_t bytes) {
 
 void NcclCommunicator::stage_in(void* dev, const void* host, size_t bytes) {
   std::memcpy(state_->host_scratch.data(), host, bytes);
-  MIRRORED_CUDA_CHECK(cudaMemcpyAsync(dev, state_->host_scratch.data(), bytes, cudaMemcpyHostToDevice, stream()));
+  MIRRORED_CUDA_CHECK(
+      cudaMemcpyAsync(dev, state_->host_scratch.data(), bytes, cudaMemcpyHostToDevice, state_->stream.get()));
 }
 
 void NcclCommunicator::stage_out_and_wait(void* host, const void* dev, size_t bytes, const char* operation,
                                           size_t count) {
-  MIRRORED_CUDA_CHECK(cudaMemcpyAsync(state_->host_scratch.data(), dev, bytes, cudaMemcpyDeviceToHost, stream()));
-  synchronize(operation, count);
+  MIRRORED_CUDA_CHECK(
+      cudaMemcpyAsync(state_->host_scratch.data(), dev, bytes, cudaMemcpyDeviceToHost, state_->stream.get()));
+  state_->wait_for_stream(operation, count);
   std::memcpy(host, state_->host_scratch.data(), bytes);
 }
 
+std::unique_ptr<Work> NcclCommunicator::allreduce_async(void* buffer, size_t count, DataType type, ReduceOp op) {
+  if (!on_device(buffer)) return Communicator::allreduce_async(buffer, count, type, op);  // staged, blocking
+  MIRRORED_CHECK(op != ReduceOp::kMean || type == DataType::kF32, "NCCL mean all-reduce of ", datatype_name(type),
+                 " device buffers (float only)");
+  State& s = *state_;
+  s.enqueue("allreduce", count, [&] {
+    return ncclAllReduce(buffer, buffer, count, to_nccl(type), to_nccl(op), s.comm, s.stream.get());
+  });
+  return std::make_unique<NcclWork>(s, buffer, count, op, size_);
+}
+
 void NcclCommunicator::allreduce(void* buffer, size_t count, DataType type, ReduceOp op) {
-  const size_t bytes = count * datatype_size(type);
-  gate_on_compute_stream();
   if (on_device(buffer)) {
-    enqueue_allreduce(buffer, count, type, op);
-  } else {
-    void* dev = staging(bytes);
-    stage_in(dev, buffer, bytes);
-    enqueue_allreduce(dev, count, type, op);
-    stage_out_and_wait(buffer, dev, bytes, "allreduce", count);
+    allreduce_async(buffer, count, type, op)->wait();
     return;
   }
-  synchronize("allreduce", count);
+  MIRRORED_CHECK(op != ReduceOp::kMean || type == DataType::kF32 || type == DataType::kF64 ||
+                     type == DataType::kBF16,
+                 "mean all-reduce of ", datatype_name(type));
+  const size_t bytes = count * datatype_size(type);
+  State& s = *state_;
+  void* dev = staging(bytes);
+  stage_in(dev, buffer, bytes);
+  s.enqueue("allreduce", count,
+            [&] { return ncclAllReduce(dev, dev, count, to_nccl(type), to_nccl(op), s.comm, s.stream.get()); });
+  stage_out_and_wait(buffer, dev, bytes, "allreduce", count);
+  divide_for_mean(buffer, count, type, op, size_);
 }
 
 void NcclCommunicator::broadcast(void* buffer, size_t count, DataType type, int root) {
   const size_t bytes = count * datatype_size(type);
-  gate_on_compute_stream();
   const bool device_buffer = on_device(buffer);
+  State& s = *state_;
   void* dev = device_buffer ? buffer : staging(bytes);
   if (!device_buffer) stage_in(dev, buffer, bytes);
-  MIRRORED_NCCL_CHECK(ncclBroadcast(dev, dev, count, to_nccl(type), root, state_->comm, stream()));
+  s.enqueue("broadcast", count,
+            [&] { return ncclBroadcast(dev, dev, count, to_nccl(type), root, s.comm, s.stream.get()); });
   if (!device_buffer) return stage_out_and_wait(buffer, dev, bytes, "broadcast", count);
-  synchronize("broadcast", count);
+  s.wait_for_stream("broadcast", count);
 }
 
 void NcclCommunicator::allgather(const void* send, void* recv, size_t count, DataType type) {
   const size_t bytes = count * datatype_size(type);
   const size_t total = bytes * static_cast<size_t>(size_);
-  gate_on_compute_stream();
+  State& s = *state_;
   if (on_device(send) && on_device(recv)) {
-    MIRRORED_NCCL_CHECK(ncclAllGather(send, recv, count, to_nccl(type), state_->comm, stream()));
-    synchronize("allgather", count);
+    s.enqueue("allgather", count,
+              [&] { return ncclAllGather(send, recv, count, to_nccl(type), s.comm, s.stream.get()); });
+    s.wait_for_stream("allgather", count);
     return;
   }
   // Staged through device memory: [send | recv] in one scratch block.
   auto* base = static_cast<char*>(staging(bytes + total));
   if (on_device(send)) {
-    MIRRORED_CUDA_CHECK(cudaMemcpyAsync(base, send, bytes, cudaMemcpyDeviceToDevice, stream()));
+    // After the compute stream's writes to `send`: enqueue() gates the stream before the
+    // NCCL call, so the copy goes through the gate first.
+    set_cuda_device(device_);
+    s.gate.record(compute_stream(device_));
+    MIRRORED_CUDA_CHECK(cudaStreamWaitEvent(s.stream.get(), s.gate.get(), 0));
+    MIRRORED_CUDA_CHECK(cudaMemcpyAsync(base, send, bytes, cudaMemcpyDeviceToDevice, s.stream.get()));
   } else {
     stage_in(base, send, bytes);
   }
-  MIRRORED_NCCL_CHECK(ncclAllGather(base, base + bytes, count, to_nccl(type), state_->comm, stream()));
+  s.enqueue("allgather", count,
+            [&] { return ncclAllGather(base, base + bytes, count, to_nccl(type), s.comm, s.stream.get()); });
   if (on_device(recv)) {
-    MIRRORED_CUDA_CHECK(cudaMemcpyAsync(recv, base + bytes, total, cudaMemcpyDeviceToDevice, stream()));
-    synchronize("allgather", count);
+    MIRRORED_CUDA_CHECK(cudaMemcpyAsync(recv, base + bytes, total, cudaMemcpyDeviceToDevice, s.stream.get()));
+    s.wait_for_stream("allgather", count);
   } else {
     stage_out_and_wait(recv, base + bytes, total, "allgather", count);
   }

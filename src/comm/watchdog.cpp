@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "mirrored/comm/abort.h"
 #include "mirrored/comm/mpi_check.h"
 #include "mirrored/core/error.h"
 #include "mirrored/core/log.h"
@@ -48,6 +49,17 @@ CollectiveWatchdog::Scope::Scope(CollectiveWatchdog* watchdog, const char* opera
 
 CollectiveWatchdog::Scope::~Scope() {
   if (watchdog_) watchdog_->end(slot_);
+}
+
+void CollectiveWatchdog::set_hosts(std::vector<std::string> hosts) {
+  std::lock_guard lock(mutex_);
+  hosts_ = std::move(hosts);
+}
+
+std::string CollectiveWatchdog::rank_and_host(int rank) const {
+  std::lock_guard lock(mutex_);
+  if (rank < 0 || static_cast<size_t>(rank) >= hosts_.size()) return str_cat("rank ", rank);
+  return str_cat("rank ", rank, " on ", hosts_[static_cast<size_t>(rank)]);
 }
 
 size_t CollectiveWatchdog::begin(const char* operation, size_t count) {
@@ -144,6 +156,12 @@ void CollectiveWatchdog::check_deadlines() {
   }
   if (!oldest.active) return;
   const double waited = seconds_since(oldest.since);
+  // The warning stage: the chief, which hears from every rank, says who is missing while
+  // there is still time to look (once per stalled collective).
+  if (rank_ == 0 && waited > timeout_ / 2 && oldest.sequence != warned_sequence_) {
+    warned_sequence_ = oldest.sequence;
+    warn(oldest, waited);
+  }
   if (waited <= timeout_) return;
   const bool chief_silent = rank_ != 0 && seconds_since(peers_[0].heard) > kSilentAfterSeconds;
   if (rank_ == 0 || chief_silent || waited > timeout_ + kChiefGraceSeconds) abort_job(oldest, waited);
@@ -160,14 +178,14 @@ std::string CollectiveWatchdog::describe_missing(int64_t my_completed) const {
     const auto& peer = peers_[static_cast<size_t>(r)];
     const double silent = seconds_since(peer.heard);
     if (peer.completed < 0 && silent > kSilentAfterSeconds) {
-      culprits.push_back(str_cat("rank ", r, " (never heard from: not started, stopped or dead)"));
+      culprits.push_back(rank_and_host(r) + " (never heard from: not started, stopped or dead)");
     } else if (silent > kSilentAfterSeconds) {
-      culprits.push_back(str_cat("rank ", r, " (silent for ", static_cast<int>(silent),
+      culprits.push_back(str_cat(rank_and_host(r), " (silent for ", static_cast<int>(silent),
                                  " s: stopped, killed or unreachable)"));
     } else if (peer.in_collective == 0) {
-      culprits.push_back(str_cat("rank ", r, " (alive but outside any collective: busy or hung in compute or I/O)"));
+      culprits.push_back(rank_and_host(r) + " (alive but outside any collective: busy or hung in compute or I/O)");
     } else if (peer.completed != my_completed) {
-      hints.push_back(str_cat("rank ", r, " (in a collective after ", peer.completed, " completed, vs ",
+      hints.push_back(str_cat(rank_and_host(r), " (in a collective after ", peer.completed, " completed, vs ",
                               my_completed, " here)"));
     }
   }
@@ -177,13 +195,19 @@ std::string CollectiveWatchdog::describe_missing(int64_t my_completed) const {
                     : "rank 0 is alive and names the missing ranks";
 }
 
-void CollectiveWatchdog::abort_job(const InFlight& stalled, double waited) {
-  rank_error(str_cat("collective timeout: ", stalled.operation, " #", stalled.sequence, " (", stalled.count,
-                     " elements) did not complete within ", timeout_, " s (waited ", static_cast<int>(waited),
-                     " s); ", describe_missing(completed_.load()), ". Aborting the job (collective_timeout_s)."));
+void CollectiveWatchdog::warn(const InFlight& stalled, double waited) {
+  rank_warning(str_cat("collective warning: ", stalled.operation, " #", stalled.sequence, " (", stalled.count,
+                       " elements) has waited ", static_cast<int>(waited), " s, half of collective_timeout_s = ",
+                       timeout_, " s; ", describe_missing(completed_.load()), ". The job aborts at ", timeout_,
+                       " s unless they arrive."));
   std::fflush(stderr);
-  MPI_Abort(MPI_COMM_WORLD, static_cast<int>(ExitCode::kCommTimeout));
-  std::_Exit(static_cast<int>(ExitCode::kCommTimeout));
+}
+
+void CollectiveWatchdog::abort_job(const InFlight& stalled, double waited) {
+  comm::abort_job(ExitCode::kCommTimeout,
+                  str_cat("collective timeout: ", stalled.operation, " #", stalled.sequence, " (", stalled.count,
+                          " elements) did not complete within ", timeout_, " s (waited ", static_cast<int>(waited),
+                          " s); ", describe_missing(completed_.load()), ". Aborting the job (collective_timeout_s)."));
 }
 
 }  // namespace mirrored::comm

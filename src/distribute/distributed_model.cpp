@@ -18,16 +18,16 @@ void CommunicatorReducer::sum(Tensor& values) {
   comm_.allreduce(values.data<float>(), static_cast<size_t>(values.numel()), comm::ReduceOp::kSum);
 }
 
-DistributedModel::DistributedModel(std::unique_ptr<nn::Model> model, comm::Communicator& comm, ReducerOptions options,
-                                   int accumulate_steps)
+DistributedModel::DistributedModel(std::unique_ptr<nn::Model> model, comm::Communicator& gradients,
+                                   comm::Communicator& replicas, ReducerOptions options, int accumulate_steps)
     : model_(std::move(model)),
-      reducer_(std::make_unique<GradientReducer>(model_->parameters(), comm, options)),
+      reducer_(std::make_unique<GradientReducer>(model_->parameters(), gradients, options)),
       accumulate_steps_(accumulate_steps),
-      comm_(&comm),
-      cross_replica_(std::make_unique<CommunicatorReducer>(comm)) {
+      comm_(&replicas),
+      cross_replica_(std::make_unique<CommunicatorReducer>(replicas)) {
   MIRRORED_CHECK(accumulate_steps_ >= 1, "accumulate_steps = ", accumulate_steps_);
   // A world of one has nothing to reduce: layers then skip the call altogether.
-  model_->set_replica(comm.rank(), comm.size() > 1 ? cross_replica_.get() : nullptr);
+  model_->set_replica(replicas.rank(), replicas.size() > 1 ? cross_replica_.get() : nullptr);
 }
 
 DistributedModel::~DistributedModel() = default;

@@ -1,68 +1,85 @@
 #include "mirrored/distribute/gradient_reducer.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 
-#include "mirrored/core/bf16.h"
 #include "mirrored/core/error.h"
+#include "mirrored/core/log.h"
 #include "mirrored/core/timer.h"
-
-#ifdef MIRRORED_WITH_CUDA
-#include "../kernels/cuda/cuda_kernels.h"
-#include "mirrored/comm/nccl_communicator.h"
-#include "mirrored/core/cuda_resources.h"
-#endif
+#include "mirrored/kernels/kernels.h"
 
 namespace mirrored::distribute {
 namespace {
-// Polling cadence of the communication thread: a few hundred immediate tests catch
-// collectives that are about to complete, then 50 us sleeps keep latency low without
-// taking a core.
-constexpr int kSpinsBeforeSleeping = 200;
-constexpr auto kPollInterval = std::chrono::microseconds(50);
+double wall_seconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// Printed once per process, on the chief, whatever number of models it builds.
+void announce(const std::string& line) {
+  static std::atomic<bool> announced{false};
+  if (!announced.exchange(true)) chief_info(line);
+}
 }  // namespace
 
-#ifdef MIRRORED_WITH_CUDA
-struct GradientReducer::DeviceState {
-  comm::NcclCommunicator* nccl = nullptr;
-  int device = 0;
-  std::vector<CudaEvent> ready;   // per bucket: its gradients are written
-  std::vector<char> recorded;     // per bucket: `ready` recorded this step
-  DeviceBuffer wire;              // bf16 staging on the device
-};
-#else
-struct GradientReducer::DeviceState {};
-#endif
+const char* overlap_name(Overlap mode) {
+  switch (mode) {
+    case Overlap::kAuto: return "auto";
+    case Overlap::kOff: return "off";
+    case Overlap::kThread: return "thread";
+    case Overlap::kInline: return "inline";
+  }
+  return "?";
+}
+
+Overlap resolve_overlap(Overlap requested, int cores, int ranks_on_host, int compute_threads) {
+  if (requested != Overlap::kAuto) return requested;
+  return cores > ranks_on_host * compute_threads ? Overlap::kThread : Overlap::kInline;
+}
+
+double peer_wait_seconds(const CommStats& stats, comm::Communicator& comm) {
+  const size_t buckets = stats.entry_times.size();
+  std::vector<double> all(buckets * static_cast<size_t>(comm.size()));
+  comm.allgather(stats.entry_times.data(), all.data(), buckets, comm::DataType::kF64);
+  double waited = 0.0;
+  for (size_t b = 0; b < buckets; ++b) {
+    double latest = stats.entry_times[b];
+    for (int r = 0; r < comm.size(); ++r) latest = std::max(latest, all[static_cast<size_t>(r) * buckets + b]);
+    waited += latest - stats.entry_times[b];
+  }
+  return waited;
+}
 
 GradientReducer::GradientReducer(nn::ParameterArena& arena, comm::Communicator& comm, ReducerOptions options)
-    : arena_(arena), comm_(comm.duplicate()), options_(options), buckets_(plan_buckets(arena, options.caps)) {
+    : arena_(arena), comm_(comm), options_(options), buckets_(plan_buckets(arena, options.caps)) {
   size_t layers = 0;
   for (const auto& info : arena.infos()) layers = std::max(layers, info.layer + 1);
   bucket_of_layer_.assign(layers, -1);
-  int64_t largest = 0;
   for (size_t b = 0; b < buckets_.size(); ++b) {
     for (size_t layer : buckets_[b].layers) bucket_of_layer_[layer] = static_cast<int>(b);
-    largest = std::max(largest, buckets_[b].numel());
     span_names_.push_back(str_cat("allreduce bucket ", b, " (", buckets_[b].numel(), " floats)"));
   }
   pending_layers_.assign(buckets_.size(), 0);
-  const Device grads_device = arena.flat_grads().device();
-  if (grads_device.is_cuda()) {
-#ifdef MIRRORED_WITH_CUDA
-    device_ = std::make_unique<DeviceState>();
-    device_->nccl = dynamic_cast<comm::NcclCommunicator*>(comm_.get());
-    MIRRORED_CHECK(device_->nccl != nullptr, "gradients on ", grads_device.str(),
-                   " need the NCCL communicator, got '", comm_->backend(), "'");
-    device_->device = grads_device.index;
-    for (size_t b = 0; b < buckets_.size(); ++b) device_->ready.emplace_back(grads_device.index);
-    device_->recorded.assign(buckets_.size(), 0);
-    if (options_.compression == GradCompression::kBf16)
-      device_->wire = DeviceBuffer(static_cast<size_t>(largest) * sizeof(uint16_t), grads_device.index);
-#endif
-  } else if (options_.compression == GradCompression::kBf16) {
-    wire_.resize(static_cast<size_t>(largest));
+  const Tensor& grads = arena.flat_grads();
+  hook_ = make_comm_hook(options_.compression, grads.device(), grads.numel());
+
+  // The overlap mode. A world of one has nothing to overlap; on a GPU enqueueing is
+  // already asynchronous, so a thread would only add a second NCCL caller.
+  const int compute_threads = options_.compute_threads > 0 ? options_.compute_threads : kernels::cpu_threads();
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (comm_.size() == 1) {
+    mode_ = Overlap::kOff;
+  } else if (grads.device().is_cuda()) {
+    mode_ = options_.overlap == Overlap::kOff ? Overlap::kOff : Overlap::kInline;
+    announce(str_cat("gradient overlap: ", mode_ == Overlap::kOff ? "off" : "buckets enqueued as backward fills them",
+                     " (NCCL on ", grads.device().str(), ", ", comm_.size(), " ranks)"));
+  } else {
+    mode_ = resolve_overlap(options_.overlap, cores, options_.ranks_on_host, compute_threads);
+    announce(str_cat("gradient overlap: ", overlap_name(mode_), " (", options_.ranks_on_host, " rank(s) x ",
+                     compute_threads, " thread(s) on ", cores, " cores",
+                     options_.overlap == Overlap::kAuto ? ", auto" : "", ")"));
   }
-  if (options_.overlap != Overlap::kOff && comm_->size() > 1) worker_ = std::thread([this] { worker_loop(); });
+  if (mode_ == Overlap::kThread) worker_ = std::thread([this] { worker_loop(); });
   begin_step(1);
 }
 
@@ -79,126 +96,111 @@ GradientReducer::~GradientReducer() {
 
 void GradientReducer::begin_step(int micro_batches) {
   MIRRORED_CHECK(micro_batches >= 1, "micro_batches = ", micro_batches);
+  MIRRORED_CHECK(ready_.empty() && in_flight_.empty(), "begin_step() while buckets are in flight");
   for (size_t b = 0; b < buckets_.size(); ++b) pending_layers_[b] = buckets_[b].layers.size();
   launched_ = 0;
-  scale_ = 1.0f / static_cast<float>(comm_->size() * micro_batches);
-#ifdef MIRRORED_WITH_CUDA
-  if (device_) std::fill(device_->recorded.begin(), device_->recorded.end(), 0);
-#endif
+  scale_ = 1.0f / static_cast<float>(comm_.size() * micro_batches);
   std::lock_guard lock(mutex_);
   completed_ = 0;
-  comm_seconds_ = 0.0;
+  step_ = CommStats{};
+  step_.entry_times.assign(buckets_.size(), 0.0);
   error_ = nullptr;
 }
 
 void GradientReducer::on_layer_ready(size_t layer_index) {
+  // Every layer boundary is a chance to move the collectives in flight along.
+  if (mode_ == Overlap::kInline) progress();
   if (layer_index >= bucket_of_layer_.size() || bucket_of_layer_[layer_index] < 0) return;
   const auto bucket = static_cast<size_t>(bucket_of_layer_[layer_index]);
   MIRRORED_CHECK(pending_layers_[bucket] > 0, "layer ", layer_index, " reported ready twice");
   --pending_layers_[bucket];
   // Launch in bucket order only, so every rank issues the same collectives in the same order.
+  if (mode_ == Overlap::kOff) return;  // finish() launches every bucket
   while (launched_ < buckets_.size() && pending_layers_[launched_] == 0) launch(launched_++);
 }
 
 void GradientReducer::launch(size_t bucket) {
-  if (!worker_.joinable()) return;  // no overlap: finish() reduces every bucket in order
-#ifdef MIRRORED_WITH_CUDA
-  if (device_) {
-    // Now, on the main thread: the event covers exactly the kernels queued so far, which
-    // include every one that wrote this bucket, and none of the later layers'.
-    device_->ready[bucket].record(compute_stream(device_->device));
-    device_->recorded[bucket] = 1;
+  if (mode_ == Overlap::kThread) {
+    {
+      std::lock_guard lock(mutex_);
+      queue_.push_back(bucket);
+    }
+    work_ready_.notify_one();
+    return;
   }
-#endif
-  {
-    std::lock_guard lock(mutex_);
-    queue_.push_back(bucket);
+  ready_.push_back(bucket);
+  progress();
+}
+
+GradientReducer::InFlight GradientReducer::start(size_t bucket) {
+  Stopwatch transform;
+  const double entry = wall_seconds();
+  const int64_t started_us = timeline_ ? timeline_->now_us() : 0;
+  auto work = hook_->start(comm_, arena_.flat_grads().data<float>(), buckets_[bucket]);
+  const double seconds = transform.seconds();
+  std::lock_guard lock(mutex_);
+  step_.entry_times[bucket] = entry;
+  // Starting a nonblocking collective is (mostly) the hook's packing; the rest of the
+  // time to completion is counted in complete().
+  step_.transform_seconds += seconds;
+  return {bucket, std::move(work), started_us, entry + seconds};
+}
+
+void GradientReducer::complete(InFlight& flight) {
+  const double completed_at = wall_seconds();
+  Stopwatch transform;
+  const Bucket& bucket = buckets_[flight.bucket];
+  hook_->finish(arena_.flat_grads().data<float>(), bucket, scale_);
+  const double seconds = transform.seconds();
+  if (timeline_) timeline_->add(span_names_[flight.bucket], "allreduce", flight.started_us, timeline_->now_us());
+  std::lock_guard lock(mutex_);
+  step_.comm_seconds += std::max(0.0, completed_at - flight.started_seconds);
+  step_.transform_seconds += seconds;
+  ++completed_;
+}
+
+void GradientReducer::progress() {
+  while (!in_flight_.empty() && in_flight_.front().work->test()) {
+    complete(in_flight_.front());
+    in_flight_.pop_front();
   }
-  work_ready_.notify_one();
+  const auto limit = static_cast<size_t>(std::max(1, comm_.max_in_flight()));
+  while (!ready_.empty() && in_flight_.size() < limit) {
+    in_flight_.push_back(start(ready_.front()));
+    ready_.pop_front();
+  }
+}
+
+void GradientReducer::drain() {
+  progress();
+  while (!in_flight_.empty()) {
+    // The polling wait, not MPI_Wait's spin: where ranks share cores with each other (or
+    // with anything else), a rank spinning for a slower peer takes the core that peer
+    // needs to catch up.
+    in_flight_.front().work->wait(comm::Work::Clock::time_point::max());
+    complete(in_flight_.front());
+    in_flight_.pop_front();
+    progress();
+  }
 }
 
 void GradientReducer::finish() {
   Stopwatch exposed;
-  stats_ = CommStats{};
-  if (worker_.joinable()) {
-    while (launched_ < buckets_.size()) launch(launched_++);  // backward ran without hooks
+  while (launched_ < buckets_.size()) launch(launched_++);  // off, or backward ran without hooks
+  if (mode_ == Overlap::kThread) {
     std::unique_lock lock(mutex_);
     work_done_.wait(lock, [this] { return completed_ == buckets_.size() || error_; });
     if (error_) std::rethrow_exception(error_);
-    stats_.comm_seconds = comm_seconds_;
   } else {
-    for (size_t b = 0; b < buckets_.size(); ++b) reduce_bucket(b);
-    launched_ = buckets_.size();
-    stats_.comm_seconds = comm_seconds_;
+    drain();
+  }
+  {
+    std::lock_guard lock(mutex_);
+    stats_ = step_;
   }
   stats_.exposed_seconds = exposed.seconds();
+  stats_.bytes = 0;
   for (const auto& bucket : buckets_) stats_.bytes += bucket.numel() * static_cast<int64_t>(sizeof(float));
-}
-
-void GradientReducer::all_reduce_sum(void* data, size_t count, comm::DataType type) {
-  if (!worker_.joinable()) {
-    comm_->allreduce(data, count, type, comm::ReduceOp::kSum);
-    return;
-  }
-  // On the communication thread: a nonblocking all-reduce driven by polling that sleeps
-  // between tests, so a thread waiting for slower peers yields its core to backward
-  // instead of spinning inside a blocking call (ranks often share cores on CPU nodes).
-  auto pending = comm_->allreduce_async(data, count, type, comm::ReduceOp::kSum);
-  int spins = 0;
-  while (!pending->test()) {
-    if (++spins > kSpinsBeforeSleeping) std::this_thread::sleep_for(kPollInterval);
-  }
-}
-
-void GradientReducer::reduce_bucket(size_t index) {
-  const Bucket& bucket = buckets_[index];
-  Timeline::Span span(timeline_, span_names_[index], "allreduce");
-  Stopwatch clock;
-  if (device_) {
-    reduce_bucket_on_device(index);
-    const double seconds = clock.seconds();
-    std::lock_guard lock(mutex_);
-    comm_seconds_ += seconds;
-    return;
-  }
-  float* grads = arena_.flat_grads().data<float>() + bucket.begin;
-  const auto count = static_cast<size_t>(bucket.numel());
-  if (options_.compression == GradCompression::kBf16) {
-    for (size_t i = 0; i < count; ++i) wire_[i] = float_to_bf16(grads[i]);
-    all_reduce_sum(wire_.data(), count, comm::DataType::kBF16);
-    for (size_t i = 0; i < count; ++i) grads[i] = bf16_to_float(wire_[i]) * scale_;
-  } else {
-    all_reduce_sum(grads, count, comm::DataType::kF32);
-    if (scale_ != 1.0f)
-      for (size_t i = 0; i < count; ++i) grads[i] *= scale_;
-  }
-  const double seconds = clock.seconds();
-  std::lock_guard lock(mutex_);
-  comm_seconds_ += seconds;
-}
-
-void GradientReducer::reduce_bucket_on_device([[maybe_unused]] size_t index) {
-#ifdef MIRRORED_WITH_CUDA
-  DeviceState& d = *device_;
-  const Bucket& bucket = buckets_[index];
-  float* grads = arena_.flat_grads().data<float>() + bucket.begin;
-  const int64_t count = bucket.numel();
-  if (!d.recorded[index]) d.ready[index].record(compute_stream(d.device));  // inline mode: all queued
-  d.nccl->wait_for(d.ready[index].get());
-  const cudaStream_t stream = d.nccl->stream();
-  if (options_.compression == GradCompression::kBf16) {
-    auto* wire = d.wire.as<uint16_t>();
-    kernels::cuda::float_to_bf16(grads, wire, count, stream);
-    d.nccl->enqueue_allreduce(wire, static_cast<size_t>(count), comm::DataType::kBF16, comm::ReduceOp::kSum);
-    kernels::cuda::bf16_to_float(wire, grads, count, scale_, stream);
-  } else {
-    d.nccl->enqueue_allreduce(grads, static_cast<size_t>(count), comm::DataType::kF32, comm::ReduceOp::kSum);
-    if (scale_ != 1.0f) kernels::cuda::scale_on(stream, grads, count, scale_);
-  }
-  d.nccl->synchronize("gradient allreduce", static_cast<size_t>(count));
-#else
-  MIRRORED_CHECK(false, "device gradients in a build without CUDA");
-#endif
 }
 
 void GradientReducer::worker_loop() {
@@ -212,14 +214,14 @@ void GradientReducer::worker_loop() {
       queue_.pop_front();
     }
     try {
-      reduce_bucket(bucket);
+      InFlight flight = start(bucket);
+      // The polling wait (tests with sleeps between them), so a thread waiting for slower
+      // peers yields its core to backward instead of spinning inside a blocking call.
+      flight.work->wait(comm::Work::Clock::time_point::max());
+      complete(flight);
     } catch (...) {
       std::lock_guard lock(mutex_);
       error_ = std::current_exception();
-    }
-    {
-      std::lock_guard lock(mutex_);
-      ++completed_;
     }
     work_done_.notify_all();
   }

@@ -9,6 +9,7 @@
 #include <initializer_list>
 #include <thread>
 
+#include "mirrored/comm/abort.h"
 #include "mirrored/comm/hierarchical_communicator.h"
 #include "mirrored/comm/local_communicator.h"
 #include "mirrored/comm/mpi_check.h"
@@ -141,10 +142,11 @@ Runtime::Runtime(int& argc, char**& argv, RuntimeOptions options) {
     MIRRORED_CHECK(!initialized, "MPI is already initialised: only the Runtime may start it");
     // Communication runs on its own thread while the main thread computes and also calls
     // collectives (loss reduction), so every thread may call MPI.
-    MIRRORED_MPI_CHECK(MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &thread_level_));
+    int thread_level = 0;
+    MIRRORED_MPI_CHECK(MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &thread_level));
     owns_mpi_ = true;
-    if (thread_level_ < MPI_THREAD_MULTIPLE) {
-      rank_warning(str_cat("MPI provides thread level ", thread_level_,
+    if (thread_level < MPI_THREAD_MULTIPLE) {
+      rank_warning(str_cat("MPI provides thread level ", thread_level,
                            " (< MPI_THREAD_MULTIPLE): communication will not overlap with compute"));
     }
     watchdog_ = std::make_unique<comm::CollectiveWatchdog>(MPI_COMM_WORLD, options.collective_timeout_s);
@@ -154,6 +156,11 @@ Runtime::Runtime(int& argc, char**& argv, RuntimeOptions options) {
   }
   set_process_identity({world_->rank(), world_->size(), local_hostname()});
   cluster_ = Cluster::discover(*world_, launcher);
+  if (watchdog_) {
+    std::vector<std::string> hosts;
+    for (const auto& placement : cluster_.placements()) hosts.push_back(placement.host);
+    watchdog_->set_hosts(std::move(hosts));
+  }
   device_ = choose_device(options.device, cluster_);
   if (options.device != DeviceChoice::kCpu) {
     cluster_.gather_devices(*world_, device_.str());
@@ -179,25 +186,41 @@ Runtime::Runtime(int& argc, char**& argv, RuntimeOptions options) {
   if (options.print_cluster_table) chief_info(cluster_.table());
 }
 
-std::unique_ptr<comm::Communicator> Runtime::hierarchical_world(int node_color) {
-  if (!owns_mpi_) return world_->duplicate();  // a world of one: nothing to arrange
-  return std::make_unique<comm::HierarchicalCommunicator>(MPI_COMM_WORLD, watchdog_.get(), node_color);
+comm::Communicator& Runtime::gradient_communicator(Allreduce how) {
+  if (device_comm_) return *device_comm_;
+  if (!owns_mpi_) return *world_;  // a world of one: nothing to arrange
+  MIRRORED_CHECK(how != Allreduce::kAuto, "gradient_communicator(kAuto): resolve the choice first");
+  if (how == Allreduce::kHierarchical) {
+    if (!hierarchical_gradients_)
+      hierarchical_gradients_ = std::make_unique<comm::HierarchicalCommunicator>(MPI_COMM_WORLD, watchdog_.get());
+    return *hierarchical_gradients_;
+  }
+  if (!flat_gradients_) flat_gradients_ = std::make_unique<comm::MpiCommunicator>(MPI_COMM_WORLD, watchdog_.get());
+  return *flat_gradients_;
 }
+
+int Runtime::hierarchical_nodes() const { return hierarchical_gradients_ ? hierarchical_gradients_->num_nodes() : 0; }
 
 Runtime::~Runtime() {
   if (std::uncaught_exceptions() > 0) {
     // An error is on its way to main, which aborts the whole job. Finalising here would
     // wait for peers that may never come (MPI_Finalize and MPI_Comm_free synchronise),
     // so leave MPI as it is and let MPI_Abort end everything.
+    (void)hierarchical_gradients_.release();
+    (void)flat_gradients_.release();
     (void)device_comm_.release();
     (void)device_context_.release();  // NCCL, left alive, may still use its stream
     (void)world_.release();
     (void)watchdog_.release();
     return;
   }
-  device_comm_.reset();  // NCCL teardown before the MPI world it was bootstrapped over
+  // The fixed order: the communicators made last go first; NCCL before the MPI world it
+  // was bootstrapped over; the world before the watchdog that watches it; MPI last.
+  hierarchical_gradients_.reset();
+  flat_gradients_.reset();
+  device_comm_.reset();
   device_context_.reset();  // after NCCL, which queued its work on this stream
-  world_.reset();  // frees its duplicated communicator before MPI goes away
+  world_.reset();
   if (watchdog_) watchdog_->stop();
   watchdog_.reset();
   if (owns_mpi_) {
@@ -207,16 +230,6 @@ Runtime::~Runtime() {
   }
 }
 
-void Runtime::abort_job(ExitCode code) {
-  int initialized = 0, finalized = 0;
-  MPI_Initialized(&initialized);
-  MPI_Finalized(&finalized);
-  int size = 1;
-  if (initialized && !finalized) MPI_Comm_size(MPI_COMM_WORLD, &size);
-  std::fflush(stdout);
-  std::fflush(stderr);
-  if (size > 1) MPI_Abort(MPI_COMM_WORLD, static_cast<int>(code));
-  std::_Exit(static_cast<int>(code));
-}
+void Runtime::abort_job(ExitCode code) { comm::abort_job(code); }
 
 }  // namespace mirrored::distribute

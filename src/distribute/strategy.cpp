@@ -2,7 +2,6 @@
 
 #include <cstring>
 
-#include "mirrored/comm/hierarchical_communicator.h"
 #include "mirrored/core/log.h"
 
 namespace mirrored::distribute {
@@ -24,15 +23,6 @@ Allreduce allreduce_from_name(const std::string& name) {
   throw InputError(str_cat("allreduce = '", name, "': expected one of auto, flat, hierarchical"), ExitCode::kUsage);
 }
 
-const char* allreduce_name(Allreduce choice) {
-  switch (choice) {
-    case Allreduce::kAuto: return "auto";
-    case Allreduce::kFlat: return "flat";
-    case Allreduce::kHierarchical: return "hierarchical";
-  }
-  return "?";
-}
-
 Allreduce resolve_allreduce(Allreduce requested, int num_nodes, int world_size) {
   if (requested != Allreduce::kAuto) return requested;
   // Two levels pay off only when a node holds several ranks whose traffic the leader can
@@ -40,21 +30,34 @@ Allreduce resolve_allreduce(Allreduce requested, int num_nodes, int world_size) 
   return num_nodes > 1 && world_size > num_nodes ? Allreduce::kHierarchical : Allreduce::kFlat;
 }
 
-MirroredStrategy::MirroredStrategy(Runtime& runtime, StrategyOptions options)
-    : runtime_(runtime), comm_(runtime.world()), device_comm_(runtime.device_communicator()) {
+namespace {
+Allreduce resolve_for(Runtime& runtime, Allreduce requested) {
   const Cluster& cluster = runtime.cluster();
-  allreduce_ = resolve_allreduce(options.allreduce, cluster.num_nodes(), cluster.world_size());
-  if (allreduce_ == Allreduce::kHierarchical && runtime.uses_mpi()) {
-    gradient_comm_ = runtime.hierarchical_world();
-    const auto& hierarchical = static_cast<const comm::HierarchicalCommunicator&>(*gradient_comm_);
+  return resolve_allreduce(requested, cluster.num_nodes(), cluster.world_size());
+}
+}  // namespace
+
+MirroredStrategy::MirroredStrategy(Runtime& runtime, StrategyOptions options)
+    : runtime_(runtime),
+      comm_(runtime.world()),
+      device_comm_(runtime.device_communicator()),
+      allreduce_(resolve_for(runtime, options.allreduce)),
+      gradients_(runtime.gradient_communicator(allreduce_)) {
+  const Cluster& cluster = runtime.cluster();
+  if (device().is_cuda()) {
+    // One NCCL communicator carries everything on the device; NCCL picks its own algorithm.
+    if (cluster.world_size() > 1)
+      chief_info(str_cat("gradient all-reduce: NCCL (", cluster.world_size(), " ranks on ", cluster.num_nodes(),
+                         " node(s))"));
+  } else if (allreduce_ == Allreduce::kHierarchical && runtime.uses_mpi()) {
+    const int nodes = runtime.hierarchical_nodes();
     // MPI groups ranks by shared memory, the table by host name (or Slurm's node ids);
     // they differ when, say, containers on one machine have their own host names.
-    if (hierarchical.num_nodes() != cluster.num_nodes() && is_chief())
-      rank_warning(str_cat("allreduce = hierarchical: MPI finds ", hierarchical.num_nodes(),
-                           " shared-memory node(s), the cluster table ", cluster.num_nodes(),
-                           " host(s); reducing over MPI's nodes"));
-    chief_info(str_cat("gradient all-reduce: hierarchical (", hierarchical.num_nodes(), " node leader(s), ",
-                       cluster.world_size(), " ranks)"));
+    if (nodes != cluster.num_nodes() && is_chief())
+      rank_warning(str_cat("allreduce = hierarchical: MPI finds ", nodes, " shared-memory node(s), the cluster table ",
+                           cluster.num_nodes(), " host(s); reducing over MPI's nodes"));
+    chief_info(str_cat("gradient all-reduce: hierarchical (", nodes, " node leader(s), ", cluster.world_size(),
+                       " ranks)"));
   } else if (cluster.world_size() > 1) {
     chief_info(str_cat("gradient all-reduce: flat (", cluster.world_size(), " ranks on ", cluster.num_nodes(),
                        " node(s))"));
@@ -80,10 +83,9 @@ DistributedModel MirroredStrategy::mirror(std::unique_ptr<nn::Model> model, cons
   MIRRORED_CHECK(params.device().is_cpu() || device_comm_.backend() == "nccl", "parameters on ",
                  params.device().str(), " but the device communicator is '", device_comm_.backend(), "'");
   device_comm_.broadcast(params.data<float>(), static_cast<size_t>(params.numel()), 0);
-  // GPUs reduce over NCCL; CPU replicas over the flat world or the hierarchical one.
-  comm::Communicator& gradients =
-      params.device().is_cuda() ? device_comm_ : (gradient_comm_ ? *gradient_comm_ : comm_);
-  return DistributedModel(std::move(model), gradients, options.reducer, options.accumulate_steps);
+  ReducerOptions reducer = options.reducer;
+  reducer.ranks_on_host = runtime_.cluster().local_size();
+  return DistributedModel(std::move(model), gradients_, device_comm_, reducer, options.accumulate_steps);
 }
 
 DistributedDataset MirroredStrategy::distribute_dataset(std::shared_ptr<const data::Dataset> dataset,

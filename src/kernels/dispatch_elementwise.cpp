@@ -3,6 +3,7 @@
 
 #include "cpu/cpu_kernels.h"
 #include "dispatch_checks.h"
+#include "mirrored/core/bf16.h"
 #include "mirrored/core/cuda_memory.h"
 
 namespace mirrored::kernels {
@@ -30,6 +31,33 @@ void scale(Tensor& x, float alpha) {
   require_f32("scale", {&x});
   if (cuda) MIRRORED_ON_CUDA(x, scale, x.data<float>(), x.numel(), alpha);
   cpu::scale(x.data<float>(), x.numel(), alpha);
+}
+
+void scale(float* x, int64_t n, Device device, float alpha) {
+  if (n <= 0) return;
+#ifdef MIRRORED_WITH_CUDA
+  if (device.is_cuda()) return cuda::scale(cuda::context(device.index), x, n, alpha);
+#endif
+  MIRRORED_CHECK(device.is_cpu(), "scale on ", device.str(), " in a build without CUDA");
+  cpu::scale(x, n, alpha);
+}
+
+void to_bf16(const float* x, uint16_t* wire, int64_t n, Device device) {
+  if (n <= 0) return;
+#ifdef MIRRORED_WITH_CUDA
+  if (device.is_cuda()) return cuda::float_to_bf16(x, wire, n, cuda::context(device.index).stream());
+#endif
+  MIRRORED_CHECK(device.is_cpu(), "to_bf16 on ", device.str(), " in a build without CUDA");
+  for (int64_t i = 0; i < n; ++i) wire[i] = float_to_bf16(x[i]);
+}
+
+void from_bf16(const uint16_t* wire, float* x, int64_t n, Device device, float alpha) {
+  if (n <= 0) return;
+#ifdef MIRRORED_WITH_CUDA
+  if (device.is_cuda()) return cuda::bf16_to_float(wire, x, n, alpha, cuda::context(device.index).stream());
+#endif
+  MIRRORED_CHECK(device.is_cpu(), "from_bf16 on ", device.str(), " in a build without CUDA");
+  for (int64_t i = 0; i < n; ++i) x[i] = bf16_to_float(wire[i]) * alpha;
 }
 
 void axpy(float alpha, const Tensor& x, Tensor& y) {

@@ -1,7 +1,10 @@
 // Collectives with exact expected answers: buffers filled from the rank number.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <numeric>
+#include <thread>
 #include <vector>
 
 #include "mirrored/comm/communicator.h"
@@ -64,7 +67,28 @@ TEST(Collectives, AllgatherStringsOfDifferentLengths) {
     EXPECT_EQ(all[static_cast<size_t>(src)], std::string(static_cast<size_t>(src + 1), static_cast<char>('a' + src)));
 }
 
-TEST(Collectives, BarrierCompletes) { world().barrier(); }
+TEST(Collectives, NoRankLeavesTheBarrierBeforeTheLastOneEntered) {
+  // The last rank enters late; each rank notes (on the system clock, which the ranks of one
+  // host share) when it entered and left, and the notes travel by a second channel, an
+  // all-gather after the barrier. Every exit must come after the latest entry.
+  const int n = world().size(), r = world().rank();
+  using Clock = std::chrono::system_clock;
+  auto now = [] { return std::chrono::duration<double>(Clock::now().time_since_epoch()).count(); };
+  constexpr double kLateBy = 0.2;
+  if (r == n - 1) std::this_thread::sleep_for(std::chrono::duration<double>(kLateBy));
+  const double entered = now();
+  world().barrier();
+  const double left = now();
+  const auto entries = world().allgather_value<double>(entered);
+  const auto exits = world().allgather_value<double>(left);
+  const double last_entry = *std::max_element(entries.begin(), entries.end());
+  for (int src = 0; src < n; ++src) {
+    EXPECT_GE(exits[static_cast<size_t>(src)], last_entry) << "rank " << src << " left before rank " << n - 1 << " entered";
+    if (src != n - 1) {  // and so it really waited for the late rank
+      EXPECT_GE(exits[static_cast<size_t>(src)] - entries[static_cast<size_t>(src)], kLateBy * 0.5) << "rank " << src;
+    }
+  }
+}
 
 TEST(Cluster, TableCoversEveryRankWithConsistentLocalRanks) {
   const auto& cluster = test_runtime().cluster();

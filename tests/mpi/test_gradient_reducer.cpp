@@ -1,9 +1,16 @@
 // The bucketed, overlapped all-reduce across real ranks: identical layout everywhere,
 // results independent of overlap and bucket size, accumulation equal to a larger batch.
+//
+// Overlap modes are compared bit for bit: the reducer starts every bucket with the same
+// nonblocking all-reduce (MPI_Iallreduce of the same count on the same communicator) in
+// every mode, from the backward hook, the communication thread or finish(), so the
+// reduction algorithm and its summation order are the same (gradient_reducer.h).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
+#include <thread>
 
 #include "mirrored/core/bf16.h"
 #include "mirrored/distribute/strategy.h"
@@ -44,11 +51,14 @@ std::vector<float> step_gradients(distribute::ReducerOptions options, int micro_
   return model.parameters().flat_grads().to_vector();
 }
 
-distribute::ReducerOptions small_buckets(bool overlap) {
+distribute::ReducerOptions small_buckets(distribute::Overlap overlap) {
   distribute::ReducerOptions options;
   options.caps = {1, 4 * 1024};  // several buckets for this model
-  options.overlap = overlap ? distribute::Overlap::kThread : distribute::Overlap::kOff;
+  options.overlap = overlap;
   return options;
+}
+distribute::ReducerOptions small_buckets(bool overlap) {
+  return small_buckets(overlap ? distribute::Overlap::kThread : distribute::Overlap::kOff);
 }
 
 double max_relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
@@ -75,11 +85,65 @@ TEST(GradientReducer, BucketLayoutIsIdenticalOnEveryRank) {
         << "rank " << r << " planned other buckets";
 }
 
-TEST(GradientReducer, OverlapOnAndOffAreBitIdentical) {
-  const auto overlapped = step_gradients(small_buckets(true), 1, 16, {{16, 0}});
-  const auto sequential = step_gradients(small_buckets(false), 1, 16, {{16, 0}});
-  ASSERT_EQ(overlapped.size(), sequential.size());
-  EXPECT_EQ(std::memcmp(overlapped.data(), sequential.data(), overlapped.size() * sizeof(float)), 0);
+TEST(GradientReducer, OverlapModesAreBitIdentical) {
+  using distribute::Overlap;
+  const auto sequential = step_gradients(small_buckets(Overlap::kOff), 1, 16, {{16, 0}});
+  for (Overlap mode : {Overlap::kThread, Overlap::kInline, Overlap::kAuto}) {
+    const auto overlapped = step_gradients(small_buckets(mode), 1, 16, {{16, 0}});
+    ASSERT_EQ(overlapped.size(), sequential.size());
+    EXPECT_EQ(std::memcmp(overlapped.data(), sequential.data(), overlapped.size() * sizeof(float)), 0)
+        << distribute::overlap_name(mode);
+  }
+}
+
+TEST(GradientReducer, AutoOverlapTakesAThreadOnlyWhereACoreIsFree) {
+  using distribute::Overlap;
+  using distribute::resolve_overlap;
+  EXPECT_EQ(resolve_overlap(Overlap::kAuto, 2, 2, 1), Overlap::kInline);   // 2 ranks x 1 thread on 2 cores
+  EXPECT_EQ(resolve_overlap(Overlap::kAuto, 2, 1, 2), Overlap::kInline);   // 1 rank x 2 threads on 2 cores
+  EXPECT_EQ(resolve_overlap(Overlap::kAuto, 16, 2, 4), Overlap::kThread);  // 8 of 16 cores busy
+  EXPECT_EQ(resolve_overlap(Overlap::kAuto, 4, 2, 2), Overlap::kInline);
+  EXPECT_EQ(resolve_overlap(Overlap::kThread, 2, 2, 1), Overlap::kThread);  // explicit choices stand
+  EXPECT_EQ(resolve_overlap(Overlap::kOff, 64, 1, 1), Overlap::kOff);
+  // A reducer resolves kAuto from what it is told.
+  distribute::MirroredStrategy strategy(test_runtime());
+  distribute::ReducerOptions options = small_buckets(Overlap::kAuto);
+  options.compute_threads = 1 << 16;  // more threads than any host has cores
+  auto model = strategy.scope([] { return nn::mlp({{8}, kClasses}); }, {{kFeatures}, 1, options});
+  if (strategy.num_replicas_in_sync() > 1) EXPECT_EQ(model.reducer().overlap(), Overlap::kInline);
+}
+
+TEST(GradientReducer, StatsCountEveryBucketAndThePeerWaitIsTheLateRanksDelay) {
+  using distribute::Overlap;
+  distribute::MirroredStrategy strategy(test_runtime());
+  const int n = strategy.num_replicas_in_sync();
+  for (Overlap mode : {Overlap::kOff, Overlap::kThread, Overlap::kInline}) {
+    auto model = strategy.scope([] { return nn::mlp({{64, 48, 32}, kClasses}); }, {{kFeatures}, 9, small_buckets(mode)});
+    nn::CrossEntropyLoss loss;
+    Tensor x, y;
+    fill_batch(x, y, 16, strategy.replica_id(), 0);
+    model.zero_grad();
+    loss.forward(model.forward(x, nn::Mode::kTrain), y);
+    // The last rank arrives late: the others' collectives wait for it.
+    constexpr double kLateBy = 0.1;
+    if (n > 1 && strategy.replica_id() == n - 1) std::this_thread::sleep_for(std::chrono::duration<double>(kLateBy));
+    model.backward(loss.grad());
+    model.synchronize_gradients();
+    const auto& stats = model.comm_stats();
+    const auto& buckets = model.reducer().buckets();
+    ASSERT_EQ(stats.entry_times.size(), buckets.size()) << distribute::overlap_name(mode);
+    for (double t : stats.entry_times) EXPECT_GT(t, 0.0) << "every bucket started";
+    EXPECT_EQ(stats.bytes, model.parameters().flat_grads().numel() * static_cast<int64_t>(sizeof(float)));
+    EXPECT_GE(stats.comm_seconds, 0.0);
+    EXPECT_GT(stats.transform_seconds, 0.0) << "scaling by 1/n takes some time";
+    const double waited = distribute::peer_wait_seconds(stats, strategy.communicator());
+    if (n > 1 && strategy.replica_id() == 0)
+      EXPECT_GE(waited, kLateBy * 0.5) << "rank 0 waited for the late rank (" << distribute::overlap_name(mode) << ")";
+    const auto waits = strategy.communicator().allgather_value<double>(waited);
+    if (n > 1) EXPECT_LT(waits[static_cast<size_t>(n - 1)], waits[0]) << "the late rank waited least";
+    // Inside the collectives proper, the wait for the late rank is visible only on the others.
+    if (n > 1 && strategy.replica_id() == 0) EXPECT_GE(stats.comm_seconds, kLateBy * 0.5);
+  }
 }
 
 TEST(GradientReducer, ManyBucketsEqualOneBucketToTolerance) {
@@ -164,4 +228,7 @@ TEST(GradientReducer, Bf16CompressionStaysCloseAndIsExactOnRepresentableSums) {
   const auto lossy = step_gradients(compressed, 1, 16, {{16, 0}});
   EXPECT_LE(max_relative_difference(exact, lossy), 2e-2);
   EXPECT_GT(max_relative_difference(exact, lossy), 0.0) << "compression should change the numbers";
+  // The hook runs the same way whichever thread starts the bucket.
+  compressed.overlap = distribute::Overlap::kInline;
+  EXPECT_EQ(step_gradients(compressed, 1, 16, {{16, 0}}), lossy);
 }

@@ -127,12 +127,12 @@ TEST(Hierarchical, ArbitraryFloatsMatchTheFlatAllreduce) {
   }
 }
 
-TEST(Hierarchical, DuplicatesRunConcurrentlyWithoutMixingTraffic) {
-  // The gradient reducer's communication thread uses a duplicate while the main thread
-  // keeps using the original: both sequences must complete with their own answers.
+TEST(Hierarchical, TwoInstancesRunConcurrentlyWithoutMixingTraffic) {
+  // A communication thread uses one while the main thread keeps using another: both
+  // sequences must complete with their own answers.
   const int n = test_runtime().world().size(), r = test_runtime().world().rank();
   auto original = make(layouts()[1]);
-  auto copy = original->duplicate();
+  auto copy = make(layouts()[1]);
   ASSERT_EQ(copy->size(), n);
   ASSERT_EQ(copy->backend(), "mpi-hierarchical");
   std::vector<float> a(5000), b(5000);
@@ -155,7 +155,9 @@ TEST(Hierarchical, DuplicatesRunConcurrentlyWithoutMixingTraffic) {
 }
 
 TEST(Hierarchical, RuntimeCommunicatorIsWatchedAndWorks) {
-  auto comm = test_runtime().hierarchical_world();
+  auto* comm = &test_runtime().gradient_communicator(distribute::Allreduce::kHierarchical);
+  EXPECT_EQ(comm, &test_runtime().gradient_communicator(distribute::Allreduce::kHierarchical)) << "one, owned";
+  EXPECT_EQ(test_runtime().hierarchical_nodes(), 1) << "every test rank shares this machine's memory";
   const int n = comm->size();
   EXPECT_EQ(comm->allreduce_value<int32_t>(comm->rank() + 1, ReduceOp::kSum), n * (n + 1) / 2);
   std::vector<int32_t> value(3, comm->rank() == 0 ? 42 : -1);
@@ -168,14 +170,14 @@ namespace {
 constexpr int64_t kFeatures = 20, kClasses = 5;
 
 // Gradients of one synchronised step of an MLP on rank-specific data, reduced over `comm`.
-std::vector<float> reduced_gradients(comm::Communicator& comm, bool overlap) {
+std::vector<float> reduced_gradients(comm::Communicator& comm, distribute::Overlap overlap) {
   auto module = std::make_unique<nn::Model>(nn::mlp({{64, 48, 32}, kClasses}));
   module->build({kFeatures});
   module->initialize(9);  // the same on every rank: no broadcast needed
   distribute::ReducerOptions options;
   options.caps = {1, 4 * 1024};  // several buckets
-  options.overlap = overlap ? distribute::Overlap::kThread : distribute::Overlap::kOff;
-  distribute::DistributedModel model(std::move(module), comm, options);
+  options.overlap = overlap;
+  distribute::DistributedModel model(std::move(module), comm, test_runtime().world(), options);
   Tensor x, y;
   ensure_shape(x, {16, kFeatures});
   ensure_shape(y, {16}, DType::kI32);
@@ -192,10 +194,12 @@ std::vector<float> reduced_gradients(comm::Communicator& comm, bool overlap) {
 }  // namespace
 
 TEST(Hierarchical, GradientReducerMatchesFlat) {
-  const auto flat = reduced_gradients(test_runtime().world(), true);
+  const auto flat = reduced_gradients(test_runtime().gradient_communicator(distribute::Allreduce::kFlat),
+                                      distribute::Overlap::kThread);
   for (const auto& layout : layouts()) {
     auto comm = make(layout);
-    for (bool overlap : {true, false}) {
+    // Inline mode starts a bucket only once the one before completed (one in flight).
+    for (auto overlap : {distribute::Overlap::kThread, distribute::Overlap::kInline, distribute::Overlap::kOff}) {
       const auto hierarchical = reduced_gradients(*comm, overlap);
       ASSERT_EQ(hierarchical.size(), flat.size());
       double diff = 0, scale = 1e-6;
@@ -203,7 +207,7 @@ TEST(Hierarchical, GradientReducerMatchesFlat) {
         diff = std::max(diff, static_cast<double>(std::fabs(flat[i] - hierarchical[i])));
         scale = std::max(scale, static_cast<double>(std::fabs(flat[i])));
       }
-      EXPECT_LE(diff / scale, 1e-6) << layout.name << " overlap " << overlap;
+      EXPECT_LE(diff / scale, 1e-6) << layout.name << " overlap " << distribute::overlap_name(overlap);
     }
   }
 }

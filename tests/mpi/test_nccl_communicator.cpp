@@ -4,11 +4,13 @@
 // so no rank waits in a communicator the others never create.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "mirrored/core/cuda_memory.h"
+#include "mirrored/core/rng.h"
 #include "mirrored/core/tensor.h"
 #include "mpi_env.h"
 
@@ -17,7 +19,9 @@
 #include "mirrored/distribute/gradient_reducer.h"
 #include "mirrored/kernels/device_context.h"
 #include "mirrored/kernels/kernels.h"
+#include "mirrored/distribute/distributed_model.h"
 #include "mirrored/nn/builders.h"
+#include "mirrored/nn/loss.h"
 #endif
 
 using namespace mirrored;
@@ -110,9 +114,51 @@ TEST(Nccl, BroadcastAllgatherAndBarrierOnHostAndDeviceBuffers) {
     EXPECT_EQ(gathered[static_cast<size_t>(2 * i + 1)], static_cast<float>(-i));
   }
   nccl->barrier();
-  // A duplicate is an independent communicator over the same ranks.
-  auto twin = nccl->duplicate();
-  EXPECT_EQ(twin->allreduce_value<int32_t>(1, comm::ReduceOp::kSum), n);
+#endif
+}
+
+TEST(Nccl, MeanIsTheSumDividedOnce) {
+  SKIP_UNLESS_ONE_GPU_PER_RANK();
+#ifdef MIRRORED_WITH_CUDA
+  // Integer inputs: their sum is exact in float, so the contract's mean (the sum, then one
+  // multiplication by 1/n, as the MPI backends do) is known to the bit. Scaling each input
+  // by 1/n first (ncclAvg) rounds n times and misses it where n is not a power of 2.
+  auto nccl = make_nccl();
+  const int n = nccl->size(), r = nccl->rank();
+  std::vector<float> values(4096);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>((r + 1) * static_cast<int>(i % 13 + 1) + static_cast<int>(i % 5));
+  Tensor mean = on_gpu(values);
+  nccl->allreduce(mean.data<float>(), values.size(), comm::ReduceOp::kMean);
+  const auto got = mean.to_vector();
+  int64_t wrong = 0;
+  for (size_t i = 0; i < values.size(); ++i) {
+    const int sum = n * (n + 1) / 2 * static_cast<int>(i % 13 + 1) + n * static_cast<int>(i % 5);
+    wrong += got[i] != static_cast<float>(sum) * (1.0f / static_cast<float>(n));
+  }
+  EXPECT_EQ(wrong, 0);
+#endif
+}
+
+TEST(Nccl, AsyncHandlesCompleteInOrderAndWaitHonoursItsDeadline) {
+  SKIP_UNLESS_ONE_GPU_PER_RANK();
+#ifdef MIRRORED_WITH_CUDA
+  auto nccl = make_nccl();
+  const int n = nccl->size(), r = nccl->rank();
+  std::vector<Tensor> buffers;
+  std::vector<std::unique_ptr<comm::Work>> works;
+  for (int k = 0; k < 8; ++k) {
+    buffers.push_back(on_gpu(std::vector<float>(100000, static_cast<float>(r + k))));
+    works.push_back(nccl->allreduce_async(buffers.back().data<float>(), 100000, comm::DataType::kF32,
+                                          comm::ReduceOp::kSum));
+  }
+  // A deadline in the past returns at once, complete or not; a later wait completes it.
+  (void)works.back()->wait(comm::Work::Clock::now());
+  for (auto& work : works) work->wait();
+  for (int k = 0; k < 8; ++k) {
+    EXPECT_TRUE(works[static_cast<size_t>(k)]->test());
+    const float expected = static_cast<float>(n * (n - 1) / 2 + n * k);
+    for (float v : buffers[static_cast<size_t>(k)].to_vector()) ASSERT_EQ(v, expected) << "buffer " << k;
+  }
 #endif
 }
 
@@ -127,6 +173,7 @@ std::vector<float> reduced_gradients(distribute::ReducerOptions options) {
   std::vector<float> grads(static_cast<size_t>(arena.numel()));
   for (size_t i = 0; i < grads.size(); ++i) grads[i] = static_cast<float>((r + 1) * static_cast<int>(i % 5 + 1));
   distribute::GradientReducer reducer(arena, *nccl, options);
+  EXPECT_NE(reducer.overlap(), distribute::Overlap::kThread) << "no communication thread on a GPU";
   reducer.begin_step(1);
   kernels::copy(Tensor::from(grads, arena.flat_grads().shape()), arena.flat_grads());
   for (size_t layer = model.num_layers(); layer-- > 0;) reducer.on_layer_ready(layer);
@@ -140,10 +187,10 @@ TEST(Nccl, GradientReducerAveragesDeviceGradientsInEveryMode) {
 #ifdef MIRRORED_WITH_CUDA
   const kernels::DeviceContext gpu_context(my_device());  // the Runtime here is CPU-only
   const int n = test_runtime().world_size();
-  for (bool overlap : {true, false}) {
+  for (auto overlap : {distribute::Overlap::kAuto, distribute::Overlap::kThread, distribute::Overlap::kOff}) {
     for (auto compression : {distribute::GradCompression::kNone, distribute::GradCompression::kBf16}) {
       distribute::ReducerOptions options;
-      options.overlap = overlap ? distribute::Overlap::kThread : distribute::Overlap::kOff;
+      options.overlap = overlap;
       options.compression = compression;
       options.caps.bucket_bytes = 4096;  // several buckets
       options.caps.first_bucket_bytes = 1024;
@@ -151,9 +198,57 @@ TEST(Nccl, GradientReducerAveragesDeviceGradientsInEveryMode) {
       int64_t wrong = 0;
       for (size_t i = 0; i < got.size(); ++i)
         wrong += got[i] != static_cast<float>(n + 1) / 2.0f * static_cast<float>(i % 5 + 1);
-      EXPECT_EQ(wrong, 0) << "overlap " << overlap << ", bf16 " << (compression == distribute::GradCompression::kBf16);
+      EXPECT_EQ(wrong, 0) << "overlap " << distribute::overlap_name(overlap) << ", bf16 "
+                          << (compression == distribute::GradCompression::kBf16);
     }
   }
+#endif
+}
+
+TEST(Nccl, SyncBatchNormAndOverlappedBucketsShareOneCommunicatorFromOneThread) {
+  // Sync batch norm sums statistics on the device communicator while backward fills
+  // gradient buckets; both go through the one NCCL communicator from this thread, in
+  // program order, so no rank can wait in one collective while a peer waits in another.
+  SKIP_UNLESS_ONE_GPU_PER_RANK();
+#ifdef MIRRORED_WITH_CUDA
+  auto nccl = make_nccl();
+  const int n = nccl->size(), r = nccl->rank();
+  const Device gpu = Device::cuda(my_device());
+  nn::CnnSpec spec;
+  spec.channels = {4, 8};
+  spec.kernel = 3;
+  spec.padding = 1;
+  spec.hidden = {16};
+  spec.batchnorm = true;
+  spec.sync_batchnorm = true;
+  auto module = std::make_unique<nn::Model>(nn::cnn(spec));
+  module->build({1, 28, 28}, gpu);
+  module->initialize(3);  // the same on every rank
+  distribute::ReducerOptions options;
+  options.caps = {1024, 4096};  // several buckets
+  distribute::DistributedModel model(std::move(module), *nccl, *nccl, options);
+  EXPECT_EQ(model.reducer().overlap(), distribute::Overlap::kInline);
+  Rng rng(11, static_cast<uint64_t>(r));
+  Tensor x_host({8, 1, 28, 28}), y_host({8}, DType::kI32);
+  for (int64_t i = 0; i < x_host.numel(); ++i) x_host.data<float>()[i] = rng.uniform(0.0f, 1.0f);
+  for (int64_t i = 0; i < 8; ++i) y_host.data<int32_t>()[i] = static_cast<int32_t>(rng.below(10));
+  Tensor x({8, 1, 28, 28}, DType::kF32, gpu), y({8}, DType::kI32, gpu);
+  kernels::copy(x_host, x);
+  kernels::copy(y_host, y);
+  nn::CrossEntropyLoss loss;
+  for (int step = 0; step < 3; ++step) {
+    model.zero_grad();
+    loss.forward(model.forward(x, nn::Mode::kTrain), y);
+    model.backward(loss.grad());
+    model.synchronize_gradients();
+  }
+  // Averaged gradients are the same on every rank, to the bit.
+  const auto grads = model.parameters().flat_grads().to_vector();
+  std::vector<float> all(grads.size() * static_cast<size_t>(n));
+  test_runtime().world().allgather(grads.data(), all.data(), grads.size(), comm::DataType::kF32);
+  for (int src = 1; src < n; ++src)
+    EXPECT_TRUE(std::equal(grads.begin(), grads.end(), all.begin() + static_cast<int64_t>(src * grads.size())))
+        << "rank " << src << " holds other gradients";
 #endif
 }
 

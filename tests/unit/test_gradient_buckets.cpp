@@ -72,6 +72,39 @@ TEST(GradientReducer, LocalWorldAveragesOverMicroBatches) {
   for (float g : grads.to_vector()) ASSERT_EQ(g, 2.0f);
 }
 
+TEST(GradientReducer, Bf16HookRoundsEachBucketThenScales) {
+  // A world of one still runs the hook: what travels is bf16, and the result is scaled.
+  auto model = built_mlp();
+  comm::LocalCommunicator local;
+  distribute::ReducerOptions options;
+  options.compression = distribute::GradCompression::kBf16;
+  options.caps = {4096, 65536};  // several buckets, each with its own wire slot
+  distribute::GradientReducer reducer(model.parameters(), local, options);
+  ASSERT_GT(reducer.buckets().size(), 2u);
+  auto& grads = model.parameters().flat_grads();
+  for (int64_t i = 0; i < grads.numel(); ++i) grads.data<float>()[i] = 1.0f + static_cast<float>(i % 97) * 0x1p-10f;
+  const auto before = grads.to_vector();
+  reducer.begin_step(2);
+  for (size_t layer : {4, 3, 2, 1, 0}) reducer.on_layer_ready(layer);
+  reducer.finish();
+  const auto after = grads.to_vector();
+  for (size_t i = 0; i < after.size(); ++i)
+    ASSERT_EQ(after[i], bf16_to_float(float_to_bf16(before[i])) * 0.5f) << "element " << i;
+  EXPECT_EQ(reducer.last_step_stats().entry_times.size(), reducer.buckets().size());
+}
+
+TEST(GradientReducer, AutoOverlapNeedsAFreeCore) {
+  using distribute::Overlap;
+  EXPECT_EQ(distribute::resolve_overlap(Overlap::kAuto, 2, 2, 1), Overlap::kInline);
+  EXPECT_EQ(distribute::resolve_overlap(Overlap::kAuto, 3, 2, 1), Overlap::kThread);
+  EXPECT_EQ(distribute::resolve_overlap(Overlap::kInline, 64, 1, 1), Overlap::kInline);
+  // A world of one has nothing to overlap.
+  auto model = built_mlp();
+  comm::LocalCommunicator local;
+  distribute::GradientReducer reducer(model.parameters(), local, {});
+  EXPECT_EQ(reducer.overlap(), Overlap::kOff);
+}
+
 TEST(Bf16, RoundsToNearestEvenAndKeepsSpecialValues) {
   EXPECT_EQ(bf16_to_float(float_to_bf16(1.0f)), 1.0f);
   EXPECT_EQ(bf16_to_float(float_to_bf16(-3.5f)), -3.5f);

@@ -4,6 +4,7 @@
 // and NCCL (device buffers) in the CUDA build. Counts are in elements, never bytes.
 //
 // Every rank must issue the same collectives in the same order.
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -19,8 +20,6 @@ enum class ReduceOp { kSum, kMean, kMax, kMin };
 size_t datatype_size(DataType type);
 const char* datatype_name(DataType type);
 
-const char* reduce_op_name(ReduceOp op);
-
 template <typename T> constexpr DataType datatype_of();
 template <> constexpr DataType datatype_of<float>() { return DataType::kF32; }
 template <> constexpr DataType datatype_of<double>() { return DataType::kF64; }
@@ -29,12 +28,26 @@ template <> constexpr DataType datatype_of<int64_t>() { return DataType::kI64; }
 template <> constexpr DataType datatype_of<uint8_t>() { return DataType::kU8; }
 template <> constexpr DataType datatype_of<char>() { return DataType::kU8; }
 
-// A collective in flight. test() advances it and returns true once it is complete (and
-// keeps returning true). Dropping an incomplete one is a programming error.
-class PendingCollective {
+// A collective in flight, for every backend (PyTorch c10d's Work). The buffer it was given
+// stays untouched until the collective is complete. Dropping an incomplete one is a
+// programming error.
+//
+// Whatever the caller waits for, the job's collective timeout still holds: a collective
+// that outlives it ends the job (exit 5) through the backend's watchdog (MPI) or its own
+// polling (NCCL), naming what stalled.
+class Work {
  public:
-  virtual ~PendingCollective() = default;
+  using Clock = std::chrono::steady_clock;
+  virtual ~Work() = default;
+  // Advances the collective without blocking; true once it is complete (and from then on).
   virtual bool test() = 0;
+  // Blocks until the collective is complete (true) or `deadline` passes (false: still in
+  // flight, wait again later). The default polls test(): a few hundred immediate tries,
+  // then short sleeps, so a wait for slow peers leaves its core to the other threads.
+  virtual bool wait(Clock::time_point deadline);
+  // Blocks until complete, in the backend's quickest way (MPI: MPI_Wait, which may spin):
+  // for a thread with nothing else to do.
+  virtual void wait() { wait(Clock::time_point::max()); }
 };
 
 class Communicator {
@@ -42,17 +55,18 @@ class Communicator {
   virtual ~Communicator() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  virtual std::string backend() const = 0;  // "mpi", "local", "nccl"
-  // A communicator over the same ranks whose traffic never mixes with this one's, so
-  // another thread can run its own sequence of collectives. Collective.
-  virtual std::unique_ptr<Communicator> duplicate() = 0;
+  virtual std::string backend() const = 0;  // "mpi", "mpi-hierarchical", "local", "nccl"
 
-  // In place. kMean is defined for floating types only (sum, then divide by size()).
+  // In place. kMean is defined for floating types only: the sum over ranks, then divided
+  // by size() (never each input divided first, whose rounding differs).
   virtual void allreduce(void* buffer, size_t count, DataType type, ReduceOp op) = 0;
-  // Starts an all-reduce and returns at once; the buffer must stay untouched until test()
-  // says it is complete. The default runs the blocking one (backends without a
-  // nonblocking path).
-  virtual std::unique_ptr<PendingCollective> allreduce_async(void* buffer, size_t count, DataType type, ReduceOp op);
+  // Starts an all-reduce and returns its handle at once. The default runs the blocking
+  // one and returns a completed handle (backends without a nonblocking path). Handles of
+  // one communicator complete in the order they were started; a backend may limit how
+  // many are in flight at once (max_in_flight()).
+  virtual std::unique_ptr<Work> allreduce_async(void* buffer, size_t count, DataType type, ReduceOp op);
+  // How many nonblocking collectives may be in flight on this communicator at once.
+  virtual int max_in_flight() const { return 1 << 20; }
   virtual void broadcast(void* buffer, size_t count, DataType type, int root) = 0;
   // recv holds size() * count elements, rank r's contribution at r * count.
   virtual void allgather(const void* send, void* recv, size_t count, DataType type) = 0;

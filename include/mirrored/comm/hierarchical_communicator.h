@@ -25,7 +25,8 @@ class HierarchicalCommunicator final : public Communicator {
  public:
   static constexpr int kSharedMemoryNodes = -1;
 
-  // Collective over `comm`. node_color: kSharedMemoryNodes, or a colour >= 0 per rank
+  // Collective over `comm` (duplicated: every level is a communicator of its own, so two
+  // instances never mix traffic). node_color: kSharedMemoryNodes, or a colour >= 0 per rank
   // (ranks with the same colour form one node).
   explicit HierarchicalCommunicator(MPI_Comm comm, CollectiveWatchdog* watchdog = nullptr,
                                     int node_color = kSharedMemoryNodes);
@@ -36,24 +37,21 @@ class HierarchicalCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string backend() const override { return "mpi-hierarchical"; }
-  std::unique_ptr<Communicator> duplicate() override;
   using Communicator::allreduce;  // the typed conveniences
   using Communicator::broadcast;
   void allreduce(void* buffer, size_t count, DataType type, ReduceOp op) override;
   // Nonblocking: each test() advances the three stages (Ireduce, Iallreduce among leaders,
   // Ibcast), starting a stage when the one before it completes. Because stages start
   // lazily, their order on a communicator would depend on timing if two were in flight,
-  // so at most one collective of this communicator may be pending (checked); the gradient
-  // reducer's communication thread has one at a time on its own duplicate.
-  std::unique_ptr<PendingCollective> allreduce_async(void* buffer, size_t count, DataType type,
-                                                     ReduceOp op) override;
+  // so at most one collective of this communicator may be pending (checked; see
+  // max_in_flight()): the gradient reducer starts a bucket once the one before completed.
+  std::unique_ptr<Work> allreduce_async(void* buffer, size_t count, DataType type, ReduceOp op) override;
+  int max_in_flight() const override { return 1; }
   void broadcast(void* buffer, size_t count, DataType type, int root) override;
   void allgather(const void* send, void* recv, size_t count, DataType type) override;
   void barrier() override;
 
   int num_nodes() const { return num_nodes_; }
-  int node_rank() const { return node_rank_; }   // rank within this node (0: the leader)
-  int node_size() const { return node_size_; }
   bool is_leader() const { return node_rank_ == 0; }
 
  private:
@@ -61,13 +59,12 @@ class HierarchicalCommunicator final : public Communicator {
   MPI_Comm node_ = MPI_COMM_NULL;     // the ranks of this node
   MPI_Comm leaders_ = MPI_COMM_NULL;  // rank 0 of every node; MPI_COMM_NULL elsewhere
   CollectiveWatchdog* watchdog_ = nullptr;
-  int node_color_ = kSharedMemoryNodes;
   int rank_ = 0, size_ = 1;
-  int node_rank_ = 0, node_size_ = 1;
+  int node_rank_ = 0, node_size_ = 1;  // within this node (node rank 0: the leader)
   int num_nodes_ = 1;
   std::atomic<bool> pending_{false};  // a nonblocking all-reduce is in flight
 
-  friend class HierarchicalPendingAllreduce;
+  friend class HierarchicalAllreduceWork;
 };
 
 }  // namespace mirrored::comm

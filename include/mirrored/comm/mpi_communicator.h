@@ -1,7 +1,7 @@
 #pragma once
 // Collectives over an MPI communicator on host buffers. Does not own MPI's lifetime (the
-// runtime does); it duplicates the communicator it is given, so its traffic never mixes
-// with anyone else's. Every blocking collective is watched by the job's watchdog, when
+// runtime does, and owns every communicator); it duplicates the communicator it is given,
+// so its traffic never mixes with anyone else's. Every blocking collective is watched by the job's watchdog, when
 // one is given, so a missing peer ends the job instead of hanging it.
 #include <mpi.h>
 
@@ -20,11 +20,10 @@ class MpiCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string backend() const override { return "mpi"; }
-  std::unique_ptr<Communicator> duplicate() override;
   void allreduce(void* buffer, size_t count, DataType type, ReduceOp op) override;
-  // MPI_Iallreduce: the caller's test() calls drive its progress.
-  std::unique_ptr<PendingCollective> allreduce_async(void* buffer, size_t count, DataType type,
-                                                     ReduceOp op) override;
+  // MPI_Iallreduce: the handle's test() calls drive its progress (Open MPI progresses
+  // nonblocking collectives only inside MPI calls). Any number may be in flight.
+  std::unique_ptr<Work> allreduce_async(void* buffer, size_t count, DataType type, ReduceOp op) override;
   void broadcast(void* buffer, size_t count, DataType type, int root) override;
   void allgather(const void* send, void* recv, size_t count, DataType type) override;
   void barrier() override;

@@ -16,7 +16,5 @@ MPI_Datatype mpi_datatype(DataType type);
 MPI_Op mpi_reduce_op(DataType type, ReduceOp op);
 // MPI counts are int: checks that `count` fits.
 int mpi_count(size_t count);
-// Turns a summed buffer into the mean over `ranks` (no-op for other ops or ranks <= 1).
-void divide_for_mean(void* buffer, size_t count, DataType type, ReduceOp op, int ranks);
 
 }  // namespace mirrored::comm

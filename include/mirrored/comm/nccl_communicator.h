@@ -1,22 +1,30 @@
 #pragma once
-// Collectives between GPUs with NCCL, one GPU per rank (CUDA build only).
+// Collectives between GPUs with NCCL, one GPU per rank (CUDA build only). The runtime
+// creates the job's only one; every device collective (parameter broadcast, sync batch
+// norm, gradient buckets) goes through it from the main thread, in program order, so no two
+// NCCL communicators ever race for the same GPUs.
 //
 // Bootstrap (collective over `bootstrap`, the MPI world or a world of one): the current
 // device is set, rank 0 calls ncclGetUniqueId, the id's bytes are broadcast over
-// `bootstrap` (MPI_Bcast), and every rank calls ncclCommInitRank.
+// `bootstrap` (MPI_Bcast), and every rank calls ncclCommInitRankConfig with blocking = 0.
+// Nonblocking NCCL returns at once and reports progress through ncclCommGetAsyncError, so
+// initialisation and every enqueue are polled against the collective timeout too.
 //
 // Streams: the communicator has its own non-blocking stream. A collective first makes that
 // stream wait on an event recorded on the device's compute stream (so it reads buffers
-// only once the kernels that wrote them are done, without a device-wide sync), then runs,
-// then records a completion event the caller waits on. The wait polls the event and
-// ncclCommGetAsyncError against a deadline: a collective that does not finish within
-// `timeout_seconds` aborts the NCCL communicator (ncclCommAbort) and the job (exit 5) with
-// a message naming the operation, instead of hanging.
+// only once the kernels queued before it wrote them, without a device-wide sync), then
+// runs, then records a completion event. Its Work handle polls that event and
+// ncclCommGetAsyncError: at half the timeout it warns, and a collective that has not
+// finished within `timeout_seconds` aborts the NCCL communicator (ncclCommAbort) and the
+// job (comm::abort_job, exit 5) with a message naming the operation.
+//
+// kMean is the sum followed by a division on the compute stream once the sum completed
+// (ncclAvg would scale every input by 1/n before summing: other rounding than the
+// contract's, which MPI backends follow). Device buffers of float only.
 //
 // The blocking Communicator interface takes device or host buffers; host buffers (small
-// scalars, strings) are staged through device memory.
-#include <cuda_runtime.h>
-
+// scalars, strings) are staged through device memory. allreduce_async takes device
+// buffers (a host buffer runs the blocking path).
 #include <memory>
 
 #include "mirrored/comm/communicator.h"
@@ -33,37 +41,28 @@ class NcclCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string backend() const override { return "nccl"; }
-  std::unique_ptr<Communicator> duplicate() override;
 
   using Communicator::allreduce;  // the typed conveniences stay visible
   using Communicator::broadcast;
   void allreduce(void* buffer, size_t count, DataType type, ReduceOp op) override;
+  std::unique_ptr<Work> allreduce_async(void* buffer, size_t count, DataType type, ReduceOp op) override;
   void broadcast(void* buffer, size_t count, DataType type, int root) override;
   void allgather(const void* send, void* recv, size_t count, DataType type) override;
   void barrier() override;
 
-  // The pieces of a collective, for callers that order their own work (the gradient
-  // reducer): wait_for() gates the stream on `ready` (recorded on the compute stream when
-  // the data was complete), enqueue_allreduce() queues an in-place all-reduce of a device
-  // buffer, and synchronize() records the completion event and waits for it under the
-  // timeout. Kernels may be queued on stream() in between.
   int device() const { return device_; }
-  cudaStream_t stream() const;
-  void wait_for(cudaEvent_t ready);
-  void enqueue_allreduce(void* device_buffer, size_t count, DataType type, ReduceOp op);
-  void synchronize(const char* operation, size_t count);
+  double timeout_seconds() const { return timeout_; }
 
   // NCCL's version as an integer (e.g. 22809 for 2.28.9).
   static int version();
 
  private:
-  struct State;
-  void gate_on_compute_stream();
+  struct State;  // the NCCL communicator, streams, events, staging buffers and the polling
+  friend class NcclWork;
   void* staging(size_t bytes);  // device scratch (and its pinned host twin) for host buffers
   void stage_in(void* dev, const void* host, size_t bytes);
   void stage_out_and_wait(void* host, const void* dev, size_t bytes, const char* operation, size_t count);
 
-  Communicator& bootstrap_;
   int device_ = 0;
   double timeout_ = 0.0;
   int rank_ = 0, size_ = 1;

@@ -15,8 +15,10 @@
 namespace mirrored::distribute {
 
 // nn::CrossReplicaReducer over a communicator: sync batch norm's statistics. Called from
-// the thread that runs the step, on the world communicator, in layer order; a gradient
-// reducer that communicates from its own thread does so on a communicator of its own.
+// the thread that runs the step, in layer order, on the replicas' communicator (the
+// world on CPUs, whose traffic never meets a communication thread's on the gradient
+// communicator; on GPUs the one NCCL communicator, which the gradient buckets share from
+// the same thread, so every rank issues its NCCL calls in the same order).
 class CommunicatorReducer final : public nn::CrossReplicaReducer {
  public:
   explicit CommunicatorReducer(comm::Communicator& comm) : comm_(comm) {}
@@ -28,8 +30,10 @@ class CommunicatorReducer final : public nn::CrossReplicaReducer {
 
 class DistributedModel {
  public:
-  DistributedModel(std::unique_ptr<nn::Model> model, comm::Communicator& comm, ReducerOptions options,
-                   int accumulate_steps = 1);
+  // `gradients`: the gradient reducer's communicator; `replicas`: sync batch norm and
+  // synchronize_buffers() (buffers on the model's device). Both outlive the model.
+  DistributedModel(std::unique_ptr<nn::Model> model, comm::Communicator& gradients, comm::Communicator& replicas,
+                   ReducerOptions options, int accumulate_steps = 1);
   ~DistributedModel();
   DistributedModel(DistributedModel&&) noexcept;
   DistributedModel& operator=(DistributedModel&&) = delete;

@@ -1,36 +1,41 @@
 #pragma once
 // Averages a model's gradients over all replicas, bucket by bucket, overlapped with
 // backward (like PyTorch DDP's reducer and Horovod's tensor fusion):
-//  - buckets are planned once (gradient_buckets.h), identically on every rank;
-//  - when backward has finished every layer of a bucket, the bucket is handed to a
-//    communication thread, which all-reduces it on its own duplicated communicator
-//    while the main thread keeps computing the earlier layers' gradients;
+//  - buckets are planned once (gradient_buckets.h), identically on every rank, and started
+//    in bucket order only, so every rank issues the same collectives in the same order;
+//  - a communication hook (comm_hook.h) turns each bucket into what travels and back;
+//  - when the collective runs depends on the overlap mode (Overlap below);
 //  - finish() waits only for what is still in flight.
-// With overlap off the same buckets are all-reduced in the same order inside finish(),
-// so both modes give bit-identical results.
 //
-// Gradients on a GPU (CUDA build, NCCL communicator): when a bucket is launched the main
-// thread records an event on the compute stream, right after queueing the kernels that
-// wrote the bucket's gradients; the communication thread makes the NCCL stream wait on
-// it, all-reduces and scales there, and waits for completion under the collective
-// timeout. Backward kernels keep running on the compute stream meanwhile.
+// Reduction order: every mode starts each bucket with the same nonblocking all-reduce of
+// the same size on the same communicator (MPI_Iallreduce on CPUs), whether from the
+// backward hook, a communication thread or finish(). MPI asks implementations to give the
+// same result for the same call on the same arguments in the same order (MPI 4.1, 6.9.1,
+// "advice to implementors"; Open MPI's libnbc does), so the modes are bit-identical and the
+// tests compare them exactly.
+//
+// Gradients on a GPU (NCCL communicator): no thread. Each bucket is enqueued from the main
+// thread as backward fills it, in program order, on the runtime's one NCCL communicator,
+// whose stream first waits for an event recorded on the compute stream at that moment; the
+// backward kernels of earlier layers keep running meanwhile. Sync batch norm uses the same
+// communicator from the same thread, so the order of NCCL calls is the same on every rank.
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "mirrored/comm/communicator.h"
 #include "mirrored/core/timeline.h"
+#include "mirrored/distribute/comm_hook.h"
 #include "mirrored/distribute/gradient_buckets.h"
 #include "mirrored/nn/parameter_arena.h"
 
 namespace mirrored::distribute {
-
-enum class GradCompression { kNone, kBf16 };
 
 // How bucket all-reduces overlap with backward.
 enum class Overlap {
@@ -40,23 +45,54 @@ enum class Overlap {
   kInline,  // the backward hook starts each bucket's nonblocking all-reduce and later layer
             // boundaries advance it, all on the thread that runs backward
 };
+const char* overlap_name(Overlap mode);  // "auto", "off", "thread", "inline"
+
+// kAuto resolved: a communication thread only pays when it does not take a core from
+// compute, i.e. when `cores` on the host exceed ranks_on_host x compute_threads; otherwise
+// inline. Other modes are returned unchanged.
+Overlap resolve_overlap(Overlap requested, int cores, int ranks_on_host, int compute_threads);
 
 struct ReducerOptions {
   BucketCaps caps;
   Overlap overlap = Overlap::kAuto;
   GradCompression compression = GradCompression::kNone;
+  // For kAuto: ranks sharing this host (MirroredStrategy fills it from the cluster table)
+  // and compute threads per rank (0: kernels::cpu_threads()).
+  int ranks_on_host = 1;
+  int compute_threads = 0;
 };
 
-// Communication time of the last synchronised step.
+// Communication of the last synchronised step, for a caller's phase table.
 struct CommStats {
-  double comm_seconds = 0.0;     // sum of the buckets' all-reduce times
-  double exposed_seconds = 0.0;  // time finish() kept the main thread waiting
-  int64_t bytes = 0;             // gradient bytes all-reduced (before compression)
+  // Sum over buckets of the time from starting a bucket's all-reduce to seeing it complete:
+  // the collective itself plus waiting for the slowest peer to arrive (see
+  // peer_wait_seconds) and, inline, until the next layer boundary noticed completion.
+  double comm_seconds = 0.0;
+  // Time finish() kept the main thread waiting: the part of communication not hidden
+  // behind backward.
+  double exposed_seconds = 0.0;
+  // Sum over buckets of the hook's element-wise work on this rank (bf16 packing before the
+  // collective, scaling by 1/n and bf16 unpacking after it): bucket copy and scale time.
+  // On a GPU, the time to queue those kernels.
+  double transform_seconds = 0.0;
+  int64_t bytes = 0;  // gradient bytes all-reduced (before compression)
+  // Per bucket, in bucket order: when this rank started the bucket's all-reduce, in
+  // seconds of the system clock (comparable across the ranks of one host; across hosts as
+  // far as their clocks agree).
+  std::vector<double> entry_times;
 };
+
+// Collective over `comm`: every rank calls it at the same point (a log step) with its
+// last_step_stats(). Returns the sum over buckets of how long this rank waited for the
+// last rank to start each bucket (the latest entry time minus its own): the wait for the
+// slowest peer. comm_seconds minus this is the time spent inside the collectives proper.
+double peer_wait_seconds(const CommStats& stats, comm::Communicator& comm);
 
 class GradientReducer {
  public:
-  // `comm` is duplicated: the reducer's collectives never interleave with the caller's.
+  // `comm` is the communicator to reduce over, owned by the caller (the Runtime) and used
+  // by this reducer only while a step is in flight: with a communication thread, nobody
+  // else may use it meanwhile.
   GradientReducer(nn::ParameterArena& arena, comm::Communicator& comm, ReducerOptions options);
   ~GradientReducer();
   GradientReducer(const GradientReducer&) = delete;
@@ -71,36 +107,49 @@ class GradientReducer {
   void finish();
 
   const std::vector<Bucket>& buckets() const { return buckets_; }
+  Overlap overlap() const { return mode_; }  // resolved: kOff, kThread or kInline
   const CommStats& last_step_stats() const { return stats_; }
   void set_timeline(Timeline* timeline) { timeline_ = timeline; }
 
  private:
+  struct InFlight {
+    size_t bucket;
+    std::unique_ptr<comm::Work> work;
+    int64_t started_us;  // on the timeline
+    double started_seconds;
+  };
   void launch(size_t bucket);
-  void reduce_bucket(size_t bucket);  // runs on the communication thread (or inline)
-  void all_reduce_sum(void* data, size_t count, comm::DataType type);
-  void worker_loop();
-  void reduce_bucket_on_device(size_t bucket);
-  struct DeviceState;                      // events, bf16 wire buffer: CUDA only
-  std::unique_ptr<DeviceState> device_;    // null for host gradients
+  InFlight start(size_t bucket);
+  void complete(InFlight& flight);
+  void progress();           // inline: completes what is done, starts what may start
+  void drain();              // inline and off: waits for every launched bucket
+  void worker_loop();        // thread: start, wait, complete, one bucket at a time
 
   nn::ParameterArena& arena_;
-  std::unique_ptr<comm::Communicator> comm_;
+  comm::Communicator& comm_;
   ReducerOptions options_;
+  Overlap mode_ = Overlap::kOff;
+  std::unique_ptr<CommHook> hook_;
   std::vector<Bucket> buckets_;
   std::vector<int> bucket_of_layer_;       // -1 for layers without parameters
   std::vector<size_t> pending_layers_;     // per bucket, layers not yet ready this step
-  std::vector<uint16_t> wire_;             // bf16 staging, sized to the largest bucket
   float scale_ = 1.0f;                     // 1 / (replicas x micro-batches)
   size_t launched_ = 0;
   Timeline* timeline_ = nullptr;
   std::vector<std::string> span_names_;
 
-  // Communication thread state.
+  // Inline and off: buckets launched but not started (the communicator's in-flight limit),
+  // and those in flight, oldest first.
+  std::deque<size_t> ready_;
+  std::deque<InFlight> in_flight_;
+
+  // Communication thread state; the step's statistics (written by whichever thread
+  // completes a bucket).
   std::mutex mutex_;
   std::condition_variable work_ready_, work_done_;
   std::deque<size_t> queue_;
   size_t completed_ = 0;
-  double comm_seconds_ = 0.0;
+  CommStats step_;
   std::exception_ptr error_;
   bool shutting_down_ = false;
   std::thread worker_;

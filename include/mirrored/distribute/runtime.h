@@ -1,11 +1,14 @@
 #pragma once
-// The one distributed context: it owns MPI's lifetime, the world communicator, the
-// cluster table, this rank's device and, when that is a GPU, the NCCL communicator.
-// Nothing else calls MPI_Init or ncclCommInitRank.
+// The one distributed context: it owns MPI's lifetime, the cluster table, this rank's
+// device and every communicator of the job: the world (host values), the gradient
+// communicators (flat, or hierarchical with its node and leader levels) and, when the
+// device is a GPU, the one NCCL communicator. It tears them down in a fixed order (see
+// ~Runtime). Nothing else calls MPI_Init or ncclCommInitRank.
 #include <memory>
 #include <string>
 
 #include "mirrored/comm/communicator.h"
+#include "mirrored/comm/hierarchical_communicator.h"
 #include "mirrored/comm/watchdog.h"
 #include "mirrored/core/device.h"
 #include "mirrored/core/error.h"
@@ -21,6 +24,13 @@ enum class Launch {
 };
 
 enum class DeviceChoice { kAuto, kCpu, kCuda };
+
+// How gradients are all-reduced across replicas.
+enum class Allreduce {
+  kAuto,          // hierarchical when the job spans several nodes with several ranks on one
+  kFlat,          // one all-reduce over every rank
+  kHierarchical,  // reduce in each node, all-reduce among node leaders, broadcast in each node
+};
 
 struct RuntimeOptions {
   Launch launch = Launch::kAuto;
@@ -42,21 +52,24 @@ class Runtime {
   comm::Communicator& world() { return *world_; }
   // Buffers on device(): NCCL when the device is a GPU, otherwise the world communicator.
   comm::Communicator& device_communicator() { return device_comm_ ? *device_comm_ : *world_; }
+  // The communicator gradient reducers use, for `how` (kFlat or kHierarchical; kAuto is
+  // resolved by the strategy). On a GPU, the NCCL communicator whatever `how` says (NCCL
+  // arranges its own rings and trees). On CPUs, a communicator of its own, so a reducer's
+  // communication thread never mixes traffic with the world's; created on first request
+  // (collective), then the same one. The hierarchical one groups ranks by shared memory
+  // (MPI_COMM_TYPE_SHARED) and is watched like world().
+  comm::Communicator& gradient_communicator(Allreduce how);
+  // Nodes of the hierarchical gradient communicator (after gradient_communicator(kHierarchical)
+  // on CPUs; 0 before).
+  int hierarchical_nodes() const;
   const Cluster& cluster() const { return cluster_; }
   Device device() const { return device_; }
   bool uses_mpi() const { return owns_mpi_; }
   int rank() const { return cluster_.rank(); }
   int world_size() const { return cluster_.world_size(); }
-  int mpi_thread_level() const { return thread_level_; }
 
-  // Collective: a communicator over the whole job whose all-reduce goes through one
-  // leader per node (comm/hierarchical_communicator.h), watched like world(). Nodes are
-  // the shared-memory domains MPI reports; node_color >= 0 groups ranks explicitly
-  // (tests). Without MPI, a duplicate of world().
-  std::unique_ptr<comm::Communicator> hierarchical_world(int node_color = -1);
-
-  // Ends every rank of the job with `code`: MPI_Abort when MPI is up, exit() otherwise.
-  // Safe to call without a Runtime (before or after one existed).
+  // Ends every rank of the job with `code` (comm::abort_job: MPI_Abort when MPI is up,
+  // exit() otherwise). Safe to call without a Runtime (before or after one existed).
   [[noreturn]] static void abort_job(ExitCode code);
 
   static bool launched_by_mpi();  // launcher variables (Open MPI, PMIx, PMI, Slurm srun)
@@ -66,15 +79,18 @@ class Runtime {
 
  private:
   bool owns_mpi_ = false;
-  int thread_level_ = 0;
-  std::unique_ptr<comm::CollectiveWatchdog> watchdog_;
-  std::unique_ptr<comm::Communicator> world_;
-  // CUDA devices only: the GPU's stream, library handles and plans. Declared between the
-  // world and NCCL, so it is destroyed after NCCL (which uses its stream), before MPI goes.
-  std::unique_ptr<kernels::DeviceContext> device_context_;
-  std::unique_ptr<comm::Communicator> device_comm_;  // NCCL, CUDA devices only
   Cluster cluster_;
   Device device_;
+  // Communicators, torn down in the reverse of this order by ~Runtime (explicitly, since
+  // MPI must still be up and the watchdog still running when they are freed).
+  std::unique_ptr<comm::CollectiveWatchdog> watchdog_;
+  std::unique_ptr<comm::Communicator> world_;
+  // CUDA devices only: the GPU's stream, library handles and plans. Destroyed after NCCL
+  // (which queues work on its stream), before the MPI world.
+  std::unique_ptr<kernels::DeviceContext> device_context_;
+  std::unique_ptr<comm::Communicator> device_comm_;            // NCCL, CUDA devices only
+  std::unique_ptr<comm::Communicator> flat_gradients_;         // created on first request
+  std::unique_ptr<comm::HierarchicalCommunicator> hierarchical_gradients_;
 };
 
 }  // namespace mirrored::distribute

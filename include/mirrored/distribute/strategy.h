@@ -27,14 +27,9 @@ struct ModelOptions {
   int accumulate_steps = 1;
 };
 
-// How gradients are all-reduced across replicas.
-enum class Allreduce {
-  kAuto,          // hierarchical when the job spans several nodes with several ranks on one
-  kFlat,          // one all-reduce over every rank
-  kHierarchical,  // reduce in each node, all-reduce among node leaders, broadcast in each node
-};
+// Allreduce (how gradients are all-reduced) is declared in runtime.h, which owns the
+// communicators it selects.
 Allreduce allreduce_from_name(const std::string& name);  // "auto" | "flat" | "hierarchical"
-const char* allreduce_name(Allreduce choice);
 // kAuto resolved for a job of `world_size` ranks on `num_nodes` nodes.
 Allreduce resolve_allreduce(Allreduce requested, int num_nodes, int world_size);
 
@@ -57,12 +52,16 @@ class MirroredStrategy {
   comm::Communicator& device_communicator() { return device_comm_; }
   // The all-reduce the gradient reducers use (flat or hierarchical, resolved).
   Allreduce allreduce() const { return allreduce_; }
+  // The communicator gradient buckets travel on (the Runtime's, for allreduce()).
+  comm::Communicator& gradient_communicator() { return gradients_; }
 
   // Global batch / replicas; an InputError on every rank when it does not divide.
   int64_t per_replica_batch(int64_t global_batch) const;
 
   // Builds the model returned by `make_model` on this replica's device, initialises it on
-  // the chief and broadcasts the parameters to every replica.
+  // the chief and broadcasts the parameters to every replica. The model's gradients are
+  // reduced over gradient_communicator(); options.reducer.ranks_on_host is filled in from
+  // the cluster table.
   template <typename MakeModel>
   DistributedModel scope(MakeModel&& make_model, const ModelOptions& options) {
     return mirror(std::make_unique<nn::Model>(make_model()), options);
@@ -93,7 +92,7 @@ class MirroredStrategy {
   comm::Communicator& comm_;
   comm::Communicator& device_comm_;
   Allreduce allreduce_ = Allreduce::kFlat;
-  std::unique_ptr<comm::Communicator> gradient_comm_;  // null: gradients use comm_
+  comm::Communicator& gradients_;
 };
 
 using MultiWorkerMirroredStrategy = MirroredStrategy;

@@ -39,6 +39,12 @@ CrossEntropyResult softmax_cross_entropy(const Tensor& logits, const Tensor& lab
 
 // x *= alpha
 void scale(Tensor& x, float alpha);
+// The same on raw memory of `device` that no Tensor owns (communication buffers): x[0, n) *= alpha.
+void scale(float* x, int64_t n, Device device, float alpha);
+// bfloat16 wire format for compressed gradients, rounding as core/bf16.h, on raw memory of
+// `device`: wire[i] = bf16(x[i]); and x[i] = float(wire[i]) * alpha.
+void to_bf16(const float* x, uint16_t* wire, int64_t n, Device device);
+void from_bf16(const uint16_t* wire, float* x, int64_t n, Device device, float alpha);
 // y += alpha * x
 void axpy(float alpha, const Tensor& x, Tensor& y);
 // dst = src (same shape; any devices). Within one GPU it is queued on the compute stream;

@@ -1,0 +1,25 @@
+#include "mirrored/comm/abort.h"
+
+#include <mpi.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "mirrored/core/log.h"
+
+namespace mirrored::comm {
+
+void abort_job(ExitCode code, const std::string& message) {
+  if (!message.empty()) rank_error(message);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  int size = 1;
+  if (initialized && !finalized) MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (size > 1) MPI_Abort(MPI_COMM_WORLD, static_cast<int>(code));
+  std::_Exit(static_cast<int>(code));
+}
+
+}  // namespace mirrored::comm
