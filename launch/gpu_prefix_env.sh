@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034
 # Sourced (bash): makes the packages of launch/gpu_bundle.sh, unpacked under a private
 # prefix, usable for building and running mirrored, without touching the system's own
 # copies (there may be none). Used by launch/gpu_selftest.sh --bundle and by the CI test
