@@ -41,8 +41,8 @@ DevicePick pick_cuda_device(const DeviceQuery& query) {
                        ExitCode::kUsage);
     const int index = static_cast<int>(parsed);
     if (index >= query.visible)
-      return {-1, str_cat("MIRRORED_CUDA_DEVICE=", index, " but ", visible_text(query), "; valid indices are 0..",
-                          query.visible - 1)};
+      return {-1, str_cat("MIRRORED_CUDA_DEVICE=", index, " but ", visible_text(query),
+                          query.visible > 0 ? str_cat("; valid indices are 0..", query.visible - 1) : std::string())};
     return {index, {}};
   }
   if (query.visible == 0) return {-1, str_cat("no GPU is visible", query.visible_list_set
