@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 dir=${1:-build}
 shift || true
 arch=()
-[[ -n "${CUDA_ARCH:-}" ]] && arch=(-DCUDA_ARCH="$CUDA_ARCH")
+[[ -n "${CUDA_ARCH:-}" ]] && arch=(-UCMAKE_CUDA_ARCHITECTURES -DCUDA_ARCH="$CUDA_ARCH")
 cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-Release}" "${arch[@]}" "$@" >"$dir.configure.log" 2>&1 ||
   { cat "$dir.configure.log"; exit 1; }
 cmake --build "$dir" -j"$(nproc)"

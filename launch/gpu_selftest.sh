@@ -80,7 +80,7 @@ command -v ninja >/dev/null && [[ ! -f "$dir/CMakeCache.txt" || -f "$dir/build.n
 nvcc=${CUDACXX:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 build_start=$SECONDS
 if ! cmake -S . -B "$dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DMIRRORED_CUDA=ON -DMIRRORED_ONEDNN=OFF \
-     -DCMAKE_CUDA_COMPILER="$nvcc" -DCUDA_ARCH="$arch" "${cmake_args[@]}" >"$logs/configure.log" 2>&1; then
+     -DCMAKE_CUDA_COMPILER="$nvcc" -UCMAKE_CUDA_ARCHITECTURES -DCUDA_ARCH="$arch" "${cmake_args[@]}" >"$logs/configure.log" 2>&1; then
   cat "$logs/configure.log"; echo "gpu_selftest: configure failed"; exit 1
 fi
 if ! cmake --build "$dir" -j"$(nproc)" --target mirrored unit_tests mpi_tests >"$logs/build.log" 2>&1; then
