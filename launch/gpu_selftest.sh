@@ -54,7 +54,6 @@ print_summary() {
 # ---- 0. the bundle's libraries ---------------------------------------------------------
 cmake_args=()
 mpirun=mpirun
-python_cmd=(python3)
 if [[ -n "$bundle" ]]; then
   source launch/gpu_prefix_env.sh
   prefix=$(pwd)/$dir.prefix
@@ -66,13 +65,13 @@ if [[ -n "$bundle" ]]; then
   use_gpu_prefix "$prefix"
   cmake_args+=("${GPU_PREFIX_CMAKE_ARGS[@]}")
   mpirun=$GPU_PREFIX_MPIRUN
-  python_cmd=(without_gpu_prefix python3)   # the image's python3 with its own libraries
   note "bundle: $(wc -l <"$bundle/packages.txt" 2>/dev/null || echo '?') Debian packages unpacked in $prefix"
 fi
 
 # ---- 1. build --------------------------------------------------------------------------
 arch=${CUDA_ARCH:-native}
-if [[ "$arch" == native ]] && ! cmake --version | awk 'NR == 1 { split($3, v, "."); exit !(v[1] > 3 || (v[1] == 3 && v[2] >= 24)) }'; then
+cmake_version=$(cmake --version | sed -nE '1s/.* ([0-9]+)\.([0-9]+).*/\1 \2/p')
+if [[ "$arch" == native ]] && ! awk -v v="$cmake_version" 'BEGIN { split(v, n, " "); exit !(n[1] > 3 || (n[1] == 3 && n[2] >= 24)) }'; then
   arch=""   # CMake < 3.24 has no "native": the project's default list
 fi
 generator=()
@@ -217,7 +216,8 @@ if [[ -s "$data/train.h5" ]]; then
 
   # gpt, when this build has the model and a configuration for it.
   gpt_config=$(ls launch/configs/*gpt*.ini 2>/dev/null | head -1)
-  if [[ -n "$gpt_config" ]] && "$bin" train --help 2>/dev/null | grep -qw gpt; then
+  train_help=$("$bin" train --help 2>/dev/null)
+  if [[ -n "$gpt_config" ]] && grep -qw gpt <<<"$train_help"; then
     "$bin" train --config "$gpt_config" --device cuda --max_steps 200 --log_every 50 --out "$logs/gpt" \
       >"$logs/train_gpt.log" 2>&1
     gpt_rc=$?
@@ -239,8 +239,8 @@ steps=300
 ours=$("$bin" bench train --config launch/configs/fmnist_cnn.ini "${data_args[@]}" --device cuda --steps "$steps" \
        2>&1 | tee "$logs/bench_train.log" | sed -nE 's/^samples_per_sec=([0-9.]+) ms_per_step=.*/\1/p' | tail -1)
 [[ -n "$ours" ]] || fail "bench train printed no samples_per_sec line (log $logs/bench_train.log)"
-if "${python_cmd[@]}" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
-  theirs=$("${python_cmd[@]}" launch/gpu_torch_baseline.py --model cnn --steps "$steps" | awk '{print $3}')
+if python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+  theirs=$(python3 launch/gpu_torch_baseline.py --model cnn --steps "$steps" | awk '{print $3}')
   ratio=$(awk -v a="${ours:-0}" -v b="${theirs:-0}" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }')
   note "throughput (cnn, batch 128, 1 GPU, $steps steps): mirrored ${ours:-?} samples/s, PyTorch ${theirs:-?} samples/s, ratio $ratio"
 else

@@ -73,13 +73,16 @@ int main(int argc, char** argv) {
   return 0;
 }
 EOF
-mpicc.openmpi -O1 -o "$work/allreduce" "$work/allreduce.c"
-ldd "$work/allreduce" | grep -q "libmpi.so.40 => $work/prefix/" || { ldd "$work/allreduce"; fail "libmpi does not resolve into the prefix"; }
+mpicc -O1 -o "$work/allreduce" "$work/allreduce.c"
+# (ldd's output is read whole: grep -q closing the pipe early would fail it under pipefail)
+deps=$(with_gpu_prefix ldd "$work/allreduce")
+grep -q "libmpi.so.40 => $work/prefix/" <<<"$deps" || { echo "$deps"; fail "libmpi does not resolve into the prefix"; }
 "$GPU_PREFIX_MPIRUN" --oversubscribe -np 2 "$work/allreduce" >"$work/allreduce.out" 2>&1 || { cat "$work/allreduce.out"; fail "mpirun -np 2 failed"; }
 for r in 0 1; do
   grep -qx "rank $r/2 sums 3 30 3000009" "$work/allreduce.out" || { cat "$work/allreduce.out"; fail "rank $r: wrong all-reduce"; }
 done
 echo "ok: relocated mpicc + mpirun: exact all-reduce on 2 ranks ($(ompi_info --version 2>/dev/null | head -1))"
+[[ "${LD_LIBRARY_PATH:-}" != *"$work/prefix"* ]] || fail "use_gpu_prefix exported LD_LIBRARY_PATH"
 
 # 2. HDF5, Boost.Program_options and OpenBLAS from the prefix: compile, link and run.
 cat >"$work/libs.cpp" <<'EOF'
@@ -101,11 +104,15 @@ int main(int argc, char** argv) {
 }
 EOF
 p=$work/prefix/usr
-mpicxx.openmpi -std=c++20 -O1 -I"$p/include" -I"$p/include/hdf5/serial" -I"$p/include/x86_64-linux-gnu/openblas-pthread" \
+mpicxx -std=c++20 -O1 $GPU_PREFIX_LINK_FLAGS -I"$p/include" -I"$p/include/hdf5/serial" -I"$p/include/x86_64-linux-gnu/openblas-pthread" \
   -o "$work/libs" "$work/libs.cpp" -L"$p/lib/x86_64-linux-gnu/hdf5/serial" -lhdf5 \
   -L"$p/lib/x86_64-linux-gnu" -lboost_program_options -L"$p/lib/x86_64-linux-gnu/openblas-pthread" -lopenblas
-"$work/libs" --n 7 | grep -qx 'n=7 hdf5=1.10.8 dot=32' || { "$work/libs" --n 7; fail "HDF5/Boost/OpenBLAS program gave a wrong answer"; }
-echo "ok: a program on HDF5, Boost.Program_options and OpenBLAS from the prefix builds and runs"
+[[ $("$work/libs" --n 7) == 'n=7 hdf5=1.10.8 dot=32' ]] || { "$work/libs" --n 7; fail "HDF5/Boost/OpenBLAS program gave a wrong answer"; }
+deps=$(ldd "$work/libs")
+for dep in libhdf5_serial.so.103 libcurl.so.4 libboost_program_options.so.1.74.0 libopenblas.so.0; do
+  grep -q "$dep => $work/prefix/" <<<"$deps" || { echo "$deps"; fail "$dep does not resolve into the prefix"; }
+done
+echo "ok: a program on HDF5, Boost.Program_options and OpenBLAS from the prefix builds and runs (no LD_LIBRARY_PATH: DT_RPATH)"
 
 # 3. Every shared library in the prefix finds its dependencies in the prefix or in the C/C++
 #    runtime (what a bare CUDA image has); a miss here would be a missing package.
@@ -118,7 +125,7 @@ for so in "$work"/prefix/usr/lib/x86_64-linux-gnu/{libmpi,libhdf5_serial,libboos
   while read -r name _ path _; do
     [[ "$name" =~ $base ]] && continue
     [[ "$path" == "$work/prefix/"* ]] || bad+=" ${so##*/}:$name=>${path:-?}"
-  done < <(ldd "$so" | grep '=>')
+  done < <(with_gpu_prefix ldd "$so" | grep '=>')
 done
 [[ -z "$bad" ]] || fail "dependencies outside the prefix:$bad"
 echo "ok: libmpi, libhdf5, Boost.Program_options, OpenBLAS, libcurl and Open MPI plugins resolve inside the prefix"
