@@ -23,6 +23,7 @@
 # env: DATA_DIR (default data/fashion-mnist, or the bundle's), CUDA_ARCH (default native),
 #      SELFTEST_EPOCHS (default 3)
 set -uo pipefail
+caller_dir=$PWD
 cd "$(dirname "$0")/.." || exit 1
 bundle=""
 while [[ $# -gt 0 ]]; do
@@ -34,6 +35,9 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 dir=${1:-build-gpu}
+if [[ -n "$bundle" ]]; then  # as the caller named it, from where the caller stood
+  bundle=$(cd "$caller_dir" && cd "$bundle" && pwd) || { echo "gpu_selftest: no bundle folder '$bundle'"; exit 1; }
+fi
 epochs=${SELFTEST_EPOCHS:-3}
 started=$SECONDS
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
@@ -56,7 +60,8 @@ cmake_args=()
 mpirun=mpirun
 if [[ -n "$bundle" ]]; then
   source launch/gpu_prefix_env.sh
-  prefix=$(pwd)/$dir.prefix
+  prefix=$dir.prefix
+  [[ "$prefix" == /* ]] || prefix=$(pwd)/$prefix
   if [[ ! -f "$prefix/.unpacked" ]]; then
     rm -rf "$prefix"
     unpack_gpu_bundle "$bundle" "$prefix" || { echo "gpu_selftest: cannot unpack $bundle"; exit 1; }
