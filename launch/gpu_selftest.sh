@@ -74,18 +74,33 @@ if [[ -n "$bundle" ]]; then
 fi
 
 # ---- 1. build --------------------------------------------------------------------------
+smi_gpus=0
+if command -v nvidia-smi >/dev/null; then
+  smi_gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+fi
 arch=${CUDA_ARCH:-native}
 cmake_version=$(cmake --version | sed -nE '1s/.* ([0-9]+)\.([0-9]+).*/\1 \2/p')
 if [[ "$arch" == native ]] && ! awk -v v="$cmake_version" 'BEGIN { split(v, n, " "); exit !(n[1] > 3 || (n[1] == 3 && n[2] >= 24)) }'; then
   arch=""   # CMake < 3.24 has no "native": the project's default list
 fi
+configure() {
+  cmake -S . -B "$dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DMIRRORED_CUDA=ON -DMIRRORED_ONEDNN=OFF \
+    -DCMAKE_CUDA_COMPILER="$nvcc" -UCMAKE_CUDA_ARCHITECTURES -DCUDA_ARCH="$arch" "${cmake_args[@]}" \
+    >"$logs/configure.log" 2>&1
+}
 generator=()
 command -v ninja >/dev/null && [[ ! -f "$dir/CMakeCache.txt" || -f "$dir/build.ninja" ]] && generator=(-G Ninja)
 nvcc=${CUDACXX:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 build_start=$SECONDS
-if ! cmake -S . -B "$dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DMIRRORED_CUDA=ON -DMIRRORED_ONEDNN=OFF \
-     -DCMAKE_CUDA_COMPILER="$nvcc" -UCMAKE_CUDA_ARCHITECTURES -DCUDA_ARCH="$arch" "${cmake_args[@]}" >"$logs/configure.log" 2>&1; then
-  cat "$logs/configure.log"; echo "gpu_selftest: configure failed"; exit 1
+# "native" asks CUDA for the GPUs: with none usable, build the default list instead, so the
+# build is checked and step 2 can say why the GPU is not usable.
+if ! configure; then
+  if [[ "$arch" == native ]] && grep -q 'no GPU was detected' "$logs/configure.log"; then
+    arch=""
+    configure || { cat "$logs/configure.log"; echo "gpu_selftest: configure failed"; exit 1; }
+  else
+    cat "$logs/configure.log"; echo "gpu_selftest: configure failed"; exit 1
+  fi
 fi
 if ! cmake --build "$dir" -j"$(nproc)" --target mirrored unit_tests mpi_tests >"$logs/build.log" 2>&1; then
   tail -40 "$logs/build.log"; echo "gpu_selftest: build failed (log $logs/build.log)"; exit 1
@@ -98,10 +113,6 @@ bin=$dir/mirrored
 info_row() { sed -nE "s/^  $1 +//p" "$logs/info.log" | head -1; }
 gpus=$(sed -nE 's/.*\(([0-9]+) GPU\(s\) visible.*/\1/p' "$logs/info.log" | head -1)
 gpus=${gpus:-0}
-smi_gpus=0
-if command -v nvidia-smi >/dev/null; then
-  smi_gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
-fi
 if [[ $gpus -eq 0 ]]; then
   why=$(info_row cuda)
   if [[ $smi_gpus -gt 0 ]]; then
