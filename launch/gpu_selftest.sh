@@ -1,19 +1,45 @@
 #!/usr/bin/env bash
 # GPU self-test, one command on a machine with an NVIDIA GPU:
-#   1. configure and build with CUDA (MIRRORED_CUDA=ON; CUDA_ARCH=NN to change sm_90);
-#   2. run the GPU tests (kernels, CPU-vs-GPU agreement, cuDNN wrappers, prefetcher, NCCL
-#      at 1 rank and, with >= 2 GPUs, one rank per GPU): none may fail or be skipped;
-#   3. a short training on the GPU (model = cnn when the build has it, else mlp): the
-#      test accuracy after the last epoch must beat the first epoch's and 0.80;
-#   4. throughput next to PyTorch on the same GPU (when torch with CUDA is importable);
-# and prints one summary. Without a GPU it says so and exits 0 after the build.
-# usage: launch/gpu_selftest.sh [BUILD_DIR]            (default: build-gpu)
-# env:   DATA_DIR (default data/fashion-mnist), CUDA_ARCH, SELFTEST_EPOCHS (default 2)
+#   1. configure and build with CUDA (ninja when present, MIRRORED_ONEDNN=OFF, only the
+#      targets used here; CUDA_ARCH defaults to "native", the GPUs of this machine);
+#   2. the GPU must be usable: nvidia-smi listing GPUs that CUDA cannot see (a driver too old
+#      for this CUDA, no device nodes in a container) is a failure with the reason;
+#   3. every GPU unit test (kernels, CPU-vs-GPU agreement, cuDNN wrappers, device choice,
+#      prefetcher): none may fail, none may be skipped for want of a GPU; the prefetcher
+#      tests again 20 times; the NCCL tests at 1 rank (and one rank per GPU with >= 2);
+#   4. bench allreduce --device cuda: #wrong 0;
+#   5. training on the GPU: cnn (and gpt when the build has it) learns; after 50 steps the
+#      GPU's loss matches the CPU's;
+#   6. throughput next to PyTorch on the same GPU (when torch with CUDA is importable);
+#   7. the error paths: a device index beyond the visible count, no visible device: exit 2
+#      with a clear message;
+# and prints one summary. Without any GPU (no nvidia-smi GPUs) it says so and exits 0 after
+# the build.
+#
+# usage: launch/gpu_selftest.sh [--bundle DIR] [BUILD_DIR]          (default: build-gpu)
+#   --bundle DIR   DIR made by launch/gpu_bundle.sh on a Debian 12 machine: the libraries
+#                  are unpacked into BUILD_DIR.prefix (never into /) and the build uses them
+#                  alone; the Fashion-MNIST subset in it is imported for the training checks.
+# env: DATA_DIR (default data/fashion-mnist, or the bundle's), CUDA_ARCH (default native),
+#      SELFTEST_EPOCHS (default 3)
 set -uo pipefail
-cd "$(dirname "$0")/.."
+caller_dir=$PWD
+cd "$(dirname "$0")/.." || exit 1
+bundle=""
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --bundle) bundle=${2:?--bundle needs a folder}; shift 2 ;;
+    --bundle=*) bundle=${1#--bundle=}; shift ;;
+    -h | --help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) break ;;
+  esac
+done
 dir=${1:-build-gpu}
-data=${DATA_DIR:-data/fashion-mnist}
-epochs=${SELFTEST_EPOCHS:-2}
+if [[ -n "$bundle" ]]; then  # as the caller named it, from where the caller stood
+  bundle=$(cd "$caller_dir" && cd "$bundle" && pwd) || { echo "gpu_selftest: no bundle folder '$bundle'"; exit 1; }
+fi
+epochs=${SELFTEST_EPOCHS:-3}
+started=$SECONDS
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 # NCCL_DEBUG=INFO             # uncomment to see NCCL's transport and ring set-up
 # NCCL_DEBUG_SUBSYS=INIT,COLL # narrow that output to init and collectives
@@ -21,101 +47,240 @@ declare -a summary
 status=0
 note() { summary+=("$1"); echo "== $1"; }
 fail() { note "FAIL: $1"; status=1; }
+logs=$(mktemp -d "${TMPDIR:-/tmp}/gpu_selftest.XXXXXX")
+print_summary() {
+  echo
+  echo "==== gpu_selftest summary ($((SECONDS - started)) s; logs in $logs)"
+  for line in "${summary[@]}"; do echo "  $line"; done
+  [[ $status -eq 0 ]] && echo "  RESULT: PASS" || echo "  RESULT: FAIL"
+}
+
+# ---- 0. the bundle's libraries ---------------------------------------------------------
+cmake_args=()
+mpirun=mpirun
+if [[ -n "$bundle" ]]; then
+  source launch/gpu_prefix_env.sh
+  prefix=$dir.prefix
+  [[ "$prefix" == /* ]] || prefix=$(pwd)/$prefix
+  if [[ ! -f "$prefix/.unpacked" ]]; then
+    rm -rf "$prefix"
+    unpack_gpu_bundle "$bundle" "$prefix" || { echo "gpu_selftest: cannot unpack $bundle"; exit 1; }
+    touch "$prefix/.unpacked"
+  fi
+  use_gpu_prefix "$prefix"
+  cmake_args+=("${GPU_PREFIX_CMAKE_ARGS[@]}")
+  mpirun=$GPU_PREFIX_MPIRUN
+  note "bundle: $(wc -l <"$bundle/packages.txt" 2>/dev/null || echo '?') Debian packages unpacked in $prefix"
+fi
 
 # ---- 1. build --------------------------------------------------------------------------
-arch=()
-[[ -n "${CUDA_ARCH:-}" ]] && arch=(-DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCH")
-nvcc=${CUDACXX:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
-if ! cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DMIRRORED_CUDA=ON -DCMAKE_CUDA_COMPILER="$nvcc" "${arch[@]}" \
-     >"$dir.configure.log" 2>&1; then
-  cat "$dir.configure.log"; echo "gpu_selftest: configure failed"; exit 1
+smi_gpus=0
+if command -v nvidia-smi >/dev/null; then
+  smi_gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
 fi
+arch=${CUDA_ARCH:-native}
+cmake_version=$(cmake --version | sed -nE '1s/.* ([0-9]+)\.([0-9]+).*/\1 \2/p')
+if [[ "$arch" == native ]] && ! awk -v v="$cmake_version" 'BEGIN { split(v, n, " "); exit !(n[1] > 3 || (n[1] == 3 && n[2] >= 24)) }'; then
+  arch=""   # CMake < 3.24 has no "native": the project's default list
+fi
+configure() {
+  cmake -S . -B "$dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DMIRRORED_CUDA=ON -DMIRRORED_ONEDNN=OFF \
+    -DCMAKE_CUDA_COMPILER="$nvcc" -UCMAKE_CUDA_ARCHITECTURES -DCUDA_ARCH="$arch" "${cmake_args[@]}" \
+    >"$logs/configure.log" 2>&1
+}
+generator=()
+command -v ninja >/dev/null && [[ ! -f "$dir/CMakeCache.txt" || -f "$dir/build.ninja" ]] && generator=(-G Ninja)
+nvcc=${CUDACXX:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 build_start=$SECONDS
-cmake --build "$dir" -j"$(nproc)" --target mirrored unit_tests mpi_tests || { echo "gpu_selftest: build failed"; exit 1; }
-note "build: CUDA build of mirrored, unit_tests, mpi_tests in $((SECONDS - build_start)) s ($dir)"
+# "native" asks CUDA for the GPUs: with none usable, build the default list instead, so the
+# build is checked and step 2 can say why the GPU is not usable.
+if ! configure; then
+  if [[ "$arch" == native ]] && grep -q 'no GPU was detected' "$logs/configure.log"; then
+    arch=""
+    configure || { cat "$logs/configure.log"; echo "gpu_selftest: configure failed"; exit 1; }
+  else
+    cat "$logs/configure.log"; echo "gpu_selftest: configure failed"; exit 1
+  fi
+fi
+if ! cmake --build "$dir" -j"$(nproc)" --target mirrored unit_tests mpi_tests >"$logs/build.log" 2>&1; then
+  tail -40 "$logs/build.log"; echo "gpu_selftest: build failed (log $logs/build.log)"; exit 1
+fi
+note "build: mirrored, unit_tests, mpi_tests with CUDA (archs ${arch:-default}) in $((SECONDS - build_start)) s ($dir)"
 bin=$dir/mirrored
 
-# ---- GPU present? ----------------------------------------------------------------------
-gpus=$("$bin" info 2>/dev/null | sed -nE 's/.*\(([0-9]+) GPU\(s\) visible.*/\1/p' | head -1)
-if [[ -z "$gpus" || "$gpus" == 0 ]]; then
-  echo "gpu_selftest: no usable GPU on this machine ($("$bin" info 2>/dev/null | grep -m1 'GPU(s) visible' | sed 's/^ *//'))"
+# ---- 2. is the GPU usable? -------------------------------------------------------------
+"$bin" info >"$logs/info.log" 2>&1
+info_row() { sed -nE "s/^  $1 +//p" "$logs/info.log" | head -1; }
+gpus=$(sed -nE 's/.*\(([0-9]+) GPU\(s\) visible.*/\1/p' "$logs/info.log" | head -1)
+gpus=${gpus:-0}
+if [[ $gpus -eq 0 ]]; then
+  why=$(info_row cuda)
+  if [[ $smi_gpus -gt 0 ]]; then
+    driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)
+    fail "nvidia-smi lists $smi_gpus GPU(s) (driver $driver) but CUDA sees none: $why"
+    note "likely causes: a driver too old for this CUDA runtime ($(info_row 'cuda runtime')), or no /dev/nvidia* device nodes in this container"
+    print_summary; exit 1
+  fi
+  echo "gpu_selftest: no GPU on this machine (nvidia-smi lists none; mirrored info: $why)"
   echo "gpu_selftest: the CUDA build compiled and linked; GPU tests, training and benchmarks need a GPU. OK."
   exit 0
 fi
-"$bin" info | sed -n '1,3p;/GPUs per rank/,$p'
+gpu_line=$(nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader 2>/dev/null | head -1)
+note "GPU: $gpus visible; ${gpu_line:-$(info_row gpus)}"
+note "libraries: CUDA runtime $(info_row 'cuda runtime'), driver $(info_row 'cuda driver'), cuDNN $(info_row cudnn), NCCL $(info_row nccl); archs $(info_row 'cuda archs')"
+note "host libraries: MPI $(info_row mpi); HDF5 $(info_row hdf5); BLAS $(info_row blas | cut -c1-40)"
 
-# ---- 2. GPU tests ----------------------------------------------------------------------
-gpu_filter='*cuda*:*Cuda*:*Gpu*:*Nccl*:DevicePrefetcher.*:DeviceChoice.*'
-log=$(mktemp)
-"$dir/tests/unit_tests" --gtest_filter="$gpu_filter" --gtest_brief=0 >"$log" 2>&1
+# ---- 3. GPU unit tests -----------------------------------------------------------------
+# Suites that touch the GPU, and every device-parameterised test (Devices/...).
+gpu_filter='Cudnn.*:ConvFamilyCpuGpu.*:CpuGpuAgreement.*:ModelCpuGpuAgreement.*:Devices/*:DeviceChoice.*'
+gpu_filter+=':DeviceChoiceRules.*:DevicePrefetcher.*:GpuInfo.*:GradientReducer.*:*Cuda*:*cuda*:*Gpu*:*GPU*'
+# skipped_for_want_of_gpu LOG: the tests that skipped because no GPU was usable. A skip whose
+# reason is that a GPU *is* present (the CPU-only refusal checks) is expected.
+skipped_for_want_of_gpu() {
+  awk '/^\[ RUN/ { reason = "" } !/^\[/ { reason = reason " " $0 }
+       /^\[  SKIPPED \] .*\([0-9]+ ms\)/ { if (reason ~ /no CUDA device|no GPU|CUDA unavailable|without CUDA/ || $4 ~ /\/cuda$/) print $4 }' "$1"
+}
+"$dir/tests/unit_tests" --gtest_filter="$gpu_filter" >"$logs/unit.log" 2>&1
 unit_rc=$?
-passed=$(grep -c '^\[       OK \]' "$log"); skipped=$(grep -c '^\[  SKIPPED \]' "$log")
-grep -E '^\[  (FAILED|SKIPPED) \]' "$log" | sort -u | head -20
-# Skips of the no-GPU-only checks are expected; a GPU test skipped for want of a GPU is not.
-gpu_skips=$(grep -c 'no CUDA device' "$log" || true)
-if [[ $unit_rc -ne 0 || $gpu_skips -ne 0 ]]; then
-  fail "unit GPU tests: rc $unit_rc, $passed passed, $gpu_skips skipped for want of a GPU (log $log)"
+passed=$(grep -c '^\[       OK \]' "$logs/unit.log"); skipped=$(grep -c '^\[  SKIPPED \] .*ms)' "$logs/unit.log")
+cudnn=$(grep -c '^\[       OK \] Cudnn' "$logs/unit.log")
+want=$(skipped_for_want_of_gpu "$logs/unit.log" | sort -u)
+if [[ $unit_rc -ne 0 || -n "$want" || $cudnn -eq 0 ]]; then
+  grep -E '^\[  FAILED  \]' "$logs/unit.log" | sort -u | head -20
+  fail "unit GPU tests: rc $unit_rc, $passed passed ($cudnn cuDNN), skipped for want of a GPU: ${want:-none} (log $logs/unit.log)"
 else
-  note "unit GPU tests: $passed passed, $skipped skipped (CPU-only checks)"
+  note "unit GPU tests: $passed passed (of them $cudnn cuDNN wrapper tests), $skipped skipped (CPU-only checks)"
 fi
-if command -v mpirun >/dev/null; then
-  for np in 1 $([[ $gpus -ge 2 ]] && echo "$gpus"); do
-    if timeout 300 mpirun -np "$np" "$dir/tests/mpi_tests" --gtest_filter='Nccl*' >"$log.np$np" 2>&1 &&
-       ! grep -q 'SKIPPED' "$log.np$np"; then
-      note "NCCL tests at $np rank(s): $(grep -c '^\[       OK \]' "$log.np$np") passed"
-    else
-      fail "NCCL tests at $np rank(s) (log $log.np$np)"; tail -20 "$log.np$np"
-    fi
-  done
+"$dir/tests/unit_tests" --gtest_filter='*Prefetcher*' --gtest_repeat=20 >"$logs/prefetcher.log" 2>&1
+pf_rc=$?
+pf_ok=$(grep -c '^\[       OK \]' "$logs/prefetcher.log")
+pf_want=$(skipped_for_want_of_gpu "$logs/prefetcher.log" | sort -u)
+if [[ $pf_rc -eq 0 && -z "$pf_want" && $pf_ok -gt 0 ]]; then
+  note "prefetcher probe: 20 repeats, $pf_ok test runs passed"
 else
-  note "NCCL tests: skipped (no mpirun on this machine)"
+  fail "prefetcher probe: rc $pf_rc, $pf_ok passed, skipped for want of a GPU: ${pf_want:-none} (log $logs/prefetcher.log)"
 fi
+for np in 1 $([[ $gpus -ge 2 ]] && echo "$gpus"); do
+  if timeout 300 "$mpirun" -np "$np" "$dir/tests/mpi_tests" --gtest_filter='Nccl*' >"$logs/nccl.np$np.log" 2>&1 &&
+     ! grep -q '^\[  SKIPPED \]' "$logs/nccl.np$np.log" && grep -q '^\[       OK \]' "$logs/nccl.np$np.log"; then
+    note "NCCL tests at $np rank(s): $(grep -c '^\[       OK \]' "$logs/nccl.np$np.log") passed, none skipped"
+  else
+    fail "NCCL tests at $np rank(s) (log $logs/nccl.np$np.log)"; tail -20 "$logs/nccl.np$np.log"
+  fi
+done
 
-# ---- 3. training on the GPU ------------------------------------------------------------
-model=mlp
-"$bin" train --help 2>/dev/null | grep -q 'cnn' && model=cnn
-if [[ ! -s "$data/train.h5" && -x launch/import_fmnist.sh && -d "${FMNIST_IDX_DIR:-/usr/share/datasets/fashion-mnist}" ]]; then
+# ---- 4. bench allreduce on the GPU -----------------------------------------------------
+for np in 1 $([[ $gpus -ge 2 ]] && echo "$gpus"); do
+  if timeout 300 "$mpirun" -np "$np" "$bin" bench allreduce --device cuda --max-bytes $((64 << 20)) --iters 5 \
+       >"$logs/bench_allreduce.np$np.log" 2>&1 && grep -q 'out of bounds values : 0 OK' "$logs/bench_allreduce.np$np.log"; then
+    note "bench allreduce --device cuda at $np rank(s): #wrong 0; $(grep 'avg bus bandwidth' "$logs/bench_allreduce.np$np.log" | sed 's/^# *//')"
+  else
+    fail "bench allreduce --device cuda at $np rank(s) (log $logs/bench_allreduce.np$np.log)"; tail -8 "$logs/bench_allreduce.np$np.log"
+  fi
+done
+
+# ---- 5. training on the GPU ------------------------------------------------------------
+data=${DATA_DIR:-data/fashion-mnist}
+if [[ -n "$bundle" && -z "${DATA_DIR:-}" ]]; then
+  data=$prefix/fmnist
+  mkdir -p "$data"
+  for split in train:train t10k:test; do
+    idx=${split%%:*} name=${split##*:}
+    [[ -s "$data/$name.h5" ]] || "$bin" data import-idx --images "$bundle/fmnist/$idx-images-idx3-ubyte.gz" \
+      --labels "$bundle/fmnist/$idx-labels-idx1-ubyte.gz" --out "$data/$name.h5" >"$logs/import.log" 2>&1 ||
+      { cat "$logs/import.log"; fail "import of the bundle's Fashion-MNIST"; }
+  done
+elif [[ ! -s "$data/train.h5" && -x launch/import_fmnist.sh && -d "${FMNIST_IDX_DIR:-/usr/share/datasets/fashion-mnist}" ]]; then
   launch/import_fmnist.sh "$bin" >/dev/null
 fi
-run=$(mktemp -d)
+data_args=(--data.train "$data/train.h5" --data.test "$data/test.h5")
+eval_field() {  # eval_field METRICS FIELD: the field of every eval line, space-separated
+  grep '"kind": "eval"' "$1" 2>/dev/null | sed -E "s/.*\"$2\": ([^,}]*).*/\1/" | tr '\n' ' '
+}
+train_field() {  # train_field METRICS STEP FIELD
+  grep '"kind": "train"' "$1" 2>/dev/null | grep "\"step\": $2[,}]" | sed -E "s/.*\"$3\": ([^,}]*).*/\1/" | tail -1
+}
 if [[ -s "$data/train.h5" ]]; then
-  train_log=$run/train.log
-  "$bin" train --config launch/configs/fmnist_mlp.ini --model "$model" --device cuda --epochs "$epochs" \
-    --data.train "$data/train.h5" --data.test "$data/test.h5" --out "$run/out" >"$train_log" 2>&1
+  run=$logs/cnn
+  "$bin" train --config launch/configs/fmnist_cnn.ini "${data_args[@]}" --device cuda --epochs "$epochs" \
+    --out "$run" >"$logs/train_cnn.log" 2>&1
   train_rc=$?
-  accs=$(grep '"kind": "eval"' "$run/out/metrics.jsonl" 2>/dev/null | sed -E 's/.*"test_accuracy": ([^,}]*).*/\1/' | tr '\n' ' ')
+  accs=$(eval_field "$run/metrics.jsonl" test_accuracy)
   first=$(echo "$accs" | awk '{print $1}'); last=$(echo "$accs" | awk '{print $NF}')
-  train_rate=$(sed -nE 's/.*steps, ([0-9]+) samples\/s.*/\1/p' "$train_log" | tail -1)
+  train_rate=$(sed -nE 's/.*steps, ([0-9.]+) samples\/s.*/\1/p' "$logs/train_cnn.log" | tail -1)
   if [[ $train_rc -eq 0 && -n "$last" ]] && awk -v f="$first" -v l="$last" -v n="$epochs" \
        'BEGIN { exit !(l >= 0.80 && (n < 2 || l > f)) }'; then
-    note "training ($model, $epochs epochs, device cuda): test accuracy by epoch: $accs; $train_rate samples/s"
+    note "training (cnn, $epochs epochs on $data, cuda): test accuracy by epoch: $accs; ${train_rate:-?} samples/s"
   else
-    fail "training ($model on cuda): rc $train_rc, accuracy by epoch '$accs' (log $train_log)"; tail -20 "$train_log"
+    fail "training (cnn on cuda): rc $train_rc, accuracy by epoch '$accs' (log $logs/train_cnn.log)"; tail -20 "$logs/train_cnn.log"
+  fi
+
+  # Same seed, same data order, 50 steps on each device: the loss at step 50 must agree up
+  # to float summation order (cuDNN and the CPU kernels round differently).
+  for device in cpu cuda; do
+    "$bin" train --config launch/configs/fmnist_cnn.ini "${data_args[@]}" --device "$device" --epochs 1 \
+      --max_steps 50 --log_every 50 --out "$logs/loss_$device" >"$logs/loss_$device.log" 2>&1
+  done
+  cpu_loss=$(train_field "$logs/loss_cpu/metrics.jsonl" 50 loss)
+  gpu_loss=$(train_field "$logs/loss_cuda/metrics.jsonl" 50 loss)
+  if [[ -n "$cpu_loss" && -n "$gpu_loss" ]] && awk -v a="$cpu_loss" -v b="$gpu_loss" \
+       'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.03 * (a > b ? a : b) + 1e-3) }'; then
+    note "CPU vs GPU (cnn, 50 steps, same seed): loss $cpu_loss on cpu, $gpu_loss on cuda (within 3%)"
+  else
+    fail "CPU vs GPU loss after 50 steps: cpu '${cpu_loss}', cuda '${gpu_loss}' (logs $logs/loss_cpu.log, $logs/loss_cuda.log)"
+  fi
+
+  # gpt, when this build has the model and a configuration for it.
+  gpt_config=$(ls launch/configs/*gpt*.ini 2>/dev/null | head -1)
+  train_help=$("$bin" train --help 2>/dev/null)
+  if [[ -n "$gpt_config" ]] && grep -qw gpt <<<"$train_help"; then
+    "$bin" train --config "$gpt_config" --device cuda --max_steps 200 --log_every 50 --out "$logs/gpt" \
+      >"$logs/train_gpt.log" 2>&1
+    gpt_rc=$?
+    losses=$(grep '"kind": "train"' "$logs/gpt/metrics.jsonl" 2>/dev/null | sed -E 's/.*"loss": ([^,}]*).*/\1/' | tr '\n' ' ')
+    if [[ $gpt_rc -eq 0 ]] && echo "$losses" | awk '{ exit !(NF >= 2 && $NF < $1) }'; then
+      note "training (gpt, 200 steps, cuda): loss $losses"
+    else
+      fail "training (gpt on cuda): rc $gpt_rc, losses '$losses' (log $logs/train_gpt.log)"
+    fi
+  else
+    note "training (gpt): not in this build"
   fi
 else
-  fail "training: no Fashion-MNIST at $data (set DATA_DIR or run launch/import_fmnist.sh)"
+  fail "training: no Fashion-MNIST at $data (set DATA_DIR, run launch/import_fmnist.sh, or pass --bundle)"
 fi
 
-# ---- 4. throughput next to PyTorch -----------------------------------------------------
+# ---- 6. throughput next to PyTorch -----------------------------------------------------
 steps=300
-if "$bin" bench train --help >/dev/null 2>&1; then
-  ours=$("$bin" bench train --model "$model" --device cuda --steps "$steps" 2>&1 | tee "$run/bench.log" |
-         sed -nE 's/.* ([0-9.]+) samples\/s.*/\1/p' | tail -1)
-  how="mirrored bench train"
-else
-  ours=${train_rate:-}
-  how="mirrored train (whole run, step 0 excluded)"
-fi
+ours=$("$bin" bench train --config launch/configs/fmnist_cnn.ini "${data_args[@]}" --device cuda --steps "$steps" \
+       2>&1 | tee "$logs/bench_train.log" | sed -nE 's/^samples_per_sec=([0-9.]+) ms_per_step=.*/\1/p' | tail -1)
+[[ -n "$ours" ]] || fail "bench train printed no samples_per_sec line (log $logs/bench_train.log)"
 if python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
-  theirs=$(python3 launch/gpu_torch_baseline.py --model "$model" --steps "$steps" | awk '{print $3}')
+  theirs=$(python3 launch/gpu_torch_baseline.py --model cnn --steps "$steps" | awk '{print $3}')
   ratio=$(awk -v a="${ours:-0}" -v b="${theirs:-0}" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }')
-  note "throughput ($model, batch 128, 1 GPU): mirrored ${ours:-?} samples/s ($how), PyTorch ${theirs:-?} samples/s, ratio $ratio"
+  note "throughput (cnn, batch 128, 1 GPU, $steps steps): mirrored ${ours:-?} samples/s, PyTorch ${theirs:-?} samples/s, ratio $ratio"
 else
-  note "throughput ($model, batch 128, 1 GPU): mirrored ${ours:-?} samples/s ($how); PyTorch with CUDA not installed"
+  note "throughput (cnn, batch 128, 1 GPU, $steps steps): mirrored ${ours:-?} samples/s; PyTorch with CUDA not importable"
 fi
 
-echo
-echo "==== gpu_selftest summary ($("$bin" info | sed -n 's/^  gpu libs  //p'))"
-for line in "${summary[@]}"; do echo "  $line"; done
-[[ $status -eq 0 ]] && echo "  RESULT: PASS" || echo "  RESULT: FAIL"
+# ---- 7. error paths --------------------------------------------------------------------
+# expect_usage_error NAME TEXT ENV...: `mirrored train --device cuda` under ENV exits 2 and
+# prints TEXT.
+expect_usage_error() {
+  local name=$1 text=$2; shift 2
+  env "$@" timeout 120 "$bin" train --config launch/configs/fmnist_mlp.ini "${data_args[@]}" --device cuda \
+    --max_steps 5 --out "$logs/$name" >"$logs/$name.log" 2>&1
+  local rc=$?
+  if [[ $rc -eq 2 ]] && grep -qF -- "$text" "$logs/$name.log"; then
+    note "error path ($name): exit 2: $(grep -F -- "$text" "$logs/$name.log" | head -1 | cut -c1-160)"
+  else
+    fail "error path ($name): exit $rc, expected 2 with '$text' (log $logs/$name.log)"; tail -5 "$logs/$name.log"
+  fi
+}
+expect_usage_error device_beyond_visible "MIRRORED_CUDA_DEVICE=$gpus but" MIRRORED_CUDA_DEVICE="$gpus"
+expect_usage_error no_visible_device "has no usable GPU" CUDA_VISIBLE_DEVICES=
+
+took=$((SECONDS - started))
+((took <= 480)) || fail "the self-test took $took s (budget 480 s)"
+print_summary
 exit $status

@@ -17,6 +17,7 @@
 #include "mirrored/core/cuda_memory.h"
 #include "mirrored/core/log.h"
 #include "mirrored/core/process.h"
+#include "mirrored/distribute/device_choice.h"
 
 #ifdef MIRRORED_WITH_CUDA
 #include <cuda_runtime.h>
@@ -40,21 +41,6 @@ Launch launch_from_env(Launch requested) {
   if (choice == "local") return Launch::kLocal;
   if (choice == "auto") return Launch::kAuto;
   throw InputError(str_cat("MIRRORED_LAUNCH='", choice, "': expected one of auto, mpi, local"), ExitCode::kUsage);
-}
-
-// A CUDA_VISIBLE_DEVICES narrowed to one device means device 0, whatever the local rank.
-int cuda_device_for(int local_rank, int visible) {
-  const char* env_device = std::getenv("MIRRORED_CUDA_DEVICE");
-  if (env_device && *env_device) {
-    char* end = nullptr;
-    const long parsed = std::strtol(env_device, &end, 10);
-    if (*end != '\0' || parsed < 0)
-      throw InputError(str_cat("MIRRORED_CUDA_DEVICE='", env_device, "': expected a non-negative device index"),
-                       ExitCode::kUsage);
-    return static_cast<int>(parsed);
-  }
-  if (visible == 1) return 0;
-  return local_rank;
 }
 
 // A name for the physical GPU that survives CUDA_VISIBLE_DEVICES renumbering (each rank
@@ -94,25 +80,6 @@ std::string gpu_sharing(comm::Communicator& world, const Cluster& cluster, const
   return {};
 }
 
-Device choose_device(DeviceChoice choice, const Cluster& cluster) {
-  if (choice == DeviceChoice::kCpu) return Device::cpu();
-  std::string reason;
-  const int visible = cuda_device_count(&reason);
-  if (visible == 0) {
-    if (choice == DeviceChoice::kAuto) return Device::cpu();
-    // Not uniform: other ranks may have GPUs, so this rank reports for itself.
-    throw Error(ExitCode::kUsage,
-                str_cat("device = cuda, but rank ", cluster.rank(), " on ", cluster.host(), " has no usable GPU (",
-                        reason, ")"));
-  }
-  const int index = cuda_device_for(cluster.local_rank(), visible);
-  if (index >= visible && choice == DeviceChoice::kAuto) return Device::cpu();
-  if (index >= visible)
-    throw Error(ExitCode::kUsage,
-                str_cat("rank ", cluster.rank(), " on ", cluster.host(), " has local rank ", cluster.local_rank(),
-                        " but only ", visible, " GPU(s) are visible: run one rank per GPU"));
-  return Device::cuda(index);
-}
 }  // namespace
 
 bool Runtime::launched_by_mpi() {

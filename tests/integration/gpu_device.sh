@@ -15,6 +15,18 @@ common=(--config "$SOURCE_DIR/launch/configs/fmnist_mlp.ini" --data.train "$DATA
 if [[ $gpus -eq 0 ]]; then
   expect_failure train_cuda_without_gpu "has no usable GPU" 30 2 train "${common[@]}" --device cuda --out "$WORK/a"
   expect_failure bench_cuda_without_gpu "has no usable GPU" 30 2 bench allreduce --device cuda --max-bytes 4096
+  # The device override: an index beyond what is visible, and a malformed one, are usage
+  # errors (exit 2) naming the variable, not a CUDA error at the first kernel.
+  MIRRORED_CUDA_DEVICE=0 expect_exit 2 override_without_gpu "MIRRORED_CUDA_DEVICE=0 but 0 GPU(s) are visible" 30 1 \
+    train "${common[@]}" --device cuda --out "$WORK/o1"
+  MIRRORED_CUDA_DEVICE=first expect_exit 2 override_malformed "MIRRORED_CUDA_DEVICE='first': expected a non-negative" \
+    30 1 train "${common[@]}" --device cuda --out "$WORK/o2"
+  CUDA_VISIBLE_DEVICES= expect_exit 2 no_visible_device "has no usable GPU" 30 1 \
+    train "${common[@]}" --device cuda --out "$WORK/o3"
+  # The prefix "mirrored: error [rank r/n on host]: " appears once per error line.
+  grep -h 'mirrored: error' "$WORK"/override_*.out "$WORK"/train_cuda_without_gpu.out | while read -r line; do
+    [[ $(grep -o ' on [^]:]*\]' <<<"$line" | wc -l) -eq 1 ]] || fail "rank/host printed more than once: $line"
+  done
   mpirun_np 1 train "${common[@]}" --device auto --max_steps 20 --epochs 1 --out "$WORK/auto" >"$WORK/auto.log"
   grep -qE '^0 +[^ ]+ +0 +0 +cpu$' "$WORK/auto.log" || { cat "$WORK/auto.log"; fail "device = auto: rank 0 not on the cpu"; }
   echo "ok: no GPU here; device = cuda refused clearly, device = auto ran on the CPU"
@@ -41,4 +53,8 @@ if [[ $gpus -ge 2 ]]; then
 else
   expect_failure shared_gpu "would share one GPU" 60 2 train "${common[@]}" --device cuda --out "$WORK/shared"
 fi
+MIRRORED_CUDA_DEVICE=$gpus expect_exit 2 override_beyond_visible "MIRRORED_CUDA_DEVICE=$gpus but" 60 1 \
+  train "${common[@]}" --device cuda --out "$WORK/beyond"
+CUDA_VISIBLE_DEVICES= expect_exit 2 no_visible_device "has no usable GPU" 60 1 \
+  train "${common[@]}" --device cuda --out "$WORK/hidden"
 echo "ok: GPU training reached $acc (mlp), $cnn (cnn), $resnet (resnet)"

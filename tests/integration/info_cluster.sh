@@ -9,6 +9,11 @@ for label in version build sanitizers compiler cuda mpi hdf5 blas launch; do
 done
 grep -qE '^  blas +OpenBLAS [0-9]' "$WORK/one.out" || fail "info does not name the OpenBLAS version"
 grep -qE '^  launch +local \(one process\), 1 rank' "$WORK/one.out" || fail "one process should say local, 1 rank"
+# A CUDA build names the architectures it carries kernels for (a GPU outside them fails at
+# its first kernel with "no kernel image").
+if grep -qE '^  cuda runtime ' "$WORK/one.out"; then
+  grep -qE '^  cuda archs +[0-9n]' "$WORK/one.out" || fail "a CUDA build's info lacks the 'cuda archs' row"
+fi
 
 mpirun_np 2 info >"$WORK/two.out" 2>&1 || { cat "$WORK/two.out"; fail "mirrored info under mpirun failed"; }
 cat "$WORK/two.out"

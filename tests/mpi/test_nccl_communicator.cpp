@@ -5,16 +5,22 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "mirrored/core/cuda_memory.h"
 #include "mirrored/core/rng.h"
+#include "mirrored/core/process.h"
 #include "mirrored/core/tensor.h"
+#include "mirrored/distribute/device_choice.h"
 #include "mpi_env.h"
 
 #ifdef MIRRORED_WITH_CUDA
+#include <cuda_runtime.h>
+
 #include "mirrored/comm/nccl_communicator.h"
 #include "mirrored/distribute/gradient_reducer.h"
 #include "mirrored/kernels/device_context.h"
@@ -28,16 +34,31 @@ using namespace mirrored;
 
 namespace {
 
+// The runtime's rule (distribute/device_choice.h): what this rank sees, not its local rank
+// alone, so a rank narrowed to one GPU by Slurm takes device 0.
+distribute::DevicePick my_pick(int visible) {
+  const auto& cluster = test_runtime().cluster();
+  return distribute::pick_cuda_device(distribute::DeviceQuery::from(
+      cluster.local_rank(), cluster.local_size(), visible, [](const char* name) { return std::getenv(name); }));
+}
+
 // Empty when every rank has a GPU of its own; otherwise the reason (the same on every rank).
 std::string why_not_runnable() {
   auto& world = test_runtime().world();
   std::string reason;
   const int visible = cuda_device_count(&reason);
-  const int local = test_runtime().cluster().local_rank();
-  const int mine = visible == 0 ? 0 : (local < visible ? 1 : 2);
+  const int mine = visible == 0 ? 0 : (my_pick(visible).ok() ? 1 : 2);
   const int worst = world.allreduce_value<int32_t>(mine == 1 ? 0 : (mine == 0 ? 2 : 1), comm::ReduceOp::kMax);
   if (worst == 2) return "no CUDA device: " + (reason.empty() ? std::string("on some rank") : reason);
   if (worst == 1) return "needs one GPU per rank: more ranks than GPUs on a host";
+#ifdef MIRRORED_WITH_CUDA
+  // Ranks that each see one GPU may still see the same one (plain mpirun on a one-GPU host).
+  char bus[32] = {};
+  cudaDeviceGetPCIBusId(bus, sizeof(bus), my_pick(visible).index);
+  const auto gpus = world.allgather_strings(local_hostname() + "|" + bus);
+  if (std::set<std::string>(gpus.begin(), gpus.end()).size() != gpus.size())
+    return "needs one GPU per rank: ranks on a host share a GPU";
+#endif
   return {};
 }
 
@@ -48,7 +69,7 @@ std::string why_not_runnable() {
   } while (0)
 
 #ifdef MIRRORED_WITH_CUDA
-int my_device() { return test_runtime().cluster().local_rank(); }
+int my_device() { return my_pick(cuda_device_count(nullptr)).index; }
 
 std::unique_ptr<comm::NcclCommunicator> make_nccl() {
   return std::make_unique<comm::NcclCommunicator>(test_runtime().world(), my_device(), /*timeout_seconds=*/60.0);

@@ -39,7 +39,8 @@ class InputError : public Error {
       : Error(code, message, /*uniform=*/true) {}
 };
 
-// Builds "file:line: what failed [rank r/n on host]" for internal failures.
+// Builds "file:line: what failed" for internal failures. The rank and host are added once,
+// where the message is printed (rank_error, rank_warning in core/log.h).
 std::string where(const char* file, int line, const std::string& what);
 
 }  // namespace mirrored

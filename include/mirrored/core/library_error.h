@@ -1,6 +1,6 @@
 #pragma once
 // Shared by the per-library check macros (CUDA, cuBLAS, cuDNN, NCCL): one message shape,
-// "file:line: <call as text>: <library message> [rank r/n on host]", thrown as
+// "file:line: <call as text>: <library message>", thrown as
 // mirrored::Error or, for destructors and other places that must not throw, logged.
 #include <string>
 

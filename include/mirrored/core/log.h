@@ -1,6 +1,8 @@
 #pragma once
-// Rank-aware logging. chief_* prints on rank 0 only (the one helper for rank-0 output);
-// log_* prints on every rank with a "[rank r]" prefix; warnings and errors go to stderr.
+// Rank-aware logging. chief_* prints to stdout on rank 0 only (the one helper for rank-0
+// output); rank_warning and rank_error print to stderr on any rank, each line prefixed
+// once with "mirrored: warning|error [rank r/n on host]: ". Messages passed to them (for
+// example an Error's what(), built by where()) carry no rank or host of their own.
 #include <string>
 
 #include "mirrored/core/strings.h"

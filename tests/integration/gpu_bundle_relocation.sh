@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# The GPU bundle (launch/gpu_bundle.sh) works from a private prefix alone, as it must on a
+# GPU machine that has no Open MPI, HDF5, Boost or OpenBLAS of its own: the packages are
+# downloaded, unpacked into a temporary prefix and, with this machine's own copies hidden
+# (a private mount namespace binds empty folders over them), an MPI program built with the
+# relocated wrapper all-reduces the exact answer on 2 ranks under the relocated mpirun, every
+# library of the prefix resolves its dependencies inside the prefix (or to the C/C++ runtime
+# every image has), and CMake configures mirrored against the prefix only.
+# Skips (77) when the packages cannot be downloaded (no package mirror) or isolation is not
+# possible (not root, no unshare).
+source "$(dirname "$0")/lib.sh"
+src=${SOURCE_DIR:?SOURCE_DIR must point at the source tree}
+
+skip() { echo "SKIP: $*"; exit 77; }
+command -v apt-get >/dev/null && command -v dpkg >/dev/null || skip "no apt-get/dpkg: not a Debian machine"
+[[ $(id -u) -eq 0 ]] && command -v unshare >/dev/null || skip "hiding the system copies needs root and unshare"
+unshare -m true 2>/dev/null || skip "unshare -m is not permitted here"
+idx=${FMNIST_IDX_DIR:-/usr/share/datasets/fashion-mnist}
+[[ -s "$idx/t10k-images-idx3-ubyte.gz" ]] || skip "no Fashion-MNIST IDX files in $idx (dataset-fashion-mnist)"
+
+start=$SECONDS
+if ! GPU_BUNDLE_COMPRESS=none TRAIN_IMAGES=100 "$src/launch/gpu_bundle.sh" "$WORK/bundle" >"$WORK/bundle.log" 2>&1; then
+  if grep -qiE 'failed to fetch|unable to locate|could not resolve|temporary failure|unable to connect' "$WORK/bundle.log"; then
+    tail -5 "$WORK/bundle.log"
+    skip "apt-get download is not possible here (no package mirror)"
+  fi
+  cat "$WORK/bundle.log"; fail "launch/gpu_bundle.sh failed"
+fi
+echo "ok: bundle made in $((SECONDS - start)) s: $(tail -1 "$WORK/bundle.log")"
+
+# Everything below runs in a private mount namespace with the system's copies hidden.
+cat >"$WORK/inside.sh" <<'INSIDE'
+set -euo pipefail
+src=$1 work=$2
+fail() { echo "FAIL: $*" >&2; exit 1; }
+empty=$work/empty; mkdir -p "$empty"
+hidden=0
+hide() {  # hide PATH...: an empty folder over folders, /dev/null over files
+  local p
+  for p in "$@"; do
+    [[ -e "$p" ]] || continue
+    if [[ -d "$p" ]]; then mount --bind "$empty" "$p"; else mount --bind /dev/null "$p"; fi
+    hidden=$((hidden + 1))
+  done
+}
+sys=/usr/lib/x86_64-linux-gnu
+hide $sys/openmpi /usr/share/openmpi /etc/openmpi $sys/hdf5 /usr/include/hdf5 /usr/include/boost \
+     $sys/cmake/Boost-1.74.0 $sys/cmake/boost_program_options-1.74.0 $sys/cmake/GTest \
+     $sys/openblas-pthread /usr/include/x86_64-linux-gnu/openblas-pthread \
+     /usr/bin/mpirun /usr/bin/mpiexec /usr/bin/mpicc /usr/bin/mpicxx /usr/bin/orted /usr/bin/h5cc \
+     $sys/libmpi.so* $sys/libopen-rte.so* $sys/libopen-pal.so* $sys/libhdf5_serial.so* \
+     $sys/libboost_program_options.so* $sys/libopenblas.so*
+echo "ok: $hidden system paths hidden"
+[[ ! -x /usr/bin/mpirun || ! -s /usr/bin/mpirun ]] || fail "system mpirun still visible"
+
+source "$src/launch/gpu_prefix_env.sh"
+unpack_gpu_bundle "$work/bundle" "$work/prefix"
+use_gpu_prefix "$work/prefix"
+
+# 1. An MPI program through the relocated wrapper and mpirun: exact sums on both ranks.
+cat >"$work/allreduce.c" <<'EOF'
+#include <mpi.h>
+#include <stdio.h>
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0, size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  long values[3] = {rank + 1, 10 * (rank + 1), 1000003L * (rank + 1)};
+  MPI_Allreduce(MPI_IN_PLACE, values, 3, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+  printf("rank %d/%d sums %ld %ld %ld\n", rank, size, values[0], values[1], values[2]);
+  MPI_Finalize();
+  return 0;
+}
+EOF
+mpicc -O1 -o "$work/allreduce" "$work/allreduce.c"
+# (ldd's output is read whole: grep -q closing the pipe early would fail it under pipefail)
+deps=$(with_gpu_prefix ldd "$work/allreduce")
+grep -q "libmpi.so.40 => $work/prefix/" <<<"$deps" || { echo "$deps"; fail "libmpi does not resolve into the prefix"; }
+"$GPU_PREFIX_MPIRUN" --oversubscribe -np 2 "$work/allreduce" >"$work/allreduce.out" 2>&1 || { cat "$work/allreduce.out"; fail "mpirun -np 2 failed"; }
+for r in 0 1; do
+  grep -qx "rank $r/2 sums 3 30 3000009" "$work/allreduce.out" || { cat "$work/allreduce.out"; fail "rank $r: wrong all-reduce"; }
+done
+echo "ok: relocated mpicc + mpirun: exact all-reduce on 2 ranks ($(ompi_info --version 2>/dev/null | head -1))"
+[[ "${LD_LIBRARY_PATH:-}" != *"$work/prefix"* ]] || fail "use_gpu_prefix exported LD_LIBRARY_PATH"
+
+# 2. HDF5, Boost.Program_options and OpenBLAS from the prefix: compile, link and run.
+cat >"$work/libs.cpp" <<'EOF'
+#include <cblas.h>
+#include <hdf5.h>
+#include <boost/program_options.hpp>
+#include <cstdio>
+int main(int argc, char** argv) {
+  namespace po = boost::program_options;
+  po::options_description desc;
+  desc.add_options()("n", po::value<int>()->default_value(0), "");
+  po::variables_map vm;
+  po::store(po::parse_command_line(argc, argv, desc), vm);
+  unsigned major = 0, minor = 0, release = 0;
+  H5get_libversion(&major, &minor, &release);
+  const float x[3] = {1, 2, 3}, y[3] = {4, 5, 6};
+  std::printf("n=%d hdf5=%u.%u.%u dot=%g\n", vm["n"].as<int>(), major, minor, release, cblas_sdot(3, x, 1, y, 1));
+  return 0;
+}
+EOF
+p=$work/prefix/usr
+mpicxx -std=c++20 -O1 $GPU_PREFIX_LINK_FLAGS -I"$p/include" -I"$p/include/hdf5/serial" -I"$p/include/x86_64-linux-gnu/openblas-pthread" \
+  -o "$work/libs" "$work/libs.cpp" -L"$p/lib/x86_64-linux-gnu/hdf5/serial" -lhdf5 \
+  -L"$p/lib/x86_64-linux-gnu" -lboost_program_options -L"$p/lib/x86_64-linux-gnu/openblas-pthread" -lopenblas
+[[ $("$work/libs" --n 7) == 'n=7 hdf5=1.10.8 dot=32' ]] || { "$work/libs" --n 7; fail "HDF5/Boost/OpenBLAS program gave a wrong answer"; }
+deps=$(ldd "$work/libs")
+for dep in libhdf5_serial.so.103 libcurl.so.4 libboost_program_options.so.1.74.0 libopenblas.so.0; do
+  grep -q "$dep => $work/prefix/" <<<"$deps" || { echo "$deps"; fail "$dep does not resolve into the prefix"; }
+done
+echo "ok: a program on HDF5, Boost.Program_options and OpenBLAS from the prefix builds and runs (no LD_LIBRARY_PATH: DT_RPATH)"
+
+# 3. Every shared library in the prefix finds its dependencies in the prefix or in the C/C++
+#    runtime (what a bare CUDA image has); a miss here would be a missing package.
+base='^(linux-vdso|ld-linux|libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s|libresolv|libutil)\.so'
+bad=""
+for so in "$work"/prefix/usr/lib/x86_64-linux-gnu/{libmpi,libhdf5_serial,libboost_program_options,libcurl}.so.* \
+          "$work"/prefix/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas*.so \
+          "$work"/prefix/usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3/mca_{btl_vader,btl_tcp,pml_ob1,coll_tuned}.so; do
+  [[ -f "$so" && ! -L "$so" ]] || continue
+  while read -r name _ path _; do
+    [[ "$name" =~ $base ]] && continue
+    [[ "$path" == "$work/prefix/"* ]] || bad+=" ${so##*/}:$name=>${path:-?}"
+  done < <(with_gpu_prefix ldd "$so" | grep '=>')
+done
+[[ -z "$bad" ]] || fail "dependencies outside the prefix:$bad"
+echo "ok: libmpi, libhdf5, Boost.Program_options, OpenBLAS, libcurl and Open MPI plugins resolve inside the prefix"
+
+# 4. CMake configures mirrored against the prefix alone (CPU build: CUDA detection does not
+#    depend on the prefix), and every dependency it found lies in the prefix.
+cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release -DMIRRORED_CUDA=OFF "${GPU_PREFIX_CMAKE_ARGS[@]}" \
+  >"$work/configure.log" 2>&1 || { cat "$work/configure.log"; fail "configure against the prefix failed"; }
+cache=$work/build/CMakeCache.txt
+for var in MPI_mpi_LIBRARY MPI_CXX_HEADER_DIR HDF5_C_INCLUDE_DIR HDF5_hdf5_LIBRARY_RELEASE Boost_DIR \
+           boost_program_options_DIR BLAS_LIBRARIES MIRRORED_CBLAS_INCLUDE_DIR ZLIB_LIBRARY ZLIB_INCLUDE_DIR GTest_DIR; do
+  value=$(sed -nE "s/^$var:[A-Z]+=(.*)/\1/p" "$cache" | head -1)
+  [[ -z "$value" ]] && continue
+  [[ "$value" == "$work/prefix/"* ]] || fail "CMake found $var=$value outside the prefix"
+  echo "ok: $var -> ${value#$work/}"
+done
+grep -q "$work/prefix/" "$cache" || fail "CMakeCache names nothing in the prefix"
+echo "ok: CMake configured mirrored against the prefix only"
+INSIDE
+unshare -m --propagation private bash "$WORK/inside.sh" "$src" "$WORK" || fail "relocation check failed"
+took=$((SECONDS - start))
+echo "ok: GPU bundle relocation in $took s"
+((took < 240)) || fail "took $took s (the limit is 240 s)"
