@@ -56,12 +56,16 @@ int import_text_command(const Args& args) {
       "out", po::value<std::string>()->required(), "directory to write train.h5 and val.h5 into")(
       "members", po::value<std::string>()->default_value(data::kDefaultMemberPattern),
       "archive members to import ('*' within a path segment, '**' across segments)")(
-      "input", po::value<std::vector<std::string>>()->required(), "text files or wheels (positional)");
+      "input", po::value<std::vector<std::string>>(), "text files or wheels (positional)");
   po::positional_options_description positional;
   positional.add("input", -1);
   po::variables_map values;
   if (!parse(args, desc, &positional, values, "import-text")) return 0;
 
+  if (!values.count("input")) {
+    throw InputError("data import-text: no input files (expected text files or a .whl after the options)",
+                     ExitCode::kUsage);
+  }
   data::TextImportOptions options;
   options.member_pattern = values["members"].as<std::string>();
   const data::TextImportResult result =
