@@ -8,6 +8,7 @@
 #include <set>
 #include <vector>
 
+#include "devices.h"
 #include "error_matchers.h"
 #include "mirrored/core/error.h"
 #include "mirrored/core/rng.h"
@@ -181,6 +182,25 @@ TEST_F(TokenDatasetTest, EvaluationCountsEveryWindowOnce) {
   EXPECT_EQ(capped.shard_size(), 12);
   EXPECT_EQ(capped.num_batches(), 2);
   EXPECT_EQ(values(capped.batch(0).inputs)[0], bytes_[13 * kContext]);
+}
+
+// On a GPU the batch lives on the device and holds what the host batch holds.
+TEST_F(TokenDatasetTest, DeviceBatchesEqualHostBatches) {
+  MIRRORED_SKIP_WITHOUT_CUDA();
+  const TokenDatasetOptions options{.global_batch = 4, .context = 16, .seed = 9};
+  DistributedTokenDataset host(dataset_, options, 1, 2);
+  DistributedTokenDataset device(dataset_, options, 1, 2, Device::cuda(0));
+  for (int64_t step : {0, 1, 2}) {
+    const distribute::TokenBatch& on_gpu = device.batch(step);
+    ASSERT_TRUE(on_gpu.inputs.device().is_cuda());
+    ASSERT_TRUE(on_gpu.targets.device().is_cuda());
+    const std::vector<int32_t> inputs = values(mirrored::testing::to_device(on_gpu.inputs, Device::cpu()));
+    const std::vector<int32_t> targets = values(mirrored::testing::to_device(on_gpu.targets, Device::cpu()));
+    EXPECT_EQ(inputs, values(host.batch(step).inputs));
+    EXPECT_EQ(targets, values(host.batch(step).targets));
+  }
+  TokenEvalDataset eval(dataset_, 8, 16, 0, 1, Device::cuda(0));
+  EXPECT_TRUE(eval.batch(0).inputs.device().is_cuda());
 }
 
 }  // namespace
