@@ -39,7 +39,11 @@ TokenDataset::TokenDataset(const std::string& path, TokenCacheOptions options) :
                                              : std::max(options.cache_bytes, 2 * block_size);
   stats_.block_tokens = block_tokens_;
   stats_.capacity_bytes = capacity_bytes_;
-  if (options.prefetch) prefetcher_ = std::thread([this] { prefetch_loop(); });
+  // The prefetch thread calls HDF5 while the caller may too (reading, or writing a
+  // checkpoint): only a thread-safe HDF5 build (Debian's is) serialises that.
+  hbool_t thread_safe = 0;
+  if (H5is_library_threadsafe(&thread_safe) < 0) thread_safe = 0;
+  if (options.prefetch && thread_safe) prefetcher_ = std::thread([this] { prefetch_loop(); });
 }
 
 TokenDataset::~TokenDataset() {

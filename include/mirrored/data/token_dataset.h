@@ -4,7 +4,9 @@
 // one HDF5 hyperslab read); a background thread loads the blocks of windows announced with
 // prefetch() while the caller works on the current ones. The cache never holds more than
 // its capacity (blocks being loaded included), so memory stays bounded however large the
-// file is. Every public member is safe to call from several threads.
+// file is. Every public member is safe to call from several threads when the HDF5 library
+// is built thread-safe (Debian's is); with one that is not, there is no prefetch thread and
+// the caller must read from one thread at a time.
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
