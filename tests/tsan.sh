@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The threaded communication code (the gradient reducer's communication thread, the
-# collective watchdog) under ThreadSanitizer: its unit tests and the MPI tests at 2 ranks.
+# collective watchdog) and the token reader's prefetch thread under ThreadSanitizer: their
+# unit tests and the MPI tests at 2 ranks.
 # usage: tests/tsan.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,4 +14,4 @@ BUILD_TYPE=RelWithDebInfo launch/build.sh build-tsan -DMIRRORED_CUDA=OFF -DMIRRO
 # whose stacks lie only in its libraries are suppressed (tests/sanitizers/tsan.supp).
 export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/sanitizers/tsan.supp"
 cd build-tsan
-ctest --output-on-failure --timeout 600 -R "GradientBuckets|GradientReducer|Bf16|mpi_tests|it.import_data|it.comm_engine"
+ctest --output-on-failure --timeout 600 -R "GradientBuckets|GradientReducer|Bf16|TokenReader|TokenDatasetTest|mpi_tests|it.import_data|it.comm_engine"

@@ -7,40 +7,90 @@
 #include "mirrored/core/error.h"
 #include "mirrored/core/log.h"
 #include "mirrored/data/idx.h"
+#include "mirrored/data/text_import.h"
 
 namespace mirrored::cli {
 namespace po = boost::program_options;
+namespace {
 
-int data_command(const Args& args) {
-  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-    std::puts("usage: mirrored data import-idx --images FILE --labels FILE --out FILE.h5\n"
-              "       mirrored data inspect FILE.h5");
-    return args.empty() ? static_cast<int>(ExitCode::kUsage) : 0;
+// Parses `args` against `desc`; false when --help was printed instead.
+bool parse(const Args& args, const po::options_description& desc, const po::positional_options_description* positional,
+           po::variables_map& values, const char* command) {
+  try {
+    po::command_line_parser parser(args);
+    parser.options(desc);
+    if (positional != nullptr) parser.positional(*positional);
+    po::store(parser.run(), values);
+    if (values.count("help")) {
+      std::cout << desc << "\n";
+      return false;
+    }
+    po::notify(values);
+  } catch (const po::error& e) {
+    throw InputError(str_cat("data ", command, ": ", e.what()), ExitCode::kUsage);
   }
-  if (args[0] == "inspect") return data_inspect_command(Args(args.begin() + 1, args.end()));
-  if (args[0] != "import-idx")
-    throw InputError(str_cat("unknown data command '", args[0], "'; valid: import-idx, inspect"), ExitCode::kUsage);
+  return true;
+}
 
+int import_idx_command(const Args& args) {
   po::options_description desc("mirrored data import-idx options");
   desc.add_options()("help,h", "print this help")(
       "images", po::value<std::string>()->required(), "IDX images file, gzip'd or plain ([N, H, W] uint8)")(
       "labels", po::value<std::string>()->required(), "IDX labels file, gzip'd or plain ([N] uint8)")(
       "out", po::value<std::string>()->required(), "HDF5 file to write (/images, /labels)");
   po::variables_map values;
-  try {
-    po::store(po::command_line_parser(Args(args.begin() + 1, args.end())).options(desc).run(), values);
-    if (values.count("help")) {
-      std::cout << desc << "\n";
-      return 0;
-    }
-    po::notify(values);
-  } catch (const po::error& e) {
-    throw InputError(str_cat("data import-idx: ", e.what()), ExitCode::kUsage);
-  }
+  if (!parse(args, desc, nullptr, values, "import-idx")) return 0;
   const auto out = values["out"].as<std::string>();
   const int64_t count = data::import_idx(values["images"].as<std::string>(), values["labels"].as<std::string>(), out);
   chief_print(str_cat("wrote ", count, " samples to ", out));
   return 0;
+}
+
+int import_text_command(const Args& args) {
+  po::options_description desc(
+      "mirrored data import-text --out DIR FILE...\n"
+      "Byte tokens (vocabulary 256) of the files concatenated in the order given; a .whl or .zip\n"
+      "contributes its members matching --members, in sorted path order. The first 90% goes to\n"
+      "DIR/train.h5, the rest to DIR/val.h5 (/tokens uint8).\noptions");
+  desc.add_options()("help,h", "print this help")(
+      "out", po::value<std::string>()->required(), "directory to write train.h5 and val.h5 into")(
+      "members", po::value<std::string>()->default_value(data::kDefaultMemberPattern),
+      "archive members to import ('*' within a path segment, '**' across segments)")(
+      "input", po::value<std::vector<std::string>>(), "text files or wheels (positional)");
+  po::positional_options_description positional;
+  positional.add("input", -1);
+  po::variables_map values;
+  if (!parse(args, desc, &positional, values, "import-text")) return 0;
+
+  if (!values.count("input")) {
+    throw InputError("data import-text: no input files (expected text files or a .whl after the options)",
+                     ExitCode::kUsage);
+  }
+  data::TextImportOptions options;
+  options.member_pattern = values["members"].as<std::string>();
+  const data::TextImportResult result =
+      data::import_text(values["input"].as<std::vector<std::string>>(), values["out"].as<std::string>(), options);
+  chief_print(str_cat("read ", result.parts.size(), " text file(s), ", result.total_tokens, " bytes"));
+  chief_print(str_cat("wrote ", result.train_tokens, " tokens to ", result.train_path));
+  chief_print(str_cat("wrote ", result.val_tokens, " tokens to ", result.val_path));
+  return 0;
+}
+
+}  // namespace
+
+int data_command(const Args& args) {
+  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+    std::puts("usage: mirrored data import-idx --images FILE --labels FILE --out FILE.h5\n"
+              "       mirrored data import-text --out DIR [--members GLOB] FILE...\n"
+              "       mirrored data inspect FILE.h5");
+    return args.empty() ? static_cast<int>(ExitCode::kUsage) : 0;
+  }
+  const Args rest(args.begin() + 1, args.end());
+  if (args[0] == "inspect") return data_inspect_command(rest);
+  if (args[0] == "import-idx") return import_idx_command(rest);
+  if (args[0] == "import-text") return import_text_command(rest);
+  throw InputError(str_cat("unknown data command '", args[0], "'; valid: import-idx, import-text, inspect"),
+                   ExitCode::kUsage);
 }
 
 }  // namespace mirrored::cli

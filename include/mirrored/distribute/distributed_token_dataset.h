@@ -1,0 +1,84 @@
+#pragma once
+// A token dataset as one replica sees it: the language-model analogue of
+// DistributedDataset. Global batch `step` is global_batch windows whose starts are a pure
+// function of (seed, step, position) (data/token_sampler.h); replica r takes positions
+// [r*B, (r+1)*B), B = global_batch / replicas, so any world size trains on the same global
+// batches. Evaluation: fixed non-overlapping windows, each on exactly one replica.
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "mirrored/core/tensor.h"
+#include "mirrored/data/sampler.h"
+#include "mirrored/data/token_dataset.h"
+
+namespace mirrored::distribute {
+
+struct TokenBatch {
+  Tensor inputs;   // [n, context] int32 token ids, on the replica's device
+  Tensor targets;  // [n, context] int32: the inputs shifted by one token
+  int64_t step = 0;
+  int64_t size() const { return inputs.defined() ? inputs.dim(0) : 0; }
+};
+
+struct TokenDatasetOptions {
+  int64_t global_batch = 32;  // sequences per global batch
+  int64_t context = 256;      // tokens per sequence
+  uint64_t seed = 0;
+};
+
+class DistributedTokenDataset {
+ public:
+  // InputError (usage) when global_batch does not divide over the replicas or is not
+  // positive, and when a window does not fit in the file (context + 1 > tokens).
+  DistributedTokenDataset(std::shared_ptr<data::TokenDataset> dataset, TokenDatasetOptions options, int replica,
+                          int replicas, Device device = Device::cpu());
+
+  int64_t global_batch() const { return options_.global_batch; }
+  int64_t per_replica_batch() const { return per_replica_batch_; }
+  int64_t context() const { return options_.context; }
+  // Steps whose global batches together hold about as many tokens as the file (at least
+  // one): a notion of epoch for schedules and logs; batches do not depend on it.
+  int64_t steps_per_epoch() const;
+  const data::TokenDataset& dataset() const { return *dataset_; }
+
+  // This replica's window starts for global step `step`.
+  std::vector<int64_t> replica_offsets(int64_t step) const;
+  // This replica's batch of global step `step` (any order of steps; the buffers are reused,
+  // valid until the next call). Then asks the cache to prefetch step + 1's windows.
+  const TokenBatch& batch(int64_t step);
+
+ private:
+  std::shared_ptr<data::TokenDataset> dataset_;
+  TokenDatasetOptions options_;
+  int replica_, replicas_;
+  int64_t per_replica_batch_ = 0;
+  int64_t starts_ = 0;
+  Device device_;
+  TokenBatch host_batch_;  // assembled here, then copied into batch_ on a GPU device
+  TokenBatch batch_;
+};
+
+// Evaluation windows: window w holds tokens [w*context, (w+1)*context] (the first
+// `max_windows` such windows when positive, else all that fit). Replica r takes a
+// contiguous share, so every window is counted exactly once across replicas.
+class TokenEvalDataset {
+ public:
+  TokenEvalDataset(std::shared_ptr<data::TokenDataset> dataset, int64_t batch, int64_t context, int replica,
+                   int replicas, Device device = Device::cpu(), int64_t max_windows = 0);
+  int64_t num_windows() const { return num_windows_; }  // over all replicas
+  int64_t shard_size() const { return range_.end - range_.begin; }
+  int64_t num_batches() const;  // of this replica (shares differ by at most one window)
+  const TokenBatch& batch(int64_t index);  // reused buffer
+
+ private:
+  std::shared_ptr<data::TokenDataset> dataset_;
+  int64_t batch_size_, context_;
+  int64_t num_windows_ = 0;
+  data::IndexRange range_;
+  Device device_;
+  TokenBatch host_batch_;
+  TokenBatch batch_;
+};
+
+}  // namespace mirrored::distribute

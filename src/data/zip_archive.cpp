@@ -1,0 +1,227 @@
+#include "mirrored/data/zip_archive.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
+#include "mirrored/core/error.h"
+
+namespace mirrored::data {
+namespace {
+
+// Record signatures and fixed sizes from PKWARE's APPNOTE.TXT, section 4.3.
+constexpr uint32_t kEndOfDirectory = 0x06054b50;
+constexpr uint32_t kZip64Locator = 0x07064b50;
+constexpr uint32_t kDirectoryEntry = 0x02014b50;
+constexpr uint32_t kLocalHeader = 0x04034b50;
+constexpr size_t kEndOfDirectoryBytes = 22;
+constexpr size_t kZip64LocatorBytes = 20;
+constexpr size_t kDirectoryEntryBytes = 46;
+constexpr size_t kLocalHeaderBytes = 30;
+constexpr size_t kMaxCommentBytes = 0xFFFF;
+constexpr uint16_t kStored = 0;
+constexpr uint16_t kDeflated = 8;
+constexpr uint16_t kEncryptedFlag = 0x1;
+// Deflate cannot compress better than about 1032:1; a member declaring more is damaged
+// (or hostile), and is refused before its size is allocated.
+constexpr uint64_t kMaxDeflateRatio = 1100;
+// zlib's interfaces take 32-bit lengths.
+constexpr uint64_t kZlibPiece = uint64_t{1} << 30;
+
+uint16_t u16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
+uint32_t u32(const uint8_t* p) {
+  return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) | (static_cast<uint32_t>(p[2]) << 16) |
+         (static_cast<uint32_t>(p[3]) << 24);
+}
+
+InputError problem(const std::string& path, const std::string& what) {
+  return InputError(str_cat("'", path, "': ", what));
+}
+
+std::vector<uint8_t> read_range(const std::string& path, uint64_t offset, uint64_t count, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw problem(path, "cannot open the zip archive for reading");
+  std::vector<uint8_t> bytes(count);
+  in.seekg(static_cast<std::streamoff>(offset));
+  if (count > 0) in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(count));
+  if (!in || static_cast<uint64_t>(in.gcount()) != count) {
+    throw problem(path, str_cat("truncated zip archive: cannot read the ", what, " (", count, " bytes at offset ",
+                                offset, ")"));
+  }
+  return bytes;
+}
+
+// The end-of-central-directory record sits in the last 22 bytes plus an optional comment
+// of up to 64 KiB; the last signature that fits is the one.
+size_t find_end_of_directory(const std::vector<uint8_t>& tail) {
+  for (size_t i = tail.size() - kEndOfDirectoryBytes + 1; i-- > 0;) {
+    if (u32(&tail[i]) == kEndOfDirectory && i + kEndOfDirectoryBytes + u16(&tail[i + 20]) <= tail.size()) return i;
+  }
+  return std::string::npos;
+}
+
+std::vector<uint8_t> inflate_raw(const std::string& path, const ZipMember& member, const std::vector<uint8_t>& packed) {
+  std::vector<uint8_t> out(member.size);
+  z_stream stream{};
+  uint8_t no_room = 0;  // zlib refuses a null output pointer, even with no room to fill
+  stream.next_out = &no_room;
+  if (inflateInit2(&stream, -MAX_WBITS) != Z_OK) throw Error(ExitCode::kFailure, "zlib inflateInit2 failed");
+  uint64_t in_done = 0, out_done = 0;
+  int status = Z_OK;
+  while (status == Z_OK) {
+    if (stream.avail_in == 0 && in_done < packed.size()) {
+      const uint64_t piece = std::min<uint64_t>(packed.size() - in_done, kZlibPiece);
+      stream.next_in = const_cast<Bytef*>(packed.data() + in_done);
+      stream.avail_in = static_cast<uInt>(piece);
+      in_done += piece;
+    }
+    if (stream.avail_out == 0 && out_done < out.size()) {
+      const uint64_t piece = std::min<uint64_t>(out.size() - out_done, kZlibPiece);
+      stream.next_out = out.data() + out_done;
+      stream.avail_out = static_cast<uInt>(piece);
+      out_done += piece;
+    }
+    const uInt in_before = stream.avail_in, out_before = stream.avail_out;
+    status = inflate(&stream, Z_NO_FLUSH);
+    // No progress with no room or no input left: the stream claims more than was declared.
+    if (status == Z_BUF_ERROR || (status == Z_OK && in_before == stream.avail_in && out_before == stream.avail_out)) {
+      break;
+    }
+  }
+  const uint64_t produced = stream.total_out;
+  const std::string reason = stream.msg != nullptr ? stream.msg : "";
+  inflateEnd(&stream);
+  if (status != Z_STREAM_END) {
+    throw problem(path, str_cat("member ", member.name, " cannot be inflated",
+                                reason.empty() ? std::string(" (its data is longer than its declared size or cut short)")
+                                               : str_cat(": ", reason)));
+  }
+  if (produced != member.size) {
+    throw problem(path, str_cat("member ", member.name, " inflates to ", produced, " bytes, its directory entry says ",
+                                member.size));
+  }
+  return out;
+}
+
+uint32_t crc_of(const std::vector<uint8_t>& bytes) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  for (uint64_t done = 0; done < bytes.size();) {
+    const uint64_t piece = std::min<uint64_t>(bytes.size() - done, kZlibPiece);
+    crc = crc32(crc, bytes.data() + done, static_cast<uInt>(piece));
+    done += piece;
+  }
+  return static_cast<uint32_t>(crc);
+}
+
+}  // namespace
+
+ZipArchive::ZipArchive(std::string path) : path_(std::move(path)) {
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(path_, error)) {
+    throw InputError(str_cat("cannot open '", path_, "': ",
+                             std::filesystem::exists(path_, error) ? "not a regular file" : "file does not exist"));
+  }
+  file_size_ = std::filesystem::file_size(path_, error);
+  if (error || file_size_ < kEndOfDirectoryBytes) {
+    throw problem(path_, str_cat("not a zip archive (", file_size_, " bytes, shorter than an end-of-directory record)"));
+  }
+  const uint64_t tail_bytes = std::min<uint64_t>(file_size_, kEndOfDirectoryBytes + kMaxCommentBytes);
+  const uint64_t tail_offset = file_size_ - tail_bytes;
+  const std::vector<uint8_t> tail = read_range(path_, tail_offset, tail_bytes, "end of the file");
+  const size_t end = find_end_of_directory(tail);
+  if (end == std::string::npos) throw problem(path_, "not a zip archive (no end-of-central-directory record)");
+
+  const uint8_t* record = &tail[end];
+  const uint16_t this_disk = u16(record + 4), directory_disk = u16(record + 6);
+  const uint16_t entries_here = u16(record + 8), entries = u16(record + 10);
+  const uint32_t directory_bytes = u32(record + 12), directory_offset = u32(record + 16);
+  if (this_disk != 0 || directory_disk != 0 || entries_here != entries) {
+    throw problem(path_, "multi-disk (split) zip archives are not supported");
+  }
+  const bool zip64_locator = end >= kZip64LocatorBytes && u32(&tail[end - kZip64LocatorBytes]) == kZip64Locator;
+  if (zip64_locator || entries == 0xFFFF || directory_bytes == 0xFFFFFFFF || directory_offset == 0xFFFFFFFF) {
+    throw problem(path_, "Zip64 archives (4 GiB or 65535 members and more) are not supported");
+  }
+  if (uint64_t{directory_offset} + directory_bytes > tail_offset + end) {
+    throw problem(path_, str_cat("truncated or corrupt zip archive: the central directory (", directory_bytes,
+                                 " bytes at offset ", directory_offset, ") runs past its end record"));
+  }
+
+  const std::vector<uint8_t> directory = read_range(path_, directory_offset, directory_bytes, "central directory");
+  size_t at = 0;
+  for (uint16_t i = 0; i < entries; ++i) {
+    if (at + kDirectoryEntryBytes > directory.size() || u32(&directory[at]) != kDirectoryEntry) {
+      throw problem(path_, str_cat("corrupt zip central directory: entry ", i, " of ", entries, " is missing"));
+    }
+    const uint8_t* entry = &directory[at];
+    const size_t name_bytes = u16(entry + 28), extra_bytes = u16(entry + 30), comment_bytes = u16(entry + 32);
+    if (at + kDirectoryEntryBytes + name_bytes + extra_bytes + comment_bytes > directory.size()) {
+      throw problem(path_, str_cat("corrupt zip central directory: entry ", i, " runs past the directory's end"));
+    }
+    ZipMember member;
+    member.name.assign(reinterpret_cast<const char*>(entry + kDirectoryEntryBytes), name_bytes);
+    const uint16_t flags = u16(entry + 8);
+    member.method = u16(entry + 10);
+    member.crc32 = u32(entry + 16);
+    member.compressed_size = u32(entry + 20);
+    member.size = u32(entry + 24);
+    member.local_header_offset = u32(entry + 42);
+    if (member.compressed_size == 0xFFFFFFFF || member.size == 0xFFFFFFFF || member.local_header_offset == 0xFFFFFFFF) {
+      throw problem(path_, str_cat("member ", member.name, " uses Zip64 sizes (4 GiB and more), not supported"));
+    }
+    if ((flags & kEncryptedFlag) != 0) throw problem(path_, str_cat("member ", member.name, " is encrypted"));
+    members_.push_back(std::move(member));
+    at += kDirectoryEntryBytes + name_bytes + extra_bytes + comment_bytes;
+  }
+}
+
+std::vector<uint8_t> ZipArchive::read(const ZipMember& member) const {
+  if (member.method != kStored && member.method != kDeflated) {
+    throw problem(path_, str_cat("member ", member.name, " uses compression method ", member.method,
+                                 "; only stored (0) and deflate (8) are supported"));
+  }
+  const uint64_t max_size = member.method == kStored ? member.compressed_size
+                                                     : member.compressed_size * kMaxDeflateRatio + 4096;
+  if (member.size > max_size) {
+    throw problem(path_, str_cat("member ", member.name, " declares ", member.size, " bytes from ",
+                                 member.compressed_size, " compressed bytes; the archive is corrupt"));
+  }
+  if (member.local_header_offset + kLocalHeaderBytes > file_size_) {
+    throw problem(path_, str_cat("member ", member.name, ": local header offset ", member.local_header_offset,
+                                 " is past the end of the file"));
+  }
+  const std::vector<uint8_t> header = read_range(path_, member.local_header_offset, kLocalHeaderBytes,
+                                                 str_cat("local header of ", member.name).c_str());
+  if (u32(header.data()) != kLocalHeader) {
+    throw problem(path_, str_cat("member ", member.name, ": no local file header at offset ",
+                                 member.local_header_offset, "; the archive is corrupt"));
+  }
+  const uint64_t data_offset = member.local_header_offset + kLocalHeaderBytes + u16(&header[26]) + u16(&header[28]);
+  if (data_offset + member.compressed_size > file_size_) {
+    throw problem(path_, str_cat("member ", member.name, ": its ", member.compressed_size,
+                                 " data bytes run past the end of the file; the archive is truncated"));
+  }
+  std::vector<uint8_t> packed = read_range(path_, data_offset, member.compressed_size,
+                                           str_cat("data of ", member.name).c_str());
+  std::vector<uint8_t> bytes;
+  if (member.method == kStored) {
+    if (member.size != member.compressed_size) {
+      throw problem(path_, str_cat("member ", member.name, " is stored uncompressed but its sizes differ (",
+                                   member.compressed_size, " vs ", member.size, ")"));
+    }
+    bytes = std::move(packed);
+  } else {
+    bytes = inflate_raw(path_, member, packed);
+  }
+  const uint32_t crc = crc_of(bytes);
+  if (crc != member.crc32) {
+    throw problem(path_, str_cat("member ", member.name, " fails its CRC-32 check (", crc, " computed, ",
+                                 member.crc32, " recorded); the archive is corrupt"));
+  }
+  return bytes;
+}
+
+}  // namespace mirrored::data
