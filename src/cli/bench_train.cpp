@@ -153,7 +153,7 @@ int bench_train(int& argc, char**& argv, const Args& args) {
   chief_print(str_cat("  ", trainer.model().reducer().buckets().size(), " gradient bucket(s), overlap ",
                       train::option_value(config, "overlap"), ", compression ",
                       train::option_value(config, "grad_compression"), ", allreduce ",
-                      distribute::allreduce_name(strategy.allreduce()), ", accumulate ", config.accumulate_steps));
+                      strategy.allreduce() == distribute::Allreduce::kHierarchical ? "hierarchical" : "flat", ", accumulate ", config.accumulate_steps));
   trainer.fit();
   return 0;
 }

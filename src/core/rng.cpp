@@ -2,6 +2,9 @@
 
 #include "mirrored/core/counter_rng.h"
 
+#include <cmath>
+#include <numbers>
+
 namespace mirrored {
 namespace {
 uint64_t splitmix64(uint64_t& x) { return splitmix64_mix(x += 0x9E3779B97F4A7C15ull); }
@@ -38,5 +41,12 @@ uint64_t Rng::below(uint64_t bound) {
 float Rng::uniform() { return static_cast<float>(next_u64() >> 40) * 0x1.0p-24f; }
 
 float Rng::uniform(float lo, float hi) { return lo + (hi - lo) * uniform(); }
+
+float Rng::normal() {
+  // 1 - u keeps the log argument in (0, 1].
+  const double u1 = 1.0 - static_cast<double>(next_u64() >> 11) * 0x1.0p-53;
+  const double u2 = static_cast<double>(next_u64() >> 11) * 0x1.0p-53;
+  return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2));
+}
 
 }  // namespace mirrored

@@ -16,13 +16,6 @@ uint64_t fingerprint(const Tensor& t) {
 }
 }  // namespace
 
-Allreduce allreduce_from_name(const std::string& name) {
-  if (name == "auto") return Allreduce::kAuto;
-  if (name == "flat") return Allreduce::kFlat;
-  if (name == "hierarchical") return Allreduce::kHierarchical;
-  throw InputError(str_cat("allreduce = '", name, "': expected one of auto, flat, hierarchical"), ExitCode::kUsage);
-}
-
 Allreduce resolve_allreduce(Allreduce requested, int num_nodes, int world_size) {
   if (requested != Allreduce::kAuto) return requested;
   // Two levels pay off only when a node holds several ranks whose traffic the leader can

@@ -141,6 +141,7 @@ TEST(Nccl, BroadcastAllgatherAndBarrierOnHostAndDeviceBuffers) {
 TEST(Nccl, MeanIsTheSumDividedOnce) {
   SKIP_UNLESS_ONE_GPU_PER_RANK();
 #ifdef MIRRORED_WITH_CUDA
+  const kernels::DeviceContext gpu_context(my_device());  // the Runtime here is CPU-only
   // Integer inputs: their sum is exact in float, so the contract's mean (the sum, then one
   // multiplication by 1/n, as the MPI backends do) is known to the bit. Scaling each input
   // by 1/n first (ncclAvg) rounds n times and misses it where n is not a power of 2.
@@ -163,6 +164,7 @@ TEST(Nccl, MeanIsTheSumDividedOnce) {
 TEST(Nccl, AsyncHandlesCompleteInOrderAndWaitHonoursItsDeadline) {
   SKIP_UNLESS_ONE_GPU_PER_RANK();
 #ifdef MIRRORED_WITH_CUDA
+  const kernels::DeviceContext gpu_context(my_device());  // the Runtime here is CPU-only
   auto nccl = make_nccl();
   const int n = nccl->size(), r = nccl->rank();
   std::vector<Tensor> buffers;
@@ -232,6 +234,7 @@ TEST(Nccl, SyncBatchNormAndOverlappedBucketsShareOneCommunicatorFromOneThread) {
   // program order, so no rank can wait in one collective while a peer waits in another.
   SKIP_UNLESS_ONE_GPU_PER_RANK();
 #ifdef MIRRORED_WITH_CUDA
+  const kernels::DeviceContext gpu_context(my_device());  // the Runtime here is CPU-only
   auto nccl = make_nccl();
   const int n = nccl->size(), r = nccl->rank();
   const Device gpu = Device::cuda(my_device());

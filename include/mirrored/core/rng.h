@@ -14,6 +14,7 @@ class Rng {
   uint64_t next_u64();                    // xoshiro256**
   uint64_t below(uint64_t bound);         // uniform in [0, bound), unbiased
   float uniform();                        // [0, 1)
+  float normal();                         // standard normal, Box-Muller (GPT initialisation)
   float uniform(float lo, float hi);
 
   using State = std::array<uint64_t, 4>;

@@ -29,7 +29,6 @@ struct ModelOptions {
 
 // Allreduce (how gradients are all-reduced) is declared in runtime.h, which owns the
 // communicators it selects.
-Allreduce allreduce_from_name(const std::string& name);  // "auto" | "flat" | "hierarchical"
 // kAuto resolved for a job of `world_size` ranks on `num_nodes` nodes.
 Allreduce resolve_allreduce(Allreduce requested, int num_nodes, int world_size);
 

@@ -74,7 +74,7 @@ void batched_gemm(Context& ctx, bool transpose_a, bool transpose_b, int64_t m, i
                   const float* a, int64_t lda, int64_t stride_a, const float* b, int64_t ldb, int64_t stride_b,
                   float beta, float* c, int64_t ldc, int64_t stride_c, int64_t batch) {
   MIRRORED_CUBLAS_CHECK(cublasSgemmStridedBatched(
-      ctx.cublas.get(), transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N, transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N, as_int(n),
+      ctx.cublas(), transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N, transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N, as_int(n),
       as_int(m), as_int(k), &alpha, b, as_int(ldb), stride_b, a, as_int(lda), stride_a, &beta, c, as_int(ldc),
       stride_c, as_int(batch)));
 }
@@ -92,7 +92,7 @@ void attention_forward(Context& ctx, const float* qkv, int64_t b_len, int64_t t_
     batched_gemm(ctx, false, true, t_len, t_len, hs, scale, q, 3 * c, hs, q + c, 3 * c, hs, 0.0f, p, t_len,
                  t_len * t_len, heads);  // q k^T / sqrt(hs), every head
   }
-  causal_softmax_kernel<<<row_blocks(b_len * heads * t_len), kThreads, 0, ctx.stream>>>(probs, b_len * heads * t_len,
+  causal_softmax_kernel<<<row_blocks(b_len * heads * t_len), kThreads, 0, ctx.stream()>>>(probs, b_len * heads * t_len,
                                                                                          t_len);
   MIRRORED_CUDA_CHECK_LAUNCH("causal_softmax_kernel");
   for (int64_t b = 0; b < b_len; ++b) {
@@ -124,7 +124,7 @@ void attention_backward(Context& ctx, const float* qkv, const float* probs, cons
                  heads);  // dp = dy v^T
     batched_gemm(ctx, true, false, t_len, hs, t_len, 1.0f, p, t_len, tt, dy, c, hs, 0.0f, dv, 3 * c, hs,
                  heads);  // dv = p^T dy
-    causal_softmax_backward_kernel<<<row_blocks(heads * t_len), kThreads, 0, ctx.stream>>>(p, workspace,
+    causal_softmax_backward_kernel<<<row_blocks(heads * t_len), kThreads, 0, ctx.stream()>>>(p, workspace,
                                                                                            heads * t_len, t_len);
     MIRRORED_CUDA_CHECK_LAUNCH("causal_softmax_backward_kernel");
     batched_gemm(ctx, false, false, t_len, hs, t_len, scale, workspace, t_len, tt, k, 3 * c, hs, 0.0f, dq, 3 * c, hs,

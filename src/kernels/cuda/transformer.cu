@@ -157,7 +157,7 @@ void embedding_forward(Context& ctx, const int32_t* tokens, const float* wte, co
                        int64_t tokens_per_row, int64_t vocab, int64_t c, float* out) {
   const int64_t n = batch * tokens_per_row;
   if (n * c == 0) return;
-  embedding_forward_kernel<<<grid_for(n * c), kThreads, 0, ctx.stream>>>(tokens, wte, wpe, n, tokens_per_row, vocab,
+  embedding_forward_kernel<<<grid_for(n * c), kThreads, 0, ctx.stream()>>>(tokens, wte, wpe, n, tokens_per_row, vocab,
                                                                          c, out);
   MIRRORED_CUDA_CHECK_LAUNCH("embedding_forward_kernel");
 }
@@ -168,9 +168,9 @@ void embedding_backward(Context& ctx, const int32_t* tokens, const float* dout, 
   if (n * c == 0) return;
   const int64_t rows_per_block = (vocab + kEmbeddingBlocks - 1) / kEmbeddingBlocks;
   const unsigned blocks = static_cast<unsigned>((vocab + rows_per_block - 1) / rows_per_block);
-  embedding_backward_wte_kernel<<<blocks, kThreads, 0, ctx.stream>>>(tokens, dout, n, vocab, c, rows_per_block, dwte);
+  embedding_backward_wte_kernel<<<blocks, kThreads, 0, ctx.stream()>>>(tokens, dout, n, vocab, c, rows_per_block, dwte);
   MIRRORED_CUDA_CHECK_LAUNCH("embedding_backward_wte_kernel");
-  embedding_backward_wpe_kernel<<<grid_for(tokens_per_row * c), kThreads, 0, ctx.stream>>>(dout, batch,
+  embedding_backward_wpe_kernel<<<grid_for(tokens_per_row * c), kThreads, 0, ctx.stream()>>>(dout, batch,
                                                                                            tokens_per_row, c, dwpe);
   MIRRORED_CUDA_CHECK_LAUNCH("embedding_backward_wpe_kernel");
 }
@@ -178,7 +178,7 @@ void embedding_backward(Context& ctx, const int32_t* tokens, const float* dout, 
 void layer_norm_forward(Context& ctx, const float* x, const float* gamma, const float* beta, float eps, int64_t rows,
                         int64_t c, float* y, float* mean, float* rstd) {
   if (rows == 0) return;
-  layer_norm_forward_kernel<<<row_blocks(rows), kThreads, 0, ctx.stream>>>(x, gamma, beta, eps, rows, c, y, mean,
+  layer_norm_forward_kernel<<<row_blocks(rows), kThreads, 0, ctx.stream()>>>(x, gamma, beta, eps, rows, c, y, mean,
                                                                            rstd);
   MIRRORED_CUDA_CHECK_LAUNCH("layer_norm_forward_kernel");
 }
@@ -191,28 +191,28 @@ void layer_norm_backward(Context& ctx, const float* x, const float* dy, const fl
                          const float* rstd, int64_t rows, int64_t c, float* dx, float* dgamma, float* dbeta,
                          float* workspace) {
   if (rows == 0) return;
-  layer_norm_backward_input_kernel<<<row_blocks(rows), kThreads, 0, ctx.stream>>>(x, dy, gamma, mean, rstd, rows, c,
+  layer_norm_backward_input_kernel<<<row_blocks(rows), kThreads, 0, ctx.stream()>>>(x, dy, gamma, mean, rstd, rows, c,
                                                                                   dx);
   MIRRORED_CUDA_CHECK_LAUNCH("layer_norm_backward_input_kernel");
   const int64_t chunks = std::min(rows, kLayerNormChunks);
   const int64_t rows_per_chunk = (rows + chunks - 1) / chunks;
   const dim3 grid(static_cast<unsigned>((c + kThreads - 1) / kThreads), static_cast<unsigned>(chunks));
-  layer_norm_param_partials_kernel<<<grid, kThreads, 0, ctx.stream>>>(x, dy, mean, rstd, rows, c, rows_per_chunk,
+  layer_norm_param_partials_kernel<<<grid, kThreads, 0, ctx.stream()>>>(x, dy, mean, rstd, rows, c, rows_per_chunk,
                                                                       workspace);
   MIRRORED_CUDA_CHECK_LAUNCH("layer_norm_param_partials_kernel");
-  layer_norm_param_grads_kernel<<<grid_for(c), kThreads, 0, ctx.stream>>>(workspace, chunks, c, dgamma, dbeta);
+  layer_norm_param_grads_kernel<<<grid_for(c), kThreads, 0, ctx.stream()>>>(workspace, chunks, c, dgamma, dbeta);
   MIRRORED_CUDA_CHECK_LAUNCH("layer_norm_param_grads_kernel");
 }
 
 void gelu_forward(Context& ctx, const float* x, float* y, int64_t n) {
   if (n == 0) return;
-  gelu_forward_kernel<<<grid_for(n), kThreads, 0, ctx.stream>>>(x, y, n);
+  gelu_forward_kernel<<<grid_for(n), kThreads, 0, ctx.stream()>>>(x, y, n);
   MIRRORED_CUDA_CHECK_LAUNCH("gelu_forward_kernel");
 }
 
 void gelu_backward(Context& ctx, const float* x, const float* dy, float* dx, int64_t n) {
   if (n == 0) return;
-  gelu_backward_kernel<<<grid_for(n), kThreads, 0, ctx.stream>>>(x, dy, dx, n);
+  gelu_backward_kernel<<<grid_for(n), kThreads, 0, ctx.stream()>>>(x, dy, dx, n);
   MIRRORED_CUDA_CHECK_LAUNCH("gelu_backward_kernel");
 }
 
