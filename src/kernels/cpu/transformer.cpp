@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "../transformer_math.h"
+#include "mirrored/kernels/transformer_math.h"
 #include "cpu_kernels.h"
 #include "mirrored/core/error.h"
 

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "../transformer_math.h"
+#include "mirrored/kernels/transformer_math.h"
 #include "cuda_kernels.h"
 #include "launch.cuh"
 #include "mirrored/core/cuda_check.h"
