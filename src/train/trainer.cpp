@@ -148,7 +148,7 @@ Trainer::Trainer(const TrainConfig& config, distribute::Runtime& runtime, Traine
   s.run_dir.emplace(s.config, s.strategy.is_chief() && options.write_files);
   s.plan_steps();
   s.lr_schedule.emplace(s.lib.lr_schedule.in_steps(s.steps_per_epoch));
-  s.ctx.emplace(s.config, s.strategy, *s.model, *s.optimizer, *s.run_dir, s.steps_per_epoch, s.total_steps);
+  s.ctx.emplace(TrainContext{s.config, s.strategy, *s.model, *s.optimizer, *s.run_dir, s.steps_per_epoch, s.total_steps});
   s.guard.emplace(s.config, s.strategy.is_chief());
 }
 
