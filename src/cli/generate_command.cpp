@@ -48,7 +48,8 @@ struct GenerateArgs {
 bool parse_generate_args(const Args& args, GenerateArgs& out) {
   po::options_description desc("usage: mirrored generate --checkpoint FILE [options]");
   desc.add_options()("help,h", "print this help")(
-      "checkpoint", po::value(&out.checkpoint)->required(), "a gpt run's checkpoint (checkpoints/ckpt-*.h5) or final.h5")(
+      "checkpoint", po::value(&out.checkpoint)->required(),
+      "a gpt run's checkpoint (checkpoints/ckpt-*.h5) or final.h5")(
       "config", po::value(&out.config), "for a final.h5: the run's config.ini (default: next to it)")(
       "prompt", po::value(&out.prompt)->default_value("\n", "newline"), "text the model continues")(
       "tokens", po::value(&out.tokens)->default_value(256), "tokens (bytes) to sample")(

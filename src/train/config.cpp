@@ -175,7 +175,8 @@ const std::vector<Option>& options() {
   using distribute::Overlap;
   using optim::LrScheduleKind;
   static const std::vector<Option> table = {
-      string_option("data.train", "training set (HDF5: /images, /labels; model = gpt: a token file from data import-text)", &TrainConfig::train_data),
+      string_option("data.train", "training set (HDF5: /images, /labels; model = gpt: a token file from data import-text)",
+                    &TrainConfig::train_data),
       operational(string_option("data.test", "test set, evaluated after every epoch", &TrainConfig::test_data)),
       enum_option<ModelKind>("model", "model architecture", &TrainConfig::model,
                              {{"mlp", ModelKind::kMlp}, {"cnn", ModelKind::kCnn}, {"resnet", ModelKind::kResnet},

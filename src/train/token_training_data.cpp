@@ -11,13 +11,13 @@
 namespace mirrored::train {
 namespace {
 
-// The file at `path` (named by `key` in errors) with its windows of `context` tokens.
+// Errors about a token file name the key that chose it (the file itself they name already).
 template <typename Make>
-auto with_file_context(const std::string& key, const std::string& path, Make&& make) {
+auto naming_key(const std::string& key, Make&& make) {
   try {
     return make();
   } catch (const InputError& e) {
-    throw InputError(str_cat(key, " '", path, "': ", e.what()), e.code());
+    throw InputError(str_cat(key, ": ", e.what()), e.code());
   }
 }
 
@@ -27,21 +27,21 @@ class TokenTrainingData final : public TrainingData {
                     bool with_eval)
       : context_(config.gpt_context) {
     const int replica = strategy.replica_id(), replicas = strategy.num_replicas_in_sync();
-    auto train_set = with_file_context("data.train", config.train_data,
-                                       [&] { return data::load_token_dataset(config.train_data, config.data_cache_mb); });
+    auto train_set =
+        naming_key("data.train", [&] { return data::load_token_dataset(config.train_data, config.data_cache_mb); });
     vocab_ = train_set->vocab_size();
     const distribute::TokenDatasetOptions options{lib.train_data.global_batch, context_, lib.train_data.seed};
-    train_.emplace(with_file_context("data.train", config.train_data, [&] {
+    train_.emplace(naming_key("data.train", [&] {
       return distribute::DistributedTokenDataset(train_set, options, replica, replicas, strategy.device());
     }));
     if (!with_eval) return;
-    auto test_set = with_file_context("data.test", config.test_data,
-                                      [&] { return data::load_token_dataset(config.test_data, config.data_cache_mb); });
+    auto test_set =
+        naming_key("data.test", [&] { return data::load_token_dataset(config.test_data, config.data_cache_mb); });
     if (test_set->vocab_size() != vocab_)
       throw InputError(str_cat("data.test '", config.test_data, "' has a vocabulary of ", test_set->vocab_size(),
                                " tokens but data.train '", config.train_data, "' has ", vocab_),
                        ExitCode::kUsage);
-    test_.emplace(with_file_context("data.test", config.test_data, [&] {
+    test_.emplace(naming_key("data.test", [&] {
       return distribute::TokenEvalDataset(test_set, config.eval_batch_size, context_, replica, replicas,
                                           strategy.device(), config.eval_windows);
     }));
