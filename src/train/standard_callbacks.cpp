@@ -66,9 +66,10 @@ void ConsoleLogger::on_evaluate(TrainContext& ctx, const EvalPoint& point) {
 }
 
 void ConsoleLogger::on_epoch_end(TrainContext& ctx, const EpochEnd& end) {
-  chief_info(str_cat("epoch ", end.epoch + 1, "/", ctx.config.epochs, "  loss ", fixed(end.train_loss, 4), "  ",
-                     eval_text(end.eval), "  ", fixed(end.samples_per_sec, 0), " samples/s  ", fixed(end.seconds, 2),
-                     " s"));
+  // With eval_every > 0 an epoch may end before the first evaluation: nothing to show yet.
+  const std::string eval = end.eval.samples > 0 ? str_cat(eval_text(end.eval), "  ") : std::string();
+  chief_info(str_cat("epoch ", end.epoch + 1, "/", ctx.config.epochs, "  loss ", fixed(end.train_loss, 4), "  ", eval,
+                     fixed(end.samples_per_sec, 0), " samples/s  ", fixed(end.seconds, 2), " s"));
 }
 
 void ConsoleLogger::on_train_end(TrainContext& ctx, const TrainSummary& summary) {
