@@ -2,6 +2,7 @@
 //   mirrored train --config FILE [--KEY VALUE ...]
 //   mirrored data import-idx --images F --labels F --out F.h5
 //   mirrored eval --checkpoint F --data F
+//   mirrored generate --checkpoint F --prompt TEXT --tokens N --temperature T --top_k K --seed S
 //   mirrored data inspect F
 //   mirrored info
 //   mirrored bench allreduce [--min-bytes N --max-bytes N --iters N --warmup N --json FILE]
@@ -25,6 +26,7 @@ constexpr const char* kUsage =
     "commands:\n"
     "  train     train a model data-parallel (mirrored train --help)\n"
     "  eval      accuracy and loss of a parameter file (mirrored eval --help)\n"
+    "  generate  text sampled from a trained gpt (mirrored generate --help)\n"
     "  data      dataset tools: import-idx, inspect (mirrored data --help)\n"
     "  info      version, build options and, under mpirun, the cluster table\n"
     "  bench     benchmarks: allreduce, train (mirrored bench --help)\n";
@@ -58,11 +60,12 @@ int main(int argc, char** argv) {
     if (command == "info") return cli::info_command(argc, argv, args);
     if (command == "bench") return cli::bench_command(argc, argv, args);
     if (command == "eval") return cli::eval_command(argc, argv, args);
+    if (command == "generate") return cli::generate_command(args);
     if (command == "--help" || command == "-h" || command == "help") {
       std::fputs(kUsage, stdout);
       return 0;
     }
-    throw InputError(str_cat("unknown command '", command, "'; valid commands: train, eval, data, info, bench"), ExitCode::kUsage);
+    throw InputError(str_cat("unknown command '", command, "'; valid commands: train, eval, generate, data, info, bench"), ExitCode::kUsage);
   } catch (const Error& error) {
     fail(error);
   } catch (const std::exception& error) {

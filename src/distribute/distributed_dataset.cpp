@@ -40,10 +40,10 @@ const Batch& DistributedDataset::batch_at(int64_t step) {
   }
   if (prefetcher_) {
     const auto device_batch = prefetcher_->get(step, step + 1 < last_step_ ? step + 1 : -1);
-    batch_.images = *device_batch.images;
-    batch_.labels = *device_batch.labels;
+    batch_.inputs = *device_batch.images;
+    batch_.targets = *device_batch.labels;
   } else {
-    assemble(step, batch_.images, batch_.labels);
+    assemble(step, batch_.inputs, batch_.targets);
   }
   batch_.step = step;
   return batch_;
@@ -71,14 +71,14 @@ const Batch& EvalDataset::batch(int64_t index) {
   Batch& host = device_.is_cpu() ? batch_ : host_batch_;
   data::assemble_batch(*dataset_, std::span<const int64_t>(indices_).subspan(static_cast<size_t>(begin),
                                                                               static_cast<size_t>(count)),
-                       host.images, host.labels);
+                       host.inputs, host.targets);
   if (device_.is_cuda()) {
     // Evaluation is not on the hot path: a plain copy, ordered after the previous batch's
     // kernels (the copy runs on the legacy stream, which waits for the compute stream).
-    ensure_shape(batch_.images, host.images.shape(), DType::kF32, device_);
-    ensure_shape(batch_.labels, host.labels.shape(), DType::kI32, device_);
-    kernels::copy(host.images, batch_.images);
-    kernels::copy(host.labels, batch_.labels);
+    ensure_shape(batch_.inputs, host.inputs.shape(), DType::kF32, device_);
+    ensure_shape(batch_.targets, host.targets.shape(), DType::kI32, device_);
+    kernels::copy(host.inputs, batch_.inputs);
+    kernels::copy(host.targets, batch_.targets);
   }
   batch_.step = index;
   return batch_;

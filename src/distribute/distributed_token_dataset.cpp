@@ -11,7 +11,7 @@ namespace {
 // The host batch becomes the replica's batch: shared on the CPU, copied to a GPU. Token
 // batches are small (a few KiB to MiB of int32), so a plain copy ordered on the legacy
 // stream, after the previous step's kernels, is enough.
-const TokenBatch& place(TokenBatch& host, TokenBatch& out, Device device, int64_t step) {
+const Batch& place(Batch& host, Batch& out, Device device, int64_t step) {
   if (device.is_cuda()) {
     ensure_shape(out.inputs, host.inputs.shape(), DType::kI32, device);
     ensure_shape(out.targets, host.targets.shape(), DType::kI32, device);
@@ -58,7 +58,7 @@ std::vector<int64_t> DistributedTokenDataset::replica_offsets(int64_t step) cons
   return data::window_offsets(options_.seed, step, replica_ * per_replica_batch_, per_replica_batch_, starts_);
 }
 
-const TokenBatch& DistributedTokenDataset::batch(int64_t step) {
+const Batch& DistributedTokenDataset::batch(int64_t step) {
   const std::vector<int64_t> offsets = replica_offsets(step);
   data::assemble_token_batch(*dataset_, offsets, options_.context, host_batch_.inputs, host_batch_.targets);
   dataset_->prefetch(replica_offsets(step + 1), options_.context + 1);
@@ -76,7 +76,7 @@ TokenEvalDataset::TokenEvalDataset(std::shared_ptr<data::TokenDataset> dataset, 
 
 int64_t TokenEvalDataset::num_batches() const { return (shard_size() + batch_size_ - 1) / batch_size_; }
 
-const TokenBatch& TokenEvalDataset::batch(int64_t index) {
+const Batch& TokenEvalDataset::batch(int64_t index) {
   const int64_t begin = index * batch_size_;
   const int64_t count = std::min(batch_size_, shard_size() - begin);
   MIRRORED_CHECK(index >= 0 && count > 0, "evaluation batch ", index, " out of range");

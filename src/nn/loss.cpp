@@ -1,20 +1,30 @@
 #include "mirrored/nn/loss.h"
 
+#include <algorithm>
+
 namespace mirrored::nn {
 
-CrossEntropyLoss::Value CrossEntropyLoss::forward(const Tensor& logits, const Tensor& labels,
+CrossEntropyLoss::Value CrossEntropyLoss::forward(const Tensor& logits, const Tensor& targets,
                                                   bool with_grad) {
-  MIRRORED_CHECK(logits.rank() == 2, "CrossEntropyLoss expects [N, C] logits, got ",
-                 shape_str(logits.shape()));
-  const int64_t count = logits.dim(0);
+  const Shape& shape = logits.shape();
+  MIRRORED_CHECK(logits.rank() >= 2 && Shape(shape.begin(), shape.end() - 1) == targets.shape(),
+                 "CrossEntropyLoss expects logits [..., C] and targets [...] with the same leading dimensions, got ",
+                 shape_str(shape), " and ", shape_str(targets.shape()));
+  const int64_t classes = shape.back();
+  const int64_t count = logits.numel() / std::max<int64_t>(classes, 1);
+  // The kernel sees rows: [N, C] views of the same storage.
+  const Tensor rows = logits.reshape({count, classes});
+  const Tensor row_targets = targets.reshape({count});
+  Tensor grad_rows;
   Tensor* grad = nullptr;
   if (with_grad) {
-    ensure_shape(dlogits_, logits.shape(), DType::kF32, logits.device());
-    grad = &dlogits_;
+    ensure_shape(dlogits_, shape, DType::kF32, logits.device());
+    grad_rows = dlogits_.reshape({count, classes});
+    grad = &grad_rows;
   }
   // 1/N: the gradient is that of the mean loss over this batch.
   const float grad_scale = count > 0 ? 1.0f / static_cast<float>(count) : 0.0f;
-  const kernels::CrossEntropyResult r = kernels::softmax_cross_entropy(logits, labels, grad, grad_scale);
+  const kernels::CrossEntropyResult r = kernels::softmax_cross_entropy(rows, row_targets, grad, grad_scale);
   Value value;
   value.loss_sum = r.loss_sum;
   value.correct = r.correct;

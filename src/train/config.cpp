@@ -175,10 +175,12 @@ const std::vector<Option>& options() {
   using distribute::Overlap;
   using optim::LrScheduleKind;
   static const std::vector<Option> table = {
-      string_option("data.train", "training set (HDF5: /images, /labels)", &TrainConfig::train_data),
+      string_option("data.train", "training set (HDF5: /images, /labels; model = gpt: a token file from data import-text)",
+                    &TrainConfig::train_data),
       operational(string_option("data.test", "test set, evaluated after every epoch", &TrainConfig::test_data)),
       enum_option<ModelKind>("model", "model architecture", &TrainConfig::model,
-                             {{"mlp", ModelKind::kMlp}, {"cnn", ModelKind::kCnn}, {"resnet", ModelKind::kResnet}}),
+                             {{"mlp", ModelKind::kMlp}, {"cnn", ModelKind::kCnn}, {"resnet", ModelKind::kResnet},
+                              {"gpt", ModelKind::kGpt}}),
       {"model.hidden", "hidden layer widths of the mlp, comma separated",
        [](TrainConfig& c, const std::string& v, const std::string& origin) {
          c.hidden.clear();
@@ -194,6 +196,24 @@ const std::vector<Option>& options() {
       list_option("resnet.channels", "resnet: channels of each stage (the stem uses the first)",
                   &TrainConfig::resnet_channels, 1),
       int_option("resnet.blocks", "resnet: residual blocks per stage", &TrainConfig::resnet_blocks, 1),
+      // model = gpt: a byte-level language model on token files (data.train, data.test).
+      int_option("gpt.layers", "gpt: transformer blocks", &TrainConfig::gpt_layers, 1),
+      int_option("gpt.heads", "gpt: attention heads per block (gpt.width must be a multiple)", &TrainConfig::gpt_heads,
+                 1),
+      int_option("gpt.width", "gpt: embedding width", &TrainConfig::gpt_width, 1),
+      int_option("gpt.context", "gpt: tokens per training and validation window", &TrainConfig::gpt_context, 1),
+      real_option("gpt.dropout", "gpt: dropout after the embeddings, attention projections and MLPs",
+                  &TrainConfig::gpt_dropout, 0, 1, false, true, "a number in [0, 1)"),
+      operational(int_option("data.cache_mb", "token files: MiB of the file held in the block cache (0: no bound)",
+                             &TrainConfig::data_cache_mb, 0)),
+      operational(int_option("eval_every", "evaluate every N steps (0: at each epoch end)", &TrainConfig::eval_every,
+                             0)),
+      operational(int_option("eval_windows", "token models: validation windows evaluated (0: every one that fits)",
+                             &TrainConfig::eval_windows, 0)),
+      int_option("lr_warmup_steps", "linear warmup in steps, in place of lr_warmup_epochs (0: use lr_warmup_epochs)",
+                 &TrainConfig::lr_warmup_steps, 0),
+      int_option("lr_decay_steps", "cosine: reach lr_min at this step, not at the end of the last epoch (0: off)",
+                 &TrainConfig::lr_decay_steps, 0),
       bool_option("model.sync_batchnorm", "batch norm statistics over the global batch (all replicas)",
                   &TrainConfig::sync_batchnorm),
       real_option("model.dropout", "cnn: dropout probability after each hidden fully connected layer",
@@ -349,6 +369,10 @@ void check_consistency(const TrainConfig& c, const std::string& origin) {
   if (c.lr_schedule == optim::LrScheduleKind::kCosine && c.lr_min > c.lr)
     throw InputError(str_cat(origin, ": lr_min = ", print_real(c.lr_min), ": expected at most lr = ", print_real(c.lr),
                              " (cosine decays from lr to lr_min)"),
+                     ExitCode::kUsage);
+  if (c.model == ModelKind::kGpt && c.gpt_width % c.gpt_heads != 0)
+    throw InputError(str_cat(origin, ": gpt.width = ", c.gpt_width, " is not divisible by gpt.heads = ", c.gpt_heads,
+                             ": each head takes gpt.width / gpt.heads channels"),
                      ExitCode::kUsage);
   if (c.lr_schedule == optim::LrScheduleKind::kStep && c.lr_milestones.empty())
     throw InputError(str_cat(origin, ": lr_schedule = step: expected lr_milestones, the epochs after which the "

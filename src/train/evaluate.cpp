@@ -1,29 +1,52 @@
 #include "mirrored/train/evaluate.h"
 
+#include <cmath>
+#include <numbers>
+
 #include "mirrored/nn/loss.h"
 
 namespace mirrored::train {
+namespace {
 
-EvalResult evaluate(distribute::MirroredStrategy& strategy, distribute::DistributedModel& model,
-                    distribute::EvalDataset& data) {
+// {loss sum, correct, scored positions, samples} over this replica's batches, reduced in
+// one all-reduce. Doubles hold these counts exactly.
+template <typename Data>
+EvalResult score(distribute::MirroredStrategy& strategy, distribute::DistributedModel& model, Data& data,
+                 EvalKind kind) {
   nn::CrossEntropyLoss loss;
-  // {loss sum, correct, count}, reduced in one all-reduce. Doubles hold these counts exactly.
-  double sums[3] = {0.0, 0.0, 0.0};
+  double sums[4] = {0.0, 0.0, 0.0, 0.0};
   for (int64_t b = 0; b < data.num_batches(); ++b) {
     const auto& batch = data.batch(b);
-    const auto value = loss.forward(model.forward(batch.images, nn::Mode::kEval), batch.labels, false);
+    const auto value = loss.forward(model.forward(batch.inputs, nn::Mode::kEval), batch.targets, false);
     sums[0] += value.loss_sum;
     sums[1] += static_cast<double>(value.correct);
     sums[2] += static_cast<double>(value.count);
+    sums[3] += static_cast<double>(batch.size());
   }
-  strategy.communicator().allreduce(sums, 3, comm::ReduceOp::kSum);
+  strategy.communicator().allreduce(sums, 4, comm::ReduceOp::kSum);
   EvalResult result;
-  result.samples = static_cast<int64_t>(sums[2]);
-  if (result.samples > 0) {
+  result.kind = kind;
+  result.samples = static_cast<int64_t>(sums[3]);
+  if (sums[2] > 0) {
     result.loss = sums[0] / sums[2];
     result.accuracy = sums[1] / sums[2];
   }
   return result;
+}
+
+}  // namespace
+
+double EvalResult::perplexity() const { return std::exp(loss); }
+double EvalResult::bits_per_byte() const { return loss / std::numbers::ln2; }
+
+EvalResult evaluate(distribute::MirroredStrategy& strategy, distribute::DistributedModel& model,
+                    distribute::EvalDataset& data) {
+  return score(strategy, model, data, EvalKind::kClassification);
+}
+
+EvalResult evaluate(distribute::MirroredStrategy& strategy, distribute::DistributedModel& model,
+                    distribute::TokenEvalDataset& data) {
+  return score(strategy, model, data, EvalKind::kLanguageModel);
 }
 
 }  // namespace mirrored::train

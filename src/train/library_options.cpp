@@ -9,8 +9,9 @@ optim::LrScheduleSpec LrScheduleEpochs::in_steps(int64_t steps_per_epoch) const 
   optim::LrScheduleSpec spec;
   spec.kind = kind;
   spec.base_lr = base_lr;
-  spec.warmup_steps = std::llround(warmup_epochs * static_cast<double>(steps_per_epoch));
-  spec.total_steps = epochs * steps_per_epoch;
+  spec.warmup_steps =
+      warmup_steps > 0 ? warmup_steps : std::llround(warmup_epochs * static_cast<double>(steps_per_epoch));
+  spec.total_steps = decay_steps > 0 ? decay_steps : epochs * steps_per_epoch;
   spec.min_lr = min_lr;
   for (const int64_t epoch : milestones) spec.milestones.push_back(epoch * steps_per_epoch);
   spec.gamma = gamma;
@@ -43,6 +44,11 @@ ModelSpec model_spec(const TrainConfig& config) {
   spec.resnet.channels = config.resnet_channels;
   spec.resnet.blocks = config.resnet_blocks;
   spec.resnet.sync_batchnorm = config.sync_batchnorm;
+  spec.gpt.context = config.gpt_context;
+  spec.gpt.width = config.gpt_width;
+  spec.gpt.heads = config.gpt_heads;
+  spec.gpt.layers = config.gpt_layers;
+  spec.gpt.dropout = static_cast<float>(config.gpt_dropout);
   return spec;
 }
 
@@ -75,7 +81,8 @@ LibraryOptions library_options(const TrainConfig& config) {
   options.model = model_spec(config);
   options.optimizer = optimizer_spec(config);
   options.lr_schedule = {config.lr_schedule, config.lr,     config.lr_warmup_epochs, config.epochs,
-                         config.lr_min,      config.lr_milestones, config.lr_gamma};
+                         config.lr_min,      config.lr_milestones, config.lr_gamma,
+                           config.lr_warmup_steps, config.lr_decay_steps};
   return options;
 }
 

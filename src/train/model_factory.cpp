@@ -29,6 +29,15 @@ nn::Model build_model(const ModelSpec& spec, const Shape& sample_shape, int num_
     mlp.num_classes = num_classes;
     return nn::mlp(mlp);
   }
+  if (spec.kind == ModelKind::kGpt) {
+    nn::GptSpec gpt = spec.gpt;
+    gpt.vocab = num_classes;
+    if (sample_shape != Shape{gpt.context})
+      throw InputError(str_cat("model = gpt with gpt.context = ", gpt.context, " needs token windows [",
+                               gpt.context, "]; the data has ", shape_str(sample_shape)),
+                       ExitCode::kUsage);
+    return nn::gpt(gpt);
+  }
   const char* name = spec.kind == ModelKind::kCnn ? "cnn" : "resnet";
   if (sample_shape.size() != 3)
     throw InputError(str_cat("model = ", name, " needs image samples [C, H, W]; the data has ",

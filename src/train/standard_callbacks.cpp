@@ -14,26 +14,43 @@ std::string fixed(double value, int digits) {
   std::snprintf(text, sizeof(text), "%.*f", digits, value);
   return text;
 }
+
+// The evaluation on one console line.
+std::string eval_text(const EvalResult& eval) {
+  if (eval.kind == EvalKind::kLanguageModel)
+    return str_cat("val_loss ", fixed(eval.loss, 4), "  perplexity ", fixed(eval.perplexity(), 3), "  bits/byte ",
+                   fixed(eval.bits_per_byte(), 4));
+  return str_cat("test_loss ", fixed(eval.loss, 4), "  test_acc ", fixed(eval.accuracy, 4));
+}
 }  // namespace
 
 void MetricsLogger::on_log(TrainContext& ctx, const LogPoint& point) {
-  ctx.run_dir.log_metrics({{"kind", std::string("train")},
+  io::JsonRecord record = {{"kind", std::string("train")},
                            {"step", point.step},
                            {"epoch", point.epoch + 1},
                            {"loss", point.loss},
                            {"lr", point.lr},
-                           {"samples_per_sec", point.samples_per_sec},
-                           {"comm_ms", point.comm_ms},
-                           {"exposed_comm_ms", point.exposed_comm_ms}});
+                           {"samples_per_sec", point.samples_per_sec}};
+  if (point.tokens_per_sec) record.emplace_back("tokens_per_sec", *point.tokens_per_sec);
+  record.emplace_back("comm_ms", point.comm_ms);
+  record.emplace_back("exposed_comm_ms", point.exposed_comm_ms);
+  ctx.run_dir.log_metrics(record);
 }
 
-void MetricsLogger::on_epoch_end(TrainContext& ctx, const EpochEnd& end) {
-  ctx.run_dir.log_metrics({{"kind", std::string("eval")},
-                           {"step", end.step},
-                           {"epoch", end.epoch + 1},
-                           {"test_loss", end.eval.loss},
-                           {"test_accuracy", end.eval.accuracy},
-                           {"test_samples", end.eval.samples}});
+void MetricsLogger::on_evaluate(TrainContext& ctx, const EvalPoint& point) {
+  const EvalResult& eval = point.eval;
+  io::JsonRecord record = {{"kind", std::string("eval")}, {"step", point.step}, {"epoch", point.epoch + 1}};
+  if (eval.kind == EvalKind::kLanguageModel) {
+    record.emplace_back("val_loss", eval.loss);
+    record.emplace_back("perplexity", eval.perplexity());
+    record.emplace_back("bits_per_byte", eval.bits_per_byte());
+    record.emplace_back("val_windows", eval.samples);
+  } else {
+    record.emplace_back("test_loss", eval.loss);
+    record.emplace_back("test_accuracy", eval.accuracy);
+    record.emplace_back("test_samples", eval.samples);
+  }
+  ctx.run_dir.log_metrics(record);
 }
 
 void ConsoleLogger::on_train_begin(TrainContext& ctx) {
@@ -44,14 +61,22 @@ void ConsoleLogger::on_train_begin(TrainContext& ctx) {
   chief_verbose(ctx.model.module().summary());
 }
 
+void ConsoleLogger::on_evaluate(TrainContext& ctx, const EvalPoint& point) {
+  if (ctx.config.eval_every > 0) chief_info(str_cat("step ", point.step, "  ", eval_text(point.eval)));
+}
+
 void ConsoleLogger::on_epoch_end(TrainContext& ctx, const EpochEnd& end) {
-  chief_info(str_cat("epoch ", end.epoch + 1, "/", ctx.config.epochs, "  loss ", fixed(end.train_loss, 4),
-                     "  test_loss ", fixed(end.eval.loss, 4), "  test_acc ", fixed(end.eval.accuracy, 4), "  ",
+  // With eval_every > 0 an epoch may end before the first evaluation: nothing to show yet.
+  const std::string eval = end.eval.samples > 0 ? str_cat(eval_text(end.eval), "  ") : std::string();
+  chief_info(str_cat("epoch ", end.epoch + 1, "/", ctx.config.epochs, "  loss ", fixed(end.train_loss, 4), "  ", eval,
                      fixed(end.samples_per_sec, 0), " samples/s  ", fixed(end.seconds, 2), " s"));
 }
 
 void ConsoleLogger::on_train_end(TrainContext& ctx, const TrainSummary& summary) {
-  chief_print(str_cat("final test accuracy: ", fixed(summary.final_test_accuracy, 4), "  (", summary.steps,
+  const std::string result = summary.final_eval.kind == EvalKind::kLanguageModel
+                                 ? str_cat("final ", eval_text(summary.final_eval))
+                                 : str_cat("final test accuracy: ", fixed(summary.final_test_accuracy, 4));
+  chief_print(str_cat(result, "  (", summary.steps,
                       " steps, ", fixed(summary.samples_per_sec, 0), " samples/s over ",
                       ctx.strategy.num_replicas_in_sync(), " replica(s))"));
 }

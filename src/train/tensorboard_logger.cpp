@@ -15,12 +15,21 @@ void TensorBoardLogger::on_log(TrainContext&, const LogPoint& point) {
                                     {"train/samples_per_sec", static_cast<float>(point.samples_per_sec)},
                                     {"train/comm_ms", static_cast<float>(point.comm_ms)},
                                     {"train/exposed_comm_ms", static_cast<float>(point.exposed_comm_ms)}});
+  if (point.tokens_per_sec)
+    writer_->add_scalars(point.step, {{"train/tokens_per_sec", static_cast<float>(*point.tokens_per_sec)}});
 }
 
-void TensorBoardLogger::on_epoch_end(TrainContext&, const EpochEnd& end) {
+void TensorBoardLogger::on_evaluate(TrainContext&, const EvalPoint& point) {
   if (!writer_) return;
-  writer_->add_scalars(end.step, {{"test/loss", static_cast<float>(end.eval.loss)},
-                                  {"test/accuracy", static_cast<float>(end.eval.accuracy)}});
+  const EvalResult& eval = point.eval;
+  if (eval.kind == EvalKind::kLanguageModel) {
+    writer_->add_scalars(point.step, {{"val/loss", static_cast<float>(eval.loss)},
+                                      {"val/perplexity", static_cast<float>(eval.perplexity())},
+                                      {"val/bits_per_byte", static_cast<float>(eval.bits_per_byte())}});
+    return;
+  }
+  writer_->add_scalars(point.step, {{"test/loss", static_cast<float>(eval.loss)},
+                                    {"test/accuracy", static_cast<float>(eval.accuracy)}});
 }
 
 }  // namespace mirrored::train

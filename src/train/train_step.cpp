@@ -26,7 +26,7 @@ StepResult train_step(distribute::DistributedModel& model, optim::Optimizer& opt
       batch = &next_batch();
     }
     done(StepPhase::kData);
-    const auto value = loss_fn.forward(model.forward(batch->images, nn::Mode::kTrain), batch->labels);
+    const auto value = loss_fn.forward(model.forward(batch->inputs, nn::Mode::kTrain), batch->targets);
     done(StepPhase::kForward);
     // The last micro-batch's backward also starts the all-reduce, bucket by bucket.
     model.backward(loss_fn.grad());

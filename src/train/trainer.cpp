@@ -16,6 +16,7 @@
 #include "mirrored/train/run_setup.h"
 #include "mirrored/train/timeline_writer.h"
 #include "mirrored/train/train_step.h"
+#include "mirrored/train/training_data.h"
 
 namespace mirrored::train {
 namespace {
@@ -36,34 +37,7 @@ struct EpochTotals {
   int64_t steps = 0;
 };
 
-std::shared_ptr<const data::Dataset> load_test_set(const TrainConfig& config, const data::Dataset& train_set) {
-  auto test_set = load_dataset(config.test_data);
-  if (test_set->sample_shape != train_set.sample_shape)
-    throw InputError(str_cat("data.test '", config.test_data, "' has samples of shape ",
-                             shape_str(test_set->sample_shape), " but data.train '", config.train_data, "' has ",
-                             shape_str(train_set.sample_shape)));
-  return test_set;
-}
-
 }  // namespace
-
-// The training batches of one epoch, one at a time. The dataset reuses its Batch, so the
-// iterator advances only when the next batch is asked for.
-class Trainer::BatchStream {
- public:
-  BatchStream(distribute::DistributedDataset& data, int64_t epoch, int64_t first_batch)
-      : range_(data.epoch(epoch, first_batch)), it_(range_.begin()) {}
-  const distribute::Batch& next() {
-    if (started_) ++it_;
-    started_ = true;
-    return *it_;
-  }
-
- private:
-  distribute::DistributedDataset::EpochRange range_;
-  distribute::DistributedDataset::EpochRange::Iterator it_;
-  bool started_ = false;
-};
 
 struct Trainer::State {
   State(const TrainConfig& c, distribute::Runtime& runtime, TrainerOptions o)
@@ -75,9 +49,7 @@ struct Trainer::State {
   TrainerOptions options;
   LibraryOptions lib;
   distribute::MirroredStrategy strategy;
-  std::shared_ptr<const data::Dataset> train_set;
-  std::optional<distribute::DistributedDataset> train_data;
-  std::optional<distribute::EvalDataset> test_data;  // when evaluating
+  std::unique_ptr<TrainingData> data;  // images or tokens, as the model needs
   std::optional<distribute::DistributedModel> model;
   Timeline timeline;
   std::unique_ptr<optim::Optimizer> optimizer;
@@ -87,6 +59,7 @@ struct Trainer::State {
   int64_t total_steps = 0;
   int64_t epochs = 0;
   int64_t samples_per_step = 0;
+  int64_t tokens_per_step = 0;  // 0: not a token model
   std::optional<optim::LrSchedule> lr_schedule;
   std::optional<TrainContext> ctx;
   std::optional<NonFiniteGuard> guard;
@@ -98,32 +71,26 @@ struct Trainer::State {
   double timed_seconds = 0.0;  // step time after step 0, which pays one-time costs
   int64_t timed_steps = 0;
   bool evaluated = false;
+  int64_t last_eval_step = -1;
+  double interval_eval_seconds = 0.0;  // evaluation inside the current log interval, not training time
+  EvalResult last_eval;
 };
 
 // The training (and, when evaluating, test) data, sharded for this replica.
-void Trainer::State::load_data() {
-  train_set = load_dataset(config.train_data);
-  const auto test_set = options.evaluate ? load_test_set(config, *train_set) : nullptr;
-  check_augment_fits(lib.train_data.augment, train_set->sample_shape, config.train_data);
-  try {
-    train_data.emplace(strategy.distribute_dataset(train_set, lib.train_data));
-  } catch (const InputError& e) {  // the sampler does not know which file it was given
-    throw InputError(str_cat("data.train '", config.train_data, "': ", e.what()), e.code());
-  }
-  if (test_set) test_data.emplace(strategy.distribute_eval_dataset(test_set, config.eval_batch_size));
-}
+void Trainer::State::load_data() { data = load_training_data(config, lib, strategy, options.evaluate); }
 
 // Steps per epoch and in total. A step is one update: `accumulate_steps` micro-batches of
 // the global batch.
 void Trainer::State::plan_steps() {
   const int64_t micro_batches = lib.accumulate_steps;
-  steps_per_epoch = train_data->steps_per_epoch() / micro_batches;
+  steps_per_epoch = data->batches_per_epoch() / micro_batches;
   if (steps_per_epoch == 0)
     throw InputError(str_cat("accumulate_steps = ", micro_batches, " x batch_size = ", config.batch_size,
-                             " needs more samples than data.train '", config.train_data, "' has (", train_set->size,
-                             ")"),
+                             " needs more samples than data.train '", config.train_data, "' has (",
+                             data->batches_per_epoch(), " batch(es) of ", config.batch_size, " per epoch)"),
                      ExitCode::kUsage);
   samples_per_step = config.batch_size * micro_batches;
+  tokens_per_step = samples_per_step * data->tokens_per_sample();
   epochs = config.epochs;
   total_steps = config.epochs * steps_per_epoch;
   if (config.max_steps > 0) total_steps = std::min(total_steps, config.max_steps);
@@ -139,10 +106,9 @@ Trainer::Trainer(const TrainConfig& config, distribute::Runtime& runtime, Traine
   s.strategy.per_replica_batch(config.batch_size);  // fails fast, on every rank, before any I/O
   kernels::set_cpu_threads(threads_per_rank(config.threads, runtime.cluster()));
   s.load_data();
-  const data::Dataset& train_set = *s.train_set;
-  s.model.emplace(s.strategy.scope(
-      [&] { return build_model(s.lib.model, train_set.sample_shape, train_set.num_classes); },
-      {train_set.sample_shape, config.seed, s.lib.reducer, s.lib.accumulate_steps}));
+  const Shape sample_shape = s.data->sample_shape();
+  s.model.emplace(s.strategy.scope([&] { return build_model(s.lib.model, sample_shape, s.data->num_classes()); },
+                                   {sample_shape, config.seed, s.lib.reducer, s.lib.accumulate_steps}));
   if (!config.timeline.empty()) s.model->set_timeline(&s.timeline);
   s.optimizer = make_optimizer(s.lib.optimizer, s.model->parameters());
   s.run_dir.emplace(s.config, s.strategy.is_chief() && options.write_files);
@@ -190,24 +156,28 @@ void Trainer::begin() {
 void Trainer::run_epoch(int64_t epoch) {
   State& s = *s_;
   s.interval = Interval{};
+  s.interval_eval_seconds = 0.0;
   s.epoch_totals = EpochTotals{};
   // A resumed run starts its first epoch at the step after the checkpoint.
   const int64_t first_step =
       epoch == s.resumed.step / s.steps_per_epoch ? s.resumed.step % s.steps_per_epoch : 0;
-  BatchStream batches(*s.train_data, epoch, first_step * s.lib.accumulate_steps);
+  s.data->start_epoch(epoch, first_step * s.lib.accumulate_steps);
   for (int64_t step_in_epoch = first_step; step_in_epoch < s.steps_per_epoch; ++step_in_epoch) {
-    step(epoch, step_in_epoch, batches);
+    step(epoch, step_in_epoch);
     const bool epoch_done =
         step_in_epoch + 1 == s.steps_per_epoch || s.summary.steps == s.total_steps || s.ctx->stop_training;
     // A checkpoint step is a log point too, so a run resumed from it logs the same records.
     if (s.summary.steps % s.config.log_every == 0 || epoch_done || checkpoint_step(s.config, s.summary.steps))
       log_point(epoch);
+    if (s.options.evaluate && s.config.eval_every > 0 && !s.ctx->preempted &&
+        (s.summary.steps % s.config.eval_every == 0 || s.summary.steps == s.total_steps))
+      evaluate_now(epoch);
     if (epoch_done) break;
   }
   if (!s.ctx->preempted && s.options.evaluate) end_epoch(epoch);
 }
 
-StepEnd Trainer::step(int64_t epoch, int64_t step_in_epoch, BatchStream& batches) {
+StepEnd Trainer::step(int64_t epoch, int64_t step_in_epoch) {
   State& s = *s_;
   TrainContext& ctx = *s.ctx;
   s.timeline.set_recording(!s.config.timeline.empty() && s.summary.steps >= 1 &&
@@ -220,7 +190,7 @@ StepEnd Trainer::step(int64_t epoch, int64_t step_in_epoch, BatchStream& batches
   hooks.guard = &*s.guard;
   hooks.phase_done = [&](StepPhase phase) { for_each_callback([&](Callback& c) { c.on_phase_end(ctx, phase); }); };
   const StepResult result = s.strategy.run(train_step, *s.model, *s.optimizer, s.loss_fn,
-                                           [&]() -> const distribute::Batch& { return batches.next(); },
+                                           [&]() -> const distribute::Batch& { return s.data->next_batch(); },
                                            s.summary.steps, hooks);
   const double seconds = step_clock.seconds();
   s.epoch_totals.seconds += seconds;
@@ -248,7 +218,11 @@ void Trainer::log_point(int64_t epoch) {
   point.epoch = epoch;
   point.loss = s.strategy.reduce(distribute::ReduceOp::kMean, interval.loss_sum) / steps;
   point.lr = s.optimizer->lr();
-  point.samples_per_sec = static_cast<double>(interval.steps * s.samples_per_step) / interval.clock.seconds();
+  const double interval_seconds = std::max(interval.clock.seconds() - s.interval_eval_seconds, 1e-9);
+  s.interval_eval_seconds = 0.0;
+  point.samples_per_sec = static_cast<double>(interval.steps * s.samples_per_step) / interval_seconds;
+  if (s.tokens_per_step > 0)
+    point.tokens_per_sec = static_cast<double>(interval.steps * s.tokens_per_step) / interval_seconds;
   point.comm_ms = 1e3 * interval.comm_seconds / steps;
   point.exposed_comm_ms = 1e3 * interval.exposed_seconds / steps;
   s.epoch_totals.loss_sum += point.loss * steps;
@@ -265,13 +239,33 @@ void Trainer::end_epoch(int64_t epoch) {
   end.train_loss = totals.loss_sum / static_cast<double>(std::max<int64_t>(totals.steps, 1));
   end.seconds = totals.seconds;
   end.samples_per_sec = static_cast<double>(totals.steps * s.samples_per_step) / std::max(totals.seconds, 1e-9);
-  s.model->synchronize_buffers();  // one set of running statistics to evaluate and save
-  end.eval = evaluate(s.strategy, *s.model, *s.test_data);
-  s.strategy.check_replicas_in_sync(*s.model);
-  s.summary.final_test_loss = end.eval.loss;
-  s.summary.final_test_accuracy = end.eval.accuracy;
-  s.evaluated = true;
+  // With eval_every = 0 each epoch ends with an evaluation; otherwise the step schedule has
+  // evaluated, and the epoch reports the latest result.
+  if (s.config.eval_every == 0 && s.last_eval_step != s.summary.steps) evaluate_now(epoch);
+  end.eval = s.last_eval;
   for_each_callback([&](Callback& c) { c.on_epoch_end(*s.ctx, end); });
+}
+
+// Collective. Scores the evaluation set now and tells the callbacks.
+void Trainer::evaluate_now(int64_t epoch) {
+  State& s = *s_;
+  Stopwatch clock;
+  s.model->synchronize_buffers();  // one set of running statistics to evaluate and save
+  record_eval(s.data->evaluate(s.strategy, *s.model));
+  s.strategy.check_replicas_in_sync(*s.model);
+  s.interval_eval_seconds += clock.seconds();
+  const EvalPoint point{s.summary.steps, epoch, s.last_eval};
+  for_each_callback([&](Callback& c) { c.on_evaluate(*s.ctx, point); });
+}
+
+void Trainer::record_eval(const EvalResult& eval) {
+  State& s = *s_;
+  s.last_eval = eval;
+  s.last_eval_step = s.summary.steps;
+  s.evaluated = true;
+  s.summary.final_eval = eval;
+  s.summary.final_test_loss = eval.loss;
+  s.summary.final_test_accuracy = eval.accuracy;
 }
 
 TrainSummary Trainer::finish() {
@@ -282,9 +276,8 @@ TrainSummary Trainer::finish() {
     return summary;
   }
   if (!s.evaluated && s.options.evaluate) {  // resumed from the run's last checkpoint: nothing left to train
-    const EvalResult eval = evaluate(s.strategy, *s.model, *s.test_data);
-    summary.final_test_loss = eval.loss;
-    summary.final_test_accuracy = eval.accuracy;
+    s.model->synchronize_buffers();
+    record_eval(s.data->evaluate(s.strategy, *s.model));
   }
   if (s.guard->skipped() > 0)
     chief_info(str_cat("skipped ", s.guard->skipped(), " step(s) with NaN/Inf gradients (nan_policy = skip)"));

@@ -27,6 +27,11 @@ expected = {
               "comm_ms": "train/comm_ms", "exposed_comm_ms": "train/exposed_comm_ms"},
     "eval": {"test_loss": "test/loss", "test_accuracy": "test/accuracy"},
 }
+# A language model's run: validation loss, perplexity and bits per byte, and tokens/s.
+if any(r["kind"] == "eval" and "val_loss" in r for r in records):
+    expected["train"]["tokens_per_sec"] = "train/tokens_per_sec"
+    expected["eval"] = {"val_loss": "val/loss", "perplexity": "val/perplexity", "bits_per_byte": "val/bits_per_byte"}
+final_tag = next(iter(expected["eval"].values()))
 tags = set(acc.Tags()["scalars"])
 want_tags = {tag for fields in expected.values() for tag in fields.values()}
 if tags != want_tags:
@@ -48,4 +53,4 @@ for kind, fields in expected.items():
 if checked < 10:
     sys.exit(f"FAIL: only {checked} values compared")
 print(f"ok: {checked} scalars over {len(tags)} tags match metrics.jsonl "
-      f"(final test accuracy {acc.Scalars('test/accuracy')[-1].value:.4f})")
+      f"(final {final_tag} {acc.Scalars(final_tag)[-1].value:.4f})")

@@ -110,7 +110,7 @@ TEST(Sharding, EachTrainingSampleAtMostOncePerEpochAndReplicaSlicesFormTheGlobal
     std::vector<int64_t> mine;
     for (const auto& batch : dataset.epoch(epoch)) {
       ASSERT_EQ(batch.size(), global_batch / n);
-      for (int64_t i = 0; i < batch.size(); ++i) mine.push_back(decode_index(batch.images.data<float>() + 2 * i));
+      for (int64_t i = 0; i < batch.size(); ++i) mine.push_back(decode_index(batch.inputs.data<float>() + 2 * i));
     }
     std::vector<int64_t> all(mine.size() * static_cast<size_t>(n));
     world.allgather(mine.data(), all.data(), mine.size(), comm::DataType::kI64);
@@ -129,7 +129,7 @@ TEST(Sharding, EveryTestSampleExactlyOnce) {
     std::vector<int64_t> counts(static_cast<size_t>(size), 0);
     for (int64_t b = 0; b < eval.num_batches(); ++b) {
       const auto& batch = eval.batch(b);
-      for (int64_t i = 0; i < batch.size(); ++i) ++counts[static_cast<size_t>(decode_index(batch.images.data<float>() + 2 * i))];
+      for (int64_t i = 0; i < batch.size(); ++i) ++counts[static_cast<size_t>(decode_index(batch.inputs.data<float>() + 2 * i))];
     }
     world.allreduce(counts.data(), counts.size(), comm::ReduceOp::kSum);
     for (int64_t i = 0; i < size; ++i) ASSERT_EQ(counts[static_cast<size_t>(i)], 1) << "sample " << i << " of " << size;

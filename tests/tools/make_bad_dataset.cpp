@@ -1,7 +1,9 @@
 // make_bad_dataset KIND OUT.h5
 // Writes a small dataset file (28x28 images) with one specific defect, for the bad-input
 // integration tests. KIND: missing_images, missing_labels, wrong_rank, length_mismatch,
-// label_out_of_range, nan_image, float_labels, empty, tiny (10 valid samples), valid.
+// label_out_of_range, nan_image, float_labels, empty, tiny (10 valid samples), valid;
+// token_beyond_vocab: a byte token file (1000 tokens) declaring a vocabulary of 64 whose
+// token 500 is 200.
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -24,6 +26,15 @@ int main(int argc, char** argv) {
   for (int64_t i = 0; i < n; ++i) labels[static_cast<size_t>(i)] = static_cast<uint8_t>(i % 10);
   try {
     H5File file(argv[2], H5File::Access::kTruncate);
+    if (kind == "token_beyond_vocab") {
+      std::vector<uint8_t> tokens(1000);
+      for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<uint8_t>(i % 64);
+      tokens[500] = 200;
+      file.write_u8("/tokens", {1000}, tokens.data());
+      file.write_attribute("tokenizer", std::string("bytes"));
+      file.write_attribute("vocab_size", int64_t{64});
+      return 0;
+    }
     if (kind == "nan_image") {
       std::vector<float> pixels(images.begin(), images.end());
       pixels[28 * 28 * 17 + 5] = std::numeric_limits<float>::quiet_NaN();  // sample 17

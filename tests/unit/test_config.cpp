@@ -152,7 +152,30 @@ TEST(Config, EnumeratedOptionsAreTypedAndListTheirNames) {
   EXPECT_NE(error_of({"--nan_policy", "ignore"}).find("one of: stop, skip"), std::string::npos);
   EXPECT_NE(error_of({"--preemption_signal", "HUP"}).find("one of: USR1, USR2, TERM, none"), std::string::npos);
   EXPECT_NE(error_of({"--progress", "fancy"}).find("one of: auto, bar, plain, off"), std::string::npos);
-  EXPECT_NE(error_of({"--model", "gpt"}).find("one of: mlp, cnn, resnet"), std::string::npos);
+  EXPECT_NE(error_of({"--model", "transformer"}).find("one of: mlp, cnn, resnet, gpt"), std::string::npos);
+}
+
+TEST(Config, GptKeysAndTheirConstraint) {
+  const auto config = parse_train_config({"--model", "gpt", "--gpt.layers", "2", "--gpt.heads", "2", "--gpt.width",
+                                          "32", "--gpt.context", "16", "--gpt.dropout", "0.1", "--data.cache_mb", "0",
+                                          "--eval_every", "50", "--eval_windows", "8", "--lr_warmup_steps", "10",
+                                          "--lr_decay_steps", "100"});
+  EXPECT_EQ(config.model, train::ModelKind::kGpt);
+  EXPECT_EQ(config.gpt_layers, 2);
+  EXPECT_EQ(config.gpt_heads, 2);
+  EXPECT_EQ(config.gpt_width, 32);
+  EXPECT_EQ(config.gpt_context, 16);
+  EXPECT_DOUBLE_EQ(config.gpt_dropout, 0.1);
+  EXPECT_EQ(config.data_cache_mb, 0);
+  EXPECT_EQ(config.eval_every, 50);
+  EXPECT_EQ(config.eval_windows, 8);
+  EXPECT_EQ(config.lr_warmup_steps, 10);
+  EXPECT_EQ(config.lr_decay_steps, 100);
+  EXPECT_EQ(train::parse_config_text(train::to_ini(config), "round trip").gpt_width, 32);
+  const std::string error = error_of({"--model", "gpt", "--gpt.width", "130", "--gpt.heads", "4"});
+  EXPECT_NE(error.find("gpt.width = 130 is not divisible by gpt.heads = 4"), std::string::npos) << error;
+  // The constraint is the gpt's: other models ignore the gpt keys.
+  EXPECT_NO_THROW(parse_train_config({"--gpt.width", "130", "--gpt.heads", "4"}));
 }
 
 TEST(Config, ResumeIsAutoNeverOrAPath) {
@@ -238,4 +261,12 @@ TEST(LibraryOptions, LearningRateScheduleInSteps) {
   EXPECT_EQ(spec.warmup_steps, 5);
   EXPECT_EQ(spec.total_steps, 40);
   EXPECT_EQ(spec.milestones, (std::vector<int64_t>{20, 30}));
+}
+
+TEST(LibraryOptions, WarmupAndCosineInStepsOverrideTheEpochForm) {
+  const auto config = parse_train_config({"--lr_schedule", "cosine", "--epochs", "1", "--lr_warmup_epochs", "0.5",
+                                          "--lr_warmup_steps", "100", "--lr_decay_steps", "2000"});
+  const auto spec = train::library_options(config).lr_schedule.in_steps(6233);
+  EXPECT_EQ(spec.warmup_steps, 100);
+  EXPECT_EQ(spec.total_steps, 2000);
 }

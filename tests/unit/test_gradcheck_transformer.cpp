@@ -135,20 +135,23 @@ TEST(GradcheckTransformer, WholeTinyGptWithTiedHead) {
   redraw(model.parameters().flat_params(), rng, 1.0f);
   const int64_t batch = 3;
   const Tensor tokens = random_tokens({batch, spec.context}, spec.vocab, rng);
-  const Tensor targets = random_tokens({batch * spec.context}, spec.vocab, rng);
+  const Tensor targets = random_tokens({batch, spec.context}, spec.vocab, rng);
   nn::CrossEntropyLoss criterion;
-  // The summed loss over the B * T rows, not the mean: gradients of O(1), well above the
-  // absolute floor of relative_error.
+  // The summed loss over the B * T positions, not the mean: gradients of O(1), well above
+  // the absolute floor of relative_error. The loss takes the [B, T, V] logits and [B, T]
+  // targets as the trainer gives them.
   const int64_t rows = batch * spec.context;
   const auto loss = [&] {
     const Tensor& logits = model.forward(tokens, nn::Mode::kTrain);
-    return criterion.forward(logits.reshape({rows, spec.vocab}), targets, false).loss_sum;
+    return criterion.forward(logits, targets, false).loss_sum;
   };
   const Tensor& logits = model.forward(tokens, nn::Mode::kTrain);
   ASSERT_EQ(logits.shape(), Shape({batch, spec.context, spec.vocab}));
-  criterion.forward(logits.reshape({batch * spec.context, spec.vocab}), targets, true);
+  const auto value = criterion.forward(logits, targets, true);
+  EXPECT_EQ(value.count, rows);
+  ASSERT_EQ(criterion.grad().shape(), logits.shape()) << "the gradient comes back in the logits' shape";
   model.parameters().zero_grads();
-  model.backward(criterion.grad().reshape({batch, spec.context, spec.vocab}));
+  model.backward(criterion.grad());
   kernels::scale(model.parameters().flat_grads(), static_cast<float>(rows));  // d(sum) = rows d(mean)
 
   nn::ParameterArena& arena = model.parameters();

@@ -81,8 +81,8 @@ TEST(TokenReader, BoundedCacheGivesTheSameBatchesAsUnbounded) {
   const int64_t steps = 3 * a.steps_per_epoch();
   ASSERT_EQ(a.steps_per_epoch(), 768);
   for (int64_t step = 0; step < steps; ++step) {
-    const distribute::TokenBatch& x = a.batch(step);
-    const distribute::TokenBatch& y = b.batch(step);
+    const distribute::Batch& x = a.batch(step);
+    const distribute::Batch& y = b.batch(step);
     ASSERT_EQ(x.inputs.shape(), (Shape{16, 256}));
     ASSERT_EQ(0, std::memcmp(x.inputs.raw(), y.inputs.raw(), x.inputs.bytes())) << "step " << step;
     ASSERT_EQ(0, std::memcmp(x.targets.raw(), y.targets.raw(), x.targets.bytes())) << "step " << step;

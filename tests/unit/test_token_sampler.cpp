@@ -90,7 +90,7 @@ class TokenDatasetTest : public ::testing::Test {
 TEST_F(TokenDatasetTest, TargetsAreTheInputsShiftedByOne) {
   DistributedTokenDataset data(dataset_, {.global_batch = 8, .context = 64, .seed = 5}, 0, 1);
   for (int64_t step : {0, 1, 17}) {
-    const distribute::TokenBatch& batch = data.batch(step);
+    const distribute::Batch& batch = data.batch(step);
     ASSERT_EQ(batch.inputs.shape(), (Shape{8, 64}));
     ASSERT_EQ(batch.targets.shape(), (Shape{8, 64}));
     EXPECT_EQ(batch.inputs.dtype(), DType::kI32);
@@ -121,7 +121,7 @@ TEST_F(TokenDatasetTest, WorldSizeDoesNotChangeTheGlobalBatch) {
       const std::vector<int32_t> global_targets = values(single.batch(step).targets);
       std::vector<int32_t> joined_inputs, joined_targets;
       for (DistributedTokenDataset& replica : replicas) {
-        const distribute::TokenBatch& part = replica.batch(step);
+        const distribute::Batch& part = replica.batch(step);
         EXPECT_EQ(part.size(), 8 / world);
         const std::vector<int32_t> in = values(part.inputs), out = values(part.targets);
         joined_inputs.insert(joined_inputs.end(), in.begin(), in.end());
@@ -160,7 +160,7 @@ TEST_F(TokenDatasetTest, EvaluationCountsEveryWindowOnce) {
       TokenEvalDataset eval(dataset_, 32, kContext, r, world);
       EXPECT_EQ(eval.num_windows(), windows);
       for (int64_t b = 0; b < eval.num_batches(); ++b) {
-        const distribute::TokenBatch& batch = eval.batch(b);
+        const distribute::Batch& batch = eval.batch(b);
         const std::vector<int32_t> in = values(batch.inputs), out = values(batch.targets);
         all_inputs.insert(all_inputs.end(), in.begin(), in.end());
         total += batch.size();
@@ -191,7 +191,7 @@ TEST_F(TokenDatasetTest, DeviceBatchesEqualHostBatches) {
   DistributedTokenDataset host(dataset_, options, 1, 2);
   DistributedTokenDataset device(dataset_, options, 1, 2, Device::cuda(0));
   for (int64_t step : {0, 1, 2}) {
-    const distribute::TokenBatch& on_gpu = device.batch(step);
+    const distribute::Batch& on_gpu = device.batch(step);
     ASSERT_TRUE(on_gpu.inputs.device().is_cuda());
     ASSERT_TRUE(on_gpu.targets.device().is_cuda());
     const std::vector<int32_t> inputs = values(mirrored::testing::to_device(on_gpu.inputs, Device::cpu()));

@@ -13,11 +13,15 @@
 
 namespace mirrored::distribute {
 
+// One batch of this replica, for every kind of model: what the model is given and what its
+// outputs are scored against.
+//   images: inputs [n, C, H, W] float32, targets [n] int32 class labels
+//   tokens: inputs [n, T] int32 token ids, targets [n, T] int32 (the inputs shifted by one)
 struct Batch {
-  Tensor images;   // [n, C, H, W] float32 on the replica's device
-  Tensor labels;   // [n] int32
+  Tensor inputs;   // on the replica's device
+  Tensor targets;
   int64_t step = 0;
-  int64_t size() const { return labels.defined() ? labels.dim(0) : 0; }
+  int64_t size() const { return targets.defined() ? targets.dim(0) : 0; }
 };
 
 struct DatasetOptions {

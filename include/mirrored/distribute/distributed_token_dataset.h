@@ -11,15 +11,9 @@
 #include "mirrored/core/tensor.h"
 #include "mirrored/data/sampler.h"
 #include "mirrored/data/token_dataset.h"
+#include "mirrored/distribute/distributed_dataset.h"  // Batch: inputs [n, context], targets [n, context]
 
 namespace mirrored::distribute {
-
-struct TokenBatch {
-  Tensor inputs;   // [n, context] int32 token ids, on the replica's device
-  Tensor targets;  // [n, context] int32: the inputs shifted by one token
-  int64_t step = 0;
-  int64_t size() const { return inputs.defined() ? inputs.dim(0) : 0; }
-};
 
 struct TokenDatasetOptions {
   int64_t global_batch = 32;  // sequences per global batch
@@ -46,7 +40,7 @@ class DistributedTokenDataset {
   std::vector<int64_t> replica_offsets(int64_t step) const;
   // This replica's batch of global step `step` (any order of steps; the buffers are reused,
   // valid until the next call). Then asks the cache to prefetch step + 1's windows.
-  const TokenBatch& batch(int64_t step);
+  const Batch& batch(int64_t step);
 
  private:
   std::shared_ptr<data::TokenDataset> dataset_;
@@ -55,8 +49,8 @@ class DistributedTokenDataset {
   int64_t per_replica_batch_ = 0;
   int64_t starts_ = 0;
   Device device_;
-  TokenBatch host_batch_;  // assembled here, then copied into batch_ on a GPU device
-  TokenBatch batch_;
+  Batch host_batch_;  // assembled here, then copied into batch_ on a GPU device
+  Batch batch_;
 };
 
 // Evaluation windows: window w holds tokens [w*context, (w+1)*context] (the first
@@ -69,7 +63,7 @@ class TokenEvalDataset {
   int64_t num_windows() const { return num_windows_; }  // over all replicas
   int64_t shard_size() const { return range_.end - range_.begin; }
   int64_t num_batches() const;  // of this replica (shares differ by at most one window)
-  const TokenBatch& batch(int64_t index);  // reused buffer
+  const Batch& batch(int64_t index);  // reused buffer
 
  private:
   std::shared_ptr<data::TokenDataset> dataset_;
@@ -77,8 +71,8 @@ class TokenEvalDataset {
   int64_t num_windows_ = 0;
   data::IndexRange range_;
   Device device_;
-  TokenBatch host_batch_;
-  TokenBatch batch_;
+  Batch host_batch_;
+  Batch batch_;
 };
 
 }  // namespace mirrored::distribute

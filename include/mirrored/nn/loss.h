@@ -4,7 +4,10 @@
 
 namespace mirrored::nn {
 
-// Softmax cross-entropy averaged over the batch. Keeps its gradient buffer between steps.
+// Softmax cross-entropy averaged over every scored position. Keeps its gradient buffer
+// between steps. Logits [..., C] score targets [...] (the same leading dimensions): a
+// classifier's [N, C] against labels [N], a language model's [B, T, V] against next tokens
+// [B, T]; the leading dimensions are flattened into N = B * T rows.
 class CrossEntropyLoss {
  public:
   struct Value {
@@ -13,9 +16,9 @@ class CrossEntropyLoss {
     int64_t correct = 0;
     int64_t count = 0;
   };
-  // logits [N, C], labels int32 [N]. Computes the gradient too when `with_grad`.
-  Value forward(const Tensor& logits, const Tensor& labels, bool with_grad = true);
-  const Tensor& grad() const { return dlogits_; }  // d(mean loss)/d(logits)
+  // logits [..., C], targets int32 [...]. Computes the gradient too when `with_grad`.
+  Value forward(const Tensor& logits, const Tensor& targets, bool with_grad = true);
+  const Tensor& grad() const { return dlogits_; }  // d(mean loss)/d(logits), in the logits' shape
 
  private:
   Tensor dlogits_;

@@ -2,6 +2,7 @@
 // Callbacks observe the training loop (Keras-style): metrics files, console output,
 // checkpoints and guards plug in here instead of growing the loop itself.
 #include <cstdint>
+#include <optional>
 
 #include "mirrored/distribute/strategy.h"
 #include "mirrored/optim/optimizer.h"
@@ -43,6 +44,7 @@ struct LogPoint {
   double loss = 0.0;             // mean over replicas and the steps since the last point
   double lr = 0.0;
   double samples_per_sec = 0.0;  // global samples over the interval's wall time
+  std::optional<double> tokens_per_sec;  // token models: global tokens over the interval's wall time
   double comm_ms = 0.0;          // gradient all-reduce time per step (this rank)
   double exposed_comm_ms = 0.0;  // the part of it not hidden behind backward
 };
@@ -53,6 +55,13 @@ struct EpochEnd {
   double train_loss = 0.0;        // mean over the epoch's steps and replicas
   double seconds = 0.0;           // training time of the epoch (evaluation excluded)
   double samples_per_sec = 0.0;
+  EvalResult eval;                // the latest evaluation (this epoch end's when eval_every = 0)
+};
+
+// After each evaluation of the test (validation) set: at epoch ends, or every eval_every steps.
+struct EvalPoint {
+  int64_t step = 0;
+  int64_t epoch = 0;
   EvalResult eval;
 };
 
@@ -60,6 +69,7 @@ struct TrainSummary {
   int64_t steps = 0;
   double final_test_loss = 0.0;
   double final_test_accuracy = 0.0;
+  EvalResult final_eval;          // the last evaluation (loss and accuracy above repeat it)
   double samples_per_sec = 0.0;   // all replicas, step 0 of the run excluded
   bool preempted = false;         // stopped early after a preemption checkpoint
 };
@@ -74,6 +84,7 @@ class Callback {
   virtual void on_phase_end(TrainContext&, StepPhase) {}
   virtual void on_step_end(TrainContext&, const StepEnd&) {}
   virtual void on_log(TrainContext&, const LogPoint&) {}
+  virtual void on_evaluate(TrainContext&, const EvalPoint&) {}  // before the epoch's on_epoch_end
   virtual void on_epoch_end(TrainContext&, const EpochEnd&) {}
   virtual void on_train_end(TrainContext&, const TrainSummary&) {}
 };

@@ -19,7 +19,7 @@
 
 namespace mirrored::train {
 
-enum class ModelKind { kMlp, kCnn, kResnet };
+enum class ModelKind { kMlp, kCnn, kResnet, kGpt };
 enum class OptimizerKind { kSgd, kAdam, kAdamW };
 enum class ProgressSetting { kAuto, kBar, kPlain, kOff };
 enum class ResumeMode { kAuto, kNever, kPath };
@@ -43,6 +43,15 @@ struct TrainConfig {
   // model = resnet
   std::vector<int64_t> resnet_channels = {16, 32, 64};
   int64_t resnet_blocks = 2;
+  // model = gpt (data.train and data.test are token files, data/token_file.h)
+  int64_t gpt_layers = 4;
+  int64_t gpt_heads = 4;
+  int64_t gpt_width = 128;
+  int64_t gpt_context = 64;         // tokens per training window
+  double gpt_dropout = 0.0;
+  int64_t data_cache_mb = 256;      // token files: bound of the block cache (0: no bound)
+  int64_t eval_every = 0;           // steps between evaluations (0: at each epoch end)
+  int64_t eval_windows = 0;         // token models: validation windows evaluated (0: all that fit)
   // cnn and resnet
   bool sync_batchnorm = false;      // batch statistics over the global batch
   double dropout = 0.0;             // cnn: after each hidden fully connected layer
@@ -66,6 +75,8 @@ struct TrainConfig {
   double lr_min = 0.0;              // cosine: the rate at the last step
   std::vector<int64_t> lr_milestones;  // step: epochs after which the rate is multiplied by lr_gamma
   double lr_gamma = 0.1;            // step: the factor
+  int64_t lr_warmup_steps = 0;      // > 0: warmup in steps, in place of lr_warmup_epochs
+  int64_t lr_decay_steps = 0;       // > 0: cosine reaches lr_min at this step, not at the last epoch's end
   // run
   uint64_t seed = 7;
   std::string out = "runs/default";

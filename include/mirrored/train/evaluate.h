@@ -1,18 +1,28 @@
 #pragma once
 #include <cstdint>
 
+#include "mirrored/distribute/distributed_token_dataset.h"
 #include "mirrored/distribute/strategy.h"
 
 namespace mirrored::train {
 
+enum class EvalKind { kClassification, kLanguageModel };
+
 struct EvalResult {
-  double loss = 0.0;      // mean over every sample of the set
-  double accuracy = 0.0;
-  int64_t samples = 0;    // every sample once, summed over replicas
+  EvalKind kind = EvalKind::kClassification;
+  double loss = 0.0;      // mean over every sample of the set (language model: every token)
+  double accuracy = 0.0;  // classification: top-1 over samples; language model: next-token top-1
+  int64_t samples = 0;    // every sample (window) once, summed over replicas
+  // Language model on byte tokens: exp(loss), and loss in bits (bits per byte).
+  double perplexity() const;
+  double bits_per_byte() const;
 };
 
 // Data-parallel evaluation: each replica scores its share, then sums are reduced.
 EvalResult evaluate(distribute::MirroredStrategy& strategy, distribute::DistributedModel& model,
                     distribute::EvalDataset& data);
+// The same over fixed validation windows: the loss is the mean over every scored token.
+EvalResult evaluate(distribute::MirroredStrategy& strategy, distribute::DistributedModel& model,
+                    distribute::TokenEvalDataset& data);
 
 }  // namespace mirrored::train

@@ -22,6 +22,7 @@ struct ModelSpec {
   nn::MlpSpec mlp;
   nn::CnnSpec cnn;
   nn::ResNetSpec resnet;
+  nn::GptSpec gpt;           // vocab is set from the data by build_model
 };
 
 struct OptimizerSpec {
@@ -31,7 +32,7 @@ struct OptimizerSpec {
 };
 
 // The schedule in epochs; in_steps() converts once the steps per epoch are known. max_steps
-// does not bend the curve, so a run stopped by it and resumed follows the same rates as one
+// does not bend the curve (lr_decay_steps does, explicitly), so a run stopped by it and resumed follows the same rates as one
 // that never stopped; cosine ends with the last epoch.
 struct LrScheduleEpochs {
   optim::LrScheduleKind kind = optim::LrScheduleKind::kConstant;
@@ -41,6 +42,8 @@ struct LrScheduleEpochs {
   double min_lr = 0.0;
   std::vector<int64_t> milestones;  // epochs
   double gamma = 0.1;
+  int64_t warmup_steps = 0;  // > 0: replaces warmup_epochs
+  int64_t decay_steps = 0;   // > 0: cosine ends here instead of at the last epoch's end
   optim::LrScheduleSpec in_steps(int64_t steps_per_epoch) const;
 };
 

@@ -2,7 +2,8 @@
 // The training loop, written against the strategy API a library user would use for a
 // custom loop. Set-up (data, model, optimizer, resume) happens in the constructor; fit()
 // runs the steps (train_step.h, the one step of the project), a log point every
-// `log_every` steps, and an evaluation at each epoch end. Everything around the loop is
+// `log_every` steps, and an evaluation at each epoch end (or every `eval_every` steps).
+// The data, images or tokens, sits behind TrainingData (training_data.h). Everything around the loop is
 // a Callback: `mirrored train` adds the standard ones, `bench train` a timing one.
 #include <cstdint>
 #include <memory>
@@ -43,13 +44,14 @@ class Trainer {
   int64_t steps_per_epoch() const;
 
  private:
-  class BatchStream;
   struct State;
   void begin();
   void run_epoch(int64_t epoch);
-  StepEnd step(int64_t epoch, int64_t step_in_epoch, BatchStream& batches);
+  StepEnd step(int64_t epoch, int64_t step_in_epoch);
   void log_point(int64_t epoch);
   void end_epoch(int64_t epoch);
+  void evaluate_now(int64_t epoch);
+  void record_eval(const EvalResult& eval);
   TrainSummary finish();
   template <typename Fn>
   void for_each_callback(Fn&& fn);

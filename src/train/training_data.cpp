@@ -1,0 +1,13 @@
+#include "mirrored/train/training_data.h"
+
+#include "training_data_kinds.h"
+
+namespace mirrored::train {
+
+std::unique_ptr<TrainingData> load_training_data(const TrainConfig& config, const LibraryOptions& lib,
+                                                 distribute::MirroredStrategy& strategy, bool with_eval) {
+  if (lib.model.kind == ModelKind::kGpt) return token_training_data(config, lib, strategy, with_eval);
+  return image_training_data(config, lib, strategy, with_eval);
+}
+
+}  // namespace mirrored::train
