@@ -23,4 +23,12 @@ CrossEntropyLoss::Value CrossEntropyLoss::forward(const Tensor& logits, const Te
   return value;
 }
 
+void CrossEntropyLoss::forward_to(const Tensor& logits, const Tensor& labels, Tensor& mean_loss) {
+  MIRRORED_CHECK(logits.rank() == 2, "CrossEntropyLoss expects [N, C] logits, got ", shape_str(logits.shape()));
+  const int64_t count = logits.dim(0);
+  ensure_shape(dlogits_, logits.shape(), DType::kF32, logits.device());
+  const float grad_scale = count > 0 ? 1.0f / static_cast<float>(count) : 0.0f;  // as forward()
+  kernels::softmax_cross_entropy_mean(logits, labels, &dlogits_, grad_scale, mean_loss, workspace_);
+}
+
 }  // namespace mirrored::nn

@@ -17,14 +17,16 @@ std::string fixed(double value, int digits) {
 }  // namespace
 
 void MetricsLogger::on_log(TrainContext& ctx, const LogPoint& point) {
-  ctx.run_dir.log_metrics({{"kind", std::string("train")},
-                           {"step", point.step},
-                           {"epoch", point.epoch + 1},
-                           {"loss", point.loss},
-                           {"lr", point.lr},
-                           {"samples_per_sec", point.samples_per_sec},
-                           {"comm_ms", point.comm_ms},
-                           {"exposed_comm_ms", point.exposed_comm_ms}});
+  io::JsonRecord record{{"kind", std::string("train")},
+                        {"step", point.step},
+                        {"epoch", point.epoch + 1},
+                        {"loss", point.loss},
+                        {"lr", point.lr},
+                        {"samples_per_sec", point.samples_per_sec},
+                        {"comm_ms", point.comm_ms},
+                        {"exposed_comm_ms", point.exposed_comm_ms}};
+  if (point.grad_norm) record.emplace_back("grad_norm", *point.grad_norm);
+  ctx.run_dir.log_metrics(record);
 }
 
 void MetricsLogger::on_epoch_end(TrainContext& ctx, const EpochEnd& end) {
