@@ -108,6 +108,25 @@ TEST_F(TrainStep, LossesGoWhereTheCallerKeepsThem) {
   EXPECT_EQ(losses.sum(1, 2), static_cast<double>(losses.loss(1)));
 }
 
+TEST(StepLosses, StepLossIsTheFloatMeanOfItsMicroBatchesAndSumsAreDoubles) {
+  train::StepLosses losses(Device::cpu(), 3, 4);
+  const std::vector<std::vector<float>> steps = {{0.1f, 0.2f, 0.7f}, {1.0f, 1e-8f, 2.0f}};
+  for (size_t i = 0; i < steps.size(); ++i) {
+    Tensor slots = losses.slots(static_cast<int64_t>(i));
+    for (int m = 0; m < 3; ++m) slots.data<float>()[m] = steps[i][m];
+  }
+  const float first = (0.1f + 0.2f + 0.7f) / 3.0f, second = (1.0f + 1e-8f + 2.0f) / 3.0f;
+  EXPECT_EQ(losses.loss(0), first);
+  EXPECT_EQ(losses.sum(0, 2), static_cast<double>(first) + static_cast<double>(second));
+  EXPECT_EQ(losses.sum(1, 2), static_cast<double>(second));
+  losses.restart();  // a new epoch writes from index 0 again
+  losses.slots(0).data<float>()[0] = 3.0f;
+  losses.slots(0).data<float>()[1] = 3.0f;
+  losses.slots(0).data<float>()[2] = 3.0f;
+  EXPECT_EQ(losses.loss(0), 3.0f);
+  EXPECT_THROW(losses.slots(4), Error);
+}
+
 std::vector<float> minus(const std::vector<float>& a, const std::vector<float>& b) {
   std::vector<float> d(a.size());
   for (size_t i = 0; i < a.size(); ++i) d[i] = a[i] - b[i];
