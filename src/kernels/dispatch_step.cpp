@@ -66,7 +66,9 @@ void sum_squares(const Tensor& x, Tensor& sum, Tensor& workspace) {
   require_f32(op, {&x});
   require_scalar(op, sum, DType::kF32, 1, "the sum");
   if (cuda) {
+#ifdef MIRRORED_WITH_CUDA
     ensure_shape(workspace, {2 * cuda::sum_squares_partials(x.numel())}, DType::kF32, x.device());  // doubles
+#endif
     MIRRORED_ON_CUDA(x, sum_squares, x.data<float>(), x.numel(), sum.data<float>(),
                      static_cast<double*>(workspace.raw()));
   }
