@@ -11,6 +11,7 @@
 #include <mirrored/train/library_options.h>
 #include <mirrored/train/model_factory.h>
 #include <mirrored/train/optimizer_factory.h>
+#include <mirrored/train/step_losses.h>
 #include <mirrored/train/train_step.h>
 
 #include <cstdio>
@@ -47,16 +48,25 @@ int main(int argc, char** argv) {
     auto optimizer = train::make_optimizer(options.optimizer, model.parameters());
     mirrored::nn::CrossEntropyLoss loss_fn;
 
+    // The losses stay on the model's device until they are printed, every 100 steps: a
+    // step never waits for a GPU to hand its loss back.
+    constexpr int64_t kPrintEvery = 100;
+    train::StepLosses losses(model.parameters().flat_params().device(), options.accumulate_steps, kPrintEvery);
     int64_t done = 0;
     for (int64_t epoch = 0; done < steps; ++epoch) {
       for (const auto& batch : train_data.epoch(epoch)) {
         // One replica's step: forward, backward, gradients averaged over replicas, update.
-        const train::StepResult result = strategy.run(
-            train::train_step, model, *optimizer, loss_fn,
-            [&]() -> const mirrored::Batch& { return batch; }, done, train::StepHooks{});
-        const float mean_loss = strategy.reduce(mirrored::ReduceOp::kMean, result.loss);
-        if (++done % 100 == 0)
-          mirrored::chief_print(mirrored::str_cat("step ", done, "  loss ", mean_loss));
+        train::StepHooks hooks;
+        hooks.losses = losses.slots(done % kPrintEvery);
+        strategy.run(train::train_step, model, *optimizer, loss_fn, [&]() -> const mirrored::Batch& { return batch; },
+                     done, hooks);
+        if (++done % kPrintEvery == 0) {
+          const double local = losses.sum(0, kPrintEvery) / static_cast<double>(kPrintEvery);
+          const double mean_loss = strategy.reduce(mirrored::ReduceOp::kMean, local);
+          mirrored::chief_print(mirrored::str_cat("step ", done, "  loss ", mean_loss, " (mean of the last ",
+                                                  kPrintEvery, " steps)"));
+          losses.restart();
+        }
         if (done == steps) break;
       }
     }

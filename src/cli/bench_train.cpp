@@ -83,7 +83,8 @@ class StepTimer final : public train::Callback {
   }
   void on_step_end(train::TrainContext&, const train::StepEnd& end) override {
     if (timed_) step_seconds_ += end.seconds;
-    last_loss_ = end.local_loss;
+    last_losses_ = end.losses;  // read once, at the end
+    last_index_ = end.step_in_epoch;
   }
   void on_train_end(train::TrainContext& ctx, const train::TrainSummary&) override;
 
@@ -93,7 +94,8 @@ class StepTimer final : public train::Callback {
   Stopwatch phase_clock_;
   double seconds_[train::kStepPhases] = {};
   double step_seconds_ = 0.0;
-  float last_loss_ = 0.0f;
+  train::StepLosses* last_losses_ = nullptr;
+  int64_t last_index_ = 0;
   long faults_before_ = 0;
 };
 
@@ -104,7 +106,7 @@ void StepTimer::on_train_end(train::TrainContext& ctx, const train::TrainSummary
   for (int p = 0; p < kPhases; ++p) figures[p] = seconds_[p];
   figures[kPhases] = step_seconds_;
   figures[kPhases + 1] = static_cast<double>(minor_page_faults() - faults_before_);
-  figures[kPhases + 2] = last_loss_;
+  figures[kPhases + 2] = last_losses_ ? last_losses_->loss(last_index_) : 0.0f;
   ctx.strategy.communicator().allreduce(figures, kPhases + 3, comm::ReduceOp::kMean);
   const double steps = static_cast<double>(steps_);
   const double ms_per_step = figures[kPhases] / steps * 1e3;

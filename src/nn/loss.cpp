@@ -33,4 +33,18 @@ CrossEntropyLoss::Value CrossEntropyLoss::forward(const Tensor& logits, const Te
   return value;
 }
 
+void CrossEntropyLoss::forward_to(const Tensor& logits, const Tensor& targets, Tensor& mean_loss) {
+  const Shape& shape = logits.shape();
+  MIRRORED_CHECK(logits.rank() >= 2 && Shape(shape.begin(), shape.end() - 1) == targets.shape(),
+                 "CrossEntropyLoss expects logits [..., C] and targets [...] with the same leading dimensions, got ",
+                 shape_str(shape), " and ", shape_str(targets.shape()));
+  const int64_t classes = shape.back();
+  const int64_t count = logits.numel() / std::max<int64_t>(classes, 1);
+  ensure_shape(dlogits_, shape, DType::kF32, logits.device());
+  Tensor grad_rows = dlogits_.reshape({count, classes});
+  const float grad_scale = count > 0 ? 1.0f / static_cast<float>(count) : 0.0f;  // as forward()
+  kernels::softmax_cross_entropy_mean(logits.reshape({count, classes}), targets.reshape({count}), &grad_rows,
+                                      grad_scale, mean_loss, workspace_);
+}
+
 }  // namespace mirrored::nn

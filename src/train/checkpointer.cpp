@@ -276,6 +276,7 @@ void Checkpointer::on_epoch_end(TrainContext& ctx, const EpochEnd& end) {
 }
 
 void Checkpointer::save(TrainContext& ctx, int64_t step) {
+  if (ctx.settle_guard) ctx.settle_guard();  // every rank: it may end the run, and corrects the optimizer's steps
   if (!ctx.strategy.is_chief()) return;
   const std::string dir = checkpoint_dir(ctx.config);
   std::error_code error;

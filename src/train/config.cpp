@@ -236,6 +236,8 @@ const std::vector<Option>& options() {
       real_option("momentum", "sgd momentum", &TrainConfig::momentum, 0, 1, false, true, "a number in [0, 1)"),
       real_option("weight_decay", "L2 penalty (decoupled for adamw)", &TrainConfig::weight_decay, 0, 1e6, false,
                   false, "a number >= 0"),
+      real_option("grad_clip", "clip the averaged gradient to this global L2 norm before each update (0: off)",
+                  &TrainConfig::grad_clip, 0, 1e6, false, false, "a number >= 0"),
       enum_option<LrScheduleKind>(
           "lr_schedule",
           "learning rate after warmup: constant, cosine (decays to lr_min at the end of the last epoch) or step "

@@ -87,20 +87,23 @@ void ProgressReporter::on_step_end(TrainContext& ctx, const StepEnd& step) {
     clock_offset_ = step.seconds;  // the clock starts at the end of the epoch's first step
     epoch_steps_ = step.step_in_epoch;
     timed_steps_ = 0;
-    epoch_loss_sum_ = 0.0;
+    first_index_ = step.step_in_epoch;
     run_steps_at_epoch_start_ = step.step - 1 - step.step_in_epoch;
     // The epoch's last step: its own length, or where max_steps cuts the run short.
     epoch_steps_total_ = std::min(ctx.steps_per_epoch, ctx.total_steps - run_steps_at_epoch_start_);
   }
   ++epoch_steps_;
   ++timed_steps_;
-  epoch_loss_sum_ += step.local_loss;
   if (style_ != ProgressStyle::kBar) return;
   const bool last = epoch_steps_ == epoch_steps_total_;
-  if (last || timed_steps_ == 1 || redraw_clock_.seconds() >= kRedrawSeconds) draw_bar(ctx, step.epoch, epoch_steps_);
+  if (last || timed_steps_ == 1 || redraw_clock_.seconds() >= kRedrawSeconds) {
+    // The losses come to the host only here, at a redraw (on a GPU a wait for the step).
+    const double loss_sum = step.losses ? step.losses->sum(first_index_, step.step_in_epoch + 1) : 0.0;
+    draw_bar(ctx, step.epoch, epoch_steps_, loss_sum);
+  }
 }
 
-void ProgressReporter::draw_bar(TrainContext& ctx, int64_t epoch, int64_t steps_done) {
+void ProgressReporter::draw_bar(TrainContext& ctx, int64_t epoch, int64_t steps_done, double loss_sum) {
   const double elapsed = epoch_clock_.seconds() + clock_offset_;
   const double per_step = elapsed / static_cast<double>(std::max<int64_t>(timed_steps_, 1));
   const double samples_per_sec =
@@ -108,7 +111,7 @@ void ProgressReporter::draw_bar(TrainContext& ctx, int64_t epoch, int64_t steps_
   const double eta = per_step * static_cast<double>(epoch_steps_total_ - steps_done);
   const std::string line =
       format_bar(epoch + 1, ctx.config.epochs, steps_done, epoch_steps_total_, samples_per_sec,
-                 epoch_loss_sum_ / static_cast<double>(std::max<int64_t>(timed_steps_, 1)), eta,
+                 loss_sum / static_cast<double>(std::max<int64_t>(timed_steps_, 1)), eta,
                  terminal_width(stream_) - 1);
   write("\r" + line + "\x1b[K");  // erase what a longer previous line left behind
   bar_open_ = true;

@@ -25,15 +25,16 @@ std::string eval_text(const EvalResult& eval) {
 }  // namespace
 
 void MetricsLogger::on_log(TrainContext& ctx, const LogPoint& point) {
-  io::JsonRecord record = {{"kind", std::string("train")},
-                           {"step", point.step},
-                           {"epoch", point.epoch + 1},
-                           {"loss", point.loss},
-                           {"lr", point.lr},
-                           {"samples_per_sec", point.samples_per_sec}};
+  io::JsonRecord record{{"kind", std::string("train")},
+                        {"step", point.step},
+                        {"epoch", point.epoch + 1},
+                        {"loss", point.loss},
+                        {"lr", point.lr},
+                        {"samples_per_sec", point.samples_per_sec}};
   if (point.tokens_per_sec) record.emplace_back("tokens_per_sec", *point.tokens_per_sec);
   record.emplace_back("comm_ms", point.comm_ms);
   record.emplace_back("exposed_comm_ms", point.exposed_comm_ms);
+  if (point.grad_norm) record.emplace_back("grad_norm", *point.grad_norm);
   ctx.run_dir.log_metrics(record);
 }
 

@@ -10,13 +10,16 @@ void TensorBoardLogger::on_train_begin(TrainContext& ctx) {
 
 void TensorBoardLogger::on_log(TrainContext&, const LogPoint& point) {
   if (!writer_) return;
-  writer_->add_scalars(point.step, {{"train/loss", static_cast<float>(point.loss)},
-                                    {"train/lr", static_cast<float>(point.lr)},
-                                    {"train/samples_per_sec", static_cast<float>(point.samples_per_sec)},
-                                    {"train/comm_ms", static_cast<float>(point.comm_ms)},
-                                    {"train/exposed_comm_ms", static_cast<float>(point.exposed_comm_ms)}});
+  std::vector<io::Scalar> scalars{
+      {"train/loss", static_cast<float>(point.loss)},
+      {"train/lr", static_cast<float>(point.lr)},
+      {"train/samples_per_sec", static_cast<float>(point.samples_per_sec)},
+      {"train/comm_ms", static_cast<float>(point.comm_ms)},
+      {"train/exposed_comm_ms", static_cast<float>(point.exposed_comm_ms)}};
   if (point.tokens_per_sec)
-    writer_->add_scalars(point.step, {{"train/tokens_per_sec", static_cast<float>(*point.tokens_per_sec)}});
+    scalars.push_back({"train/tokens_per_sec", static_cast<float>(*point.tokens_per_sec)});
+  if (point.grad_norm) scalars.push_back({"train/grad_norm", static_cast<float>(*point.grad_norm)});
+  writer_->add_scalars(point.step, scalars);
 }
 
 void TensorBoardLogger::on_evaluate(TrainContext&, const EvalPoint& point) {

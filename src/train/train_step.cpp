@@ -1,6 +1,8 @@
 #include "mirrored/train/train_step.h"
 
+#include "mirrored/core/error.h"
 #include "mirrored/train/non_finite_guard.h"
+#include "mirrored/train/step_losses.h"
 
 namespace mirrored::train {
 
@@ -17,6 +19,11 @@ StepResult train_step(distribute::DistributedModel& model, optim::Optimizer& opt
   };
   const int micro_batches = model.accumulate_steps();
   StepResult result;
+  result.losses = hooks.losses.defined()
+                      ? hooks.losses
+                      : Tensor({micro_batches}, DType::kF32, model.parameters().flat_params().device());
+  MIRRORED_CHECK(result.losses.numel() == micro_batches, "train_step: room for ", result.losses.numel(),
+                 " losses, ", micro_batches, " micro-batches");
   model.zero_grad();
   for (int micro = 0; micro < micro_batches; ++micro) {
     model.set_step(step * micro_batches + micro);  // dropout masks are keyed by it
@@ -26,20 +33,23 @@ StepResult train_step(distribute::DistributedModel& model, optim::Optimizer& opt
       batch = &next_batch();
     }
     done(StepPhase::kData);
-    const auto value = loss_fn.forward(model.forward(batch->inputs, nn::Mode::kTrain), batch->targets);
+    Tensor micro_loss = result.losses.view(micro, {1});
+    loss_fn.forward_to(model.forward(batch->inputs, nn::Mode::kTrain), batch->targets, micro_loss);
     done(StepPhase::kForward);
     // The last micro-batch's backward also starts the all-reduce, bucket by bucket.
     model.backward(loss_fn.grad());
     done(StepPhase::kBackward);
-    result.loss += value.mean_loss;
   }
-  result.loss /= static_cast<float>(micro_batches);
   model.synchronize_gradients();
   done(StepPhase::kAllreduce);
   {
     Timeline::Span span(hooks.timeline, kOptimizer, "optimizer");
-    result.updated = hooks.guard == nullptr || hooks.guard->allow_update(model.parameters(), step + 1, result.loss);
-    if (result.updated) optimizer.step();
+    // Flagged before clipping: a NaN would make the norm, and so every gradient, NaN.
+    if (hooks.guard) hooks.guard->flag(model.parameters().flat_grads(), optimizer, step + 1);
+    if (hooks.grad_clip > 0.0f) model.clip_gradient_norm(hooks.grad_clip);
+    optimizer.step();
+    if (hooks.guard && hooks.guard->settles_every_step())
+      hooks.guard->settle(optimizer, [&](int64_t) -> std::optional<float> { return step_loss(result.losses); });
   }
   done(StepPhase::kOptimizer);
   return result;

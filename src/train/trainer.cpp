@@ -14,6 +14,7 @@
 #include "mirrored/train/optimizer_factory.h"
 #include "mirrored/train/run_directory.h"
 #include "mirrored/train/run_setup.h"
+#include "mirrored/train/step_losses.h"
 #include "mirrored/train/timeline_writer.h"
 #include "mirrored/train/train_step.h"
 #include "mirrored/train/training_data.h"
@@ -21,9 +22,10 @@
 namespace mirrored::train {
 namespace {
 
-// Sums over the steps between two log points, reduced across replicas at the point.
+// Sums over the steps between two log points, reduced across replicas at the point. The
+// losses stay on the device (StepLosses) until then.
 struct Interval {
-  double loss_sum = 0.0;
+  int64_t first_index = 0;  // the epoch index of its first step
   double comm_seconds = 0.0;
   double exposed_seconds = 0.0;
   int64_t steps = 0;
@@ -63,6 +65,8 @@ struct Trainer::State {
   std::optional<optim::LrSchedule> lr_schedule;
   std::optional<TrainContext> ctx;
   std::optional<NonFiniteGuard> guard;
+  StepLosses losses;          // this replica's losses of the current epoch, on the model's device
+  int64_t current_epoch = -1;
   std::vector<std::unique_ptr<Callback>> callbacks;
   ResumePoint resumed;
   TrainSummary summary;
@@ -116,6 +120,8 @@ Trainer::Trainer(const TrainConfig& config, distribute::Runtime& runtime, Traine
   s.lr_schedule.emplace(s.lib.lr_schedule.in_steps(s.steps_per_epoch));
   s.ctx.emplace(TrainContext{s.config, s.strategy, *s.model, *s.optimizer, *s.run_dir, s.steps_per_epoch, s.total_steps});
   s.guard.emplace(s.config, s.strategy.is_chief());
+  s.losses = StepLosses(s.model->parameters().flat_params().device(), s.lib.accumulate_steps, s.steps_per_epoch);
+  s.ctx->settle_guard = [this] { settle_guard(); };
 }
 
 Trainer::~Trainer() = default;
@@ -158,6 +164,8 @@ void Trainer::run_epoch(int64_t epoch) {
   s.interval = Interval{};
   s.interval_eval_seconds = 0.0;
   s.epoch_totals = EpochTotals{};
+  s.losses.restart();
+  s.current_epoch = epoch;
   // A resumed run starts its first epoch at the step after the checkpoint.
   const int64_t first_step =
       epoch == s.resumed.step / s.steps_per_epoch ? s.resumed.step % s.steps_per_epoch : 0;
@@ -188,10 +196,12 @@ StepEnd Trainer::step(int64_t epoch, int64_t step_in_epoch) {
   StepHooks hooks;
   hooks.timeline = &s.timeline;
   hooks.guard = &*s.guard;
+  hooks.losses = s.losses.slots(step_in_epoch);
+  hooks.grad_clip = static_cast<float>(s.config.grad_clip);
   hooks.phase_done = [&](StepPhase phase) { for_each_callback([&](Callback& c) { c.on_phase_end(ctx, phase); }); };
-  const StepResult result = s.strategy.run(train_step, *s.model, *s.optimizer, s.loss_fn,
-                                           [&]() -> const distribute::Batch& { return s.data->next_batch(); },
-                                           s.summary.steps, hooks);
+  s.strategy.run(train_step, *s.model, *s.optimizer, s.loss_fn,
+                 [&]() -> const distribute::Batch& { return s.data->next_batch(); },
+                 s.summary.steps, hooks);
   const double seconds = step_clock.seconds();
   s.epoch_totals.seconds += seconds;
   if (s.summary.steps > 0) {
@@ -200,23 +210,38 @@ StepEnd Trainer::step(int64_t epoch, int64_t step_in_epoch) {
   }
   ++s.summary.steps;
   ++s.epoch_totals.steps;
-  s.interval.loss_sum += result.loss;
+  if (s.interval.steps == 0) s.interval.first_index = step_in_epoch;
   s.interval.comm_seconds += s.model->comm_stats().comm_seconds;
   s.interval.exposed_seconds += s.model->comm_stats().exposed_seconds;
   ++s.interval.steps;
-  const StepEnd end{s.summary.steps, epoch, step_in_epoch, result.loss, seconds};
+  const StepEnd end{s.summary.steps, epoch, step_in_epoch, &s.losses, seconds};
   for_each_callback([&](Callback& c) { c.on_step_end(ctx, end); });
   return end;
 }
 
+// Reads what the device kept of the NaN/Inf guard's decisions and applies nan_policy.
+void Trainer::settle_guard() {
+  State& s = *s_;
+  s.guard->settle(*s.optimizer, [&s](int64_t step) -> std::optional<float> {
+    const int64_t index = step - 1 - s.current_epoch * s.steps_per_epoch;  // global steps are epoch * spe + index
+    if (index < 0 || index >= s.steps_per_epoch) return std::nullopt;
+    return s.losses.loss(index);
+  });
+}
+
 void Trainer::log_point(int64_t epoch) {
   State& s = *s_;
+  settle_guard();  // before anything is reported or saved
   Interval& interval = s.interval;
   const auto steps = static_cast<double>(interval.steps);
   LogPoint point;
   point.step = s.summary.steps;
   point.epoch = epoch;
-  point.loss = s.strategy.reduce(distribute::ReduceOp::kMean, interval.loss_sum) / steps;
+  // The interval's losses come to the host here: on a GPU the one wait for the step.
+  const double loss_sum = s.losses.sum(interval.first_index, interval.first_index + interval.steps);
+  point.loss = s.strategy.reduce(distribute::ReduceOp::kMean, loss_sum) / steps;
+  // The same on every replica (clipped after the all-reduce): the last step's, not reduced.
+  if (s.config.grad_clip > 0.0) point.grad_norm = s.model->gradient_norm().to_vector().at(0);
   point.lr = s.optimizer->lr();
   const double interval_seconds = std::max(interval.clock.seconds() - s.interval_eval_seconds, 1e-9);
   s.interval_eval_seconds = 0.0;
@@ -279,6 +304,7 @@ TrainSummary Trainer::finish() {
     s.model->synchronize_buffers();
     record_eval(s.data->evaluate(s.strategy, *s.model));
   }
+  settle_guard();  // a no-op after the last log point, which settled already
   if (s.guard->skipped() > 0)
     chief_info(str_cat("skipped ", s.guard->skipped(), " step(s) with NaN/Inf gradients (nan_policy = skip)"));
   if (s.timed_steps > 0)

@@ -9,6 +9,7 @@
 // micro-batches and all replicas.
 #include <memory>
 
+#include "mirrored/distribute/gradient_clipper.h"
 #include "mirrored/distribute/gradient_reducer.h"
 #include "mirrored/nn/model.h"
 
@@ -42,6 +43,11 @@ class DistributedModel {
   void zero_grad();
   void backward(const Tensor& dloss_dout);
   void synchronize_gradients();
+  // After synchronize_gradients: scales the averaged gradient to a global L2 norm of at
+  // most `max_norm` (GradientClipper), on the device, the same on every replica.
+  void clip_gradient_norm(float max_norm) { clipper_.clip(model_->parameters().flat_grads(), max_norm); }
+  // The norm before the last clip (f32 [1] on the model's device; undefined before one).
+  const Tensor& gradient_norm() const { return clipper_.norm(); }
 
   int accumulate_steps() const { return accumulate_steps_; }
   const CommStats& comm_stats() const { return reducer_->last_step_stats(); }
@@ -64,6 +70,7 @@ class DistributedModel {
   int backward_passes_ = 0;  // since zero_grad()
   comm::Communicator* comm_;
   std::unique_ptr<CommunicatorReducer> cross_replica_;  // the model's layers point at it
+  GradientClipper clipper_;
 };
 
 }  // namespace mirrored::distribute

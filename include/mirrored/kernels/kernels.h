@@ -36,6 +36,13 @@ struct CrossEntropyResult {
 };
 CrossEntropyResult softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor* dlogits,
                                          float grad_scale);
+// The same loss left on the device for the training step: mean_loss (f32 [1], on the logits'
+// device) = float(loss_sum / N), the CPU's value bit for bit there, queued without a host
+// wait. `workspace` belongs to the caller, sized by the op (the GPU's per-row losses). On a
+// GPU a label outside [0, C) gives a NaN loss instead of an error (reporting it would stall
+// the stream); the CPU still fails its check.
+void softmax_cross_entropy_mean(const Tensor& logits, const Tensor& labels, Tensor* dlogits, float grad_scale,
+                                Tensor& mean_loss, Tensor& workspace);
 
 // x *= alpha
 void scale(Tensor& x, float alpha);
@@ -57,6 +64,20 @@ bool all_finite(const Tensor& x);
 // skip flag, it makes the update leave parameters and state untouched; the host can read
 // the flag later (after the step) to count or report the skipped step.
 void flag_non_finite(const Tensor& x, Tensor& flag);
+// The guard's bookkeeping over several steps, on the device (no host wait). After
+// flag_non_finite for update `step` (1-based, < 2^31): when `flag` is set, tally (int32 [2],
+// same device) = {tally[0] + 1, tally[1] ? tally[1] : step}, i.e. the steps flagged and the
+// first of them since the tally was zeroed. With `latch`, a tally that has counted a step
+// sets `flag` again, so no later update applies until the host has read and zeroed it.
+void tally_non_finite(Tensor& flag, Tensor& tally, int64_t step, bool latch);
+
+// Gradient clipping by global L2 norm, torch.nn.utils.clip_grad_norm_ semantics, in two
+// device steps so that the sum can be added over replicas in between (a sharded gradient):
+// sum_squares[0] = sum x^2 (f32 [1]; summed in double, in a fixed order on every device);
+// then x *= clip_scale(sqrt(sum), max_norm) (kernels/clip_math.h) and norm[0] = sqrt(sum).
+// `workspace` belongs to the caller, sized by the op (the GPU's per-block partial sums).
+void sum_squares(const Tensor& x, Tensor& sum, Tensor& workspace);
+void scale_by_clip(Tensor& x, const Tensor& sum_squares, float max_norm, Tensor& norm);
 
 // SGD with momentum and L2 weight decay, PyTorch semantics:
 //   g' = g + weight_decay * p;  v = momentum * v + g';  p -= lr * (nesterov ? g' + momentum * v : v)

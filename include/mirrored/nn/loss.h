@@ -17,11 +17,17 @@ class CrossEntropyLoss {
     int64_t count = 0;
   };
   // logits [..., C], targets int32 [...]. Computes the gradient too when `with_grad`.
+  // Reads the loss back: on a GPU the host waits for the batch.
   Value forward(const Tensor& logits, const Tensor& targets, bool with_grad = true);
+  // The training form: computes the gradient and writes the batch's mean loss into
+  // `mean_loss` (f32 [1] on the logits' device) without a host wait, so a step can leave its
+  // losses on the device until someone reports them. The CPU value equals forward()'s.
+  void forward_to(const Tensor& logits, const Tensor& targets, Tensor& mean_loss);
   const Tensor& grad() const { return dlogits_; }  // d(mean loss)/d(logits), in the logits' shape
 
  private:
   Tensor dlogits_;
+  Tensor workspace_;  // forward_to's per-row scratch on a GPU
 };
 
 }  // namespace mirrored::nn

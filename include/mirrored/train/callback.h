@@ -2,12 +2,14 @@
 // Callbacks observe the training loop (Keras-style): metrics files, console output,
 // checkpoints and guards plug in here instead of growing the loop itself.
 #include <cstdint>
+#include <functional>
 #include <optional>
 
 #include "mirrored/distribute/strategy.h"
 #include "mirrored/optim/optimizer.h"
 #include "mirrored/train/config.h"
 #include "mirrored/train/evaluate.h"
+#include "mirrored/train/step_losses.h"
 #include "mirrored/train/train_step.h"
 
 namespace mirrored::train {
@@ -27,13 +29,19 @@ struct TrainContext {
   // Set with stop_training when the run must end at once (preemption): no evaluation, no
   // final files; the command exits with ExitCode::kPreempted.
   bool preempted = false;
+  // Reads the NaN/Inf guard's device state and applies nan_policy (it may throw): whatever
+  // saves the training state calls it first, so a checkpoint never holds a step whose
+  // update the guard has skipped without the host knowing. Set by the Trainer.
+  std::function<void()> settle_guard = nullptr;
 };
 
 struct StepEnd {
   int64_t step = 0;            // steps completed in the run, this one included
   int64_t epoch = 0;           // 0-based
   int64_t step_in_epoch = 0;   // 0-based index of this step within its epoch
-  float local_loss = 0.0f;     // this replica's mean loss (not reduced)
+  // This replica's losses of the epoch so far, left on the device: losses->loss(step_in_epoch)
+  // is this step's (not reduced). Reading waits for the GPU: read only where it is shown.
+  StepLosses* losses = nullptr;
   double seconds = 0.0;        // this step's wall time on this rank
 };
 
@@ -47,6 +55,8 @@ struct LogPoint {
   std::optional<double> tokens_per_sec;  // token models: global tokens over the interval's wall time
   double comm_ms = 0.0;          // gradient all-reduce time per step (this rank)
   double exposed_comm_ms = 0.0;  // the part of it not hidden behind backward
+  // grad_clip > 0: the L2 norm of the averaged gradient of the point's step, before clipping.
+  std::optional<double> grad_norm;
 };
 
 struct EpochEnd {

@@ -68,6 +68,7 @@ struct TrainConfig {
   double lr = 0.05;
   double momentum = 0.9;
   double weight_decay = 0.0;
+  double grad_clip = 0.0;           // > 0: the averaged gradient's global L2 norm is clipped to it
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   // learning-rate schedule (optim/lr_schedule.h), in epochs of the training set
   optim::LrScheduleKind lr_schedule = optim::LrScheduleKind::kConstant;

@@ -38,7 +38,8 @@ class ProgressReporter final : public Callback {
   void on_epoch_end(TrainContext& ctx, const EpochEnd& end) override;
 
  private:
-  void draw_bar(TrainContext& ctx, int64_t epoch, int64_t steps_done);
+  // `loss_sum`: this rank's losses of the epoch's steps so far (the bar costs no collective).
+  void draw_bar(TrainContext& ctx, int64_t epoch, int64_t steps_done, double loss_sum);
   void write(const std::string& text);
 
   ProgressStyle style_;
@@ -53,7 +54,7 @@ class ProgressReporter final : public Callback {
   int64_t epoch_steps_ = 0;        // steps of this epoch done (a resumed run starts mid-epoch)
   int64_t timed_steps_ = 0;        // steps since epoch_clock_ started
   int64_t epoch_steps_total_ = 0;
-  double epoch_loss_sum_ = 0.0;  // this rank's losses: the bar costs no collective per step
+  int64_t first_index_ = 0;        // the epoch index of the first step the bar averages
   int64_t run_steps_at_epoch_start_ = 0;
 };
 

@@ -5,7 +5,11 @@
 //   for each of the model's accumulate_steps micro-batches:
 //     data -> forward -> loss -> backward (the last backward starts the bucket all-reduces)
 //   synchronize_gradients (mean over replicas and micro-batches)
-//   -> NaN/Inf guard -> optimizer step
+//   -> NaN/Inf flag -> gradient clipping -> optimizer step
+//
+// Nothing in it waits for a GPU: the losses stay on the device (StepResult::losses), the
+// NaN/Inf guard and the clipping decide there, and the host reads them when it reports.
+
 #include <cstdint>
 #include <functional>
 
@@ -26,13 +30,19 @@ const char* step_phase_name(StepPhase phase);  // "data", "forward", "backward",
 struct StepHooks {
   Timeline* timeline = nullptr;      // "data" and "optimizer" spans (the model records its own)
   NonFiniteGuard* guard = nullptr;   // null: every update is applied
+  // Where the micro-batch losses go: f32 [accumulate_steps] on the model's device (e.g.
+  // StepLosses::slots). Undefined: train_step allocates them, once per call.
+  Tensor losses;
+  // > 0: clip the averaged gradient to this global L2 norm before the update (grad_clip).
+  float grad_clip = 0.0f;
   // Called as each phase ends; with micro-batches, data/forward/backward once per micro-batch.
   std::function<void(StepPhase)> phase_done;
 };
 
 struct StepResult {
-  float loss = 0.0f;     // this replica's mean loss over the step's micro-batches (not reduced)
-  bool updated = true;   // false when the guard skipped the update (nan_policy = skip)
+  // This replica's mean loss of each micro-batch (not reduced), on the model's device:
+  // step_loss(losses) (step_losses.h) reads the step's loss, waiting for the GPU.
+  Tensor losses;
 };
 
 // The next batch of this replica; the reference stays valid until the next call.

@@ -91,4 +91,10 @@ void attention_forward(const float* qkv, int64_t b, int64_t t, int64_t c, int64_
 void attention_backward(const float* qkv, const float* probs, const float* dout, int64_t b, int64_t t, int64_t c,
                         int64_t heads, float* dqkv, float* dscores);
 
+// Per-step statistics kept beside the parameters (kernels.h: tally_non_finite, sum_squares,
+// scale_by_clip); step_stats.cpp.
+void tally_non_finite(int32_t* flag, int32_t* tally, int32_t step, bool latch);
+double sum_squares(const float* x, int64_t n);
+void scale_by_clip(float* x, int64_t n, float sum_squares, float max_norm, float* norm);
+
 }  // namespace mirrored::kernels::cpu

@@ -57,7 +57,48 @@ __global__ void cross_entropy_kernel(const float* logits, const int32_t* labels,
   }
 }
 
+// One block sums the row losses in a fixed order (each thread a strided run, then a tree),
+// so the mean repeats bit for bit; a bad label anywhere makes it NaN.
+__global__ void mean_loss_kernel(const double* row_loss, const int32_t* row_hit, int64_t rows, float* mean_loss) {
+  __shared__ double sums[kThreads];
+  __shared__ int bad[kThreads];
+  double sum = 0.0;
+  int any_bad = 0;
+  for (int64_t i = threadIdx.x; i < rows; i += kThreads) {
+    if (row_hit[i] == kBadLabel) any_bad = 1;
+    else sum += row_loss[i];
+  }
+  sums[threadIdx.x] = sum;
+  bad[threadIdx.x] = any_bad;
+  __syncthreads();
+  for (int half = kThreads / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) {
+      sums[threadIdx.x] += sums[threadIdx.x + half];
+      bad[threadIdx.x] |= bad[threadIdx.x + half];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) *mean_loss = bad[0] ? nanf("") : static_cast<float>(sums[0] / static_cast<double>(rows));
+}
+
 }  // namespace
+
+void softmax_cross_entropy_mean(Context& ctx, const float* logits, const int32_t* labels, int64_t rows,
+                                int64_t classes, float* dlogits, float grad_scale, float* mean_loss,
+                                void* rows_scratch) {
+  if (rows == 0) {
+    MIRRORED_CUDA_CHECK(cudaMemsetAsync(mean_loss, 0, sizeof(float), ctx.stream()));
+    return;
+  }
+  auto* row_loss = static_cast<double*>(rows_scratch);
+  auto* row_hit = reinterpret_cast<int32_t*>(row_loss + rows);
+  const auto blocks = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
+  cross_entropy_kernel<<<blocks, kThreads, 0, ctx.stream()>>>(logits, labels, rows, classes, dlogits, grad_scale,
+                                                            row_loss, row_hit);
+  MIRRORED_CUDA_CHECK_LAUNCH("cross_entropy_kernel");
+  mean_loss_kernel<<<1, kThreads, 0, ctx.stream()>>>(row_loss, row_hit, rows, mean_loss);
+  MIRRORED_CUDA_CHECK_LAUNCH("mean_loss_kernel");
+}
 
 CrossEntropyResult softmax_cross_entropy(Context& ctx, const float* logits, const int32_t* labels, int64_t rows,
                                          int64_t classes, float* dlogits, float grad_scale) {

@@ -166,4 +166,16 @@ int64_t attention_backward_workspace_floats(int64_t t, int64_t heads);
 void attention_backward(Context& ctx, const float* qkv, const float* probs, const float* dout, int64_t b, int64_t t,
                         int64_t c, int64_t heads, float* dqkv, float* workspace);
 
+// ---- Per-step statistics (kernels.h; step_stats.cu): queued, never waited for.
+// Row losses and the mean as softmax_cross_entropy, the mean summed on the device in row
+// order; `rows_scratch` (the caller's workspace) holds `rows` doubles then `rows` int32.
+void softmax_cross_entropy_mean(Context& ctx, const float* logits, const int32_t* labels, int64_t rows,
+                                int64_t classes, float* dlogits, float grad_scale, float* mean_loss,
+                                void* rows_scratch);
+void tally_non_finite(Context& ctx, int32_t* flag, int32_t* tally, int32_t step, bool latch);
+// `partials` holds sum_squares_partials(n) doubles of the caller's workspace.
+int64_t sum_squares_partials(int64_t n);
+void sum_squares(Context& ctx, const float* x, int64_t n, float* sum, double* partials);
+void scale_by_clip(Context& ctx, float* x, int64_t n, const float* sum_squares, float max_norm, float* norm);
+
 }  // namespace mirrored::kernels::cuda

@@ -1,0 +1,28 @@
+// Per-step statistics on the CPU: the non-finite tally and gradient clipping by global norm
+// (formula in kernels/clip_math.h). The sum of squares runs in double, in index order.
+#include "cpu_kernels.h"
+#include "mirrored/kernels/clip_math.h"
+
+namespace mirrored::kernels::cpu {
+
+void tally_non_finite(int32_t* flag, int32_t* tally, int32_t step, bool latch) {
+  if (latch && tally[0] > 0) flag[0] = 1;
+  if (flag[0] == 0) return;
+  ++tally[0];
+  if (tally[1] == 0) tally[1] = step;
+}
+
+double sum_squares(const float* x, int64_t n) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+  return sum;
+}
+
+void scale_by_clip(float* x, int64_t n, float sum_squares, float max_norm, float* norm) {
+  const float total = norm_of_sum_squares(sum_squares);
+  const float factor = clip_scale(total, max_norm);
+  for (int64_t i = 0; i < n; ++i) x[i] *= factor;
+  *norm = total;
+}
+
+}  // namespace mirrored::kernels::cpu
