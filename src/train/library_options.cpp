@@ -43,6 +43,7 @@ ModelSpec model_spec(const TrainConfig& config) {
   spec.resnet.channels = config.resnet_channels;
   spec.resnet.blocks = config.resnet_blocks;
   spec.resnet.sync_batchnorm = config.sync_batchnorm;
+  spec.precision = config.precision;
   return spec;
 }
 

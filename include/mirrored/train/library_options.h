@@ -22,6 +22,7 @@ struct ModelSpec {
   nn::MlpSpec mlp;
   nn::CnnSpec cnn;
   nn::ResNetSpec resnet;
+  Precision precision = Precision::kF32;  // set on the model by build_model
 };
 
 struct OptimizerSpec {
