@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <limits>
+#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
@@ -107,6 +108,30 @@ TEST(Bf16Gemm, RoundingIsToNearestEvenAndKeepsSpecialValues) {
   EXPECT_EQ(y[4], -2.5f);
   EXPECT_EQ(y[5], 0.0f);
   EXPECT_EQ(y[6], std::numeric_limits<float>::infinity());
+}
+
+TEST(Bf16Gemm, RowRoundingMatchesTheScalarDefinitionBitForBit) {
+  // Random bit patterns cover every exponent, denormals, infinities and NaNs; the rows are
+  // 37 wide in a stride of 40, so both the 16-lane loop and its tail run, and the gaps stay.
+  std::mt19937 rng(13);
+  const int64_t rows = 300, cols = 37, ld = 40;
+  std::vector<float> x(static_cast<size_t>(rows * ld));
+  for (auto& v : x) v = float_from_bits(static_cast<uint32_t>(rng()));
+  const float specials[] = {0.0f, -0.0f, 1.0f + 1.0f / 256, std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(),
+                            float_from_bits(0x7f800001u), std::numeric_limits<float>::denorm_min(),
+                            std::numeric_limits<float>::max()};
+  for (size_t j = 0; j < std::size(specials); ++j) x[j] = specials[j];
+  std::vector<uint16_t> got(x.size(), 0xdead);
+  kernels::cpu::round_rows_to_bf16(x.data(), got.data(), rows, cols, ld);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < ld; ++j) {
+      const size_t i = static_cast<size_t>(r * ld + j);
+      if (j < cols)
+        ASSERT_EQ(got[i], float_to_bf16(x[i])) << "element " << i << " bits " << float_bits(x[i]);
+      else
+        ASSERT_EQ(got[i], 0xdead) << "the gap between rows was written";
+    }
 }
 
 struct ConvCase {

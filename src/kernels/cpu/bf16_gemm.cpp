@@ -1,6 +1,7 @@
 // bfloat16 matrix products on the CPU: which CPUs multiply bfloat16 natively, the rounding
 // of inputs, the choice of implementation and the portable one (rounded copies + sgemm).
 #include <cpuid.h>
+#include <immintrin.h>
 
 #include <cstdlib>
 #include <string_view>
@@ -54,6 +55,35 @@ std::vector<float>& scratch(int which) {
 // The elements of a row-major buffer that op(x) with these extents and row stride reads.
 int64_t span(int64_t rows, int64_t cols, int64_t ld) { return rows == 0 ? 0 : (rows - 1) * ld + cols; }
 
+// float_to_bf16 (core/bf16.h) 16 lanes at a time, bit for bit: the same add-and-shift
+// rounding to nearest even and the same quiet NaN. Compiled for AVX-512 whatever the build
+// targets; called only where the CPU has it. Rounding is on the critical path of every bf16
+// product (the inputs are float32), and the scalar loop costs a third of the product itself.
+__attribute__((target("avx512f"))) void round_row_avx512(const float* in, uint16_t* out, int64_t n) {
+  const __m512i one = _mm512_set1_epi32(1), half = _mm512_set1_epi32(0x7fff);
+  const __m512i magnitude = _mm512_set1_epi32(0x7fffffff), infinity = _mm512_set1_epi32(0x7f800000);
+  const __m512i quiet = _mm512_set1_epi32(0x40);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512i bits = _mm512_castps_si512(_mm512_loadu_ps(in + i));
+    const __m512i upper = _mm512_srli_epi32(bits, 16);
+    const __m512i rounding = _mm512_add_epi32(half, _mm512_and_si512(upper, one));
+    __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(bits, rounding), 16);
+    const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(bits, magnitude), infinity);
+    rounded = _mm512_mask_mov_epi32(rounded, nan, _mm512_or_si512(upper, quiet));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm512_cvtepi32_epi16(rounded));
+  }
+  for (; i < n; ++i) out[i] = float_to_bf16(in[i]);
+}
+
+bool has_avx512f() {
+  static const bool value = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") != 0;
+  }();
+  return value;
+}
+
 }  // namespace
 
 bool native_bf16() {
@@ -71,10 +101,15 @@ void round_to_bf16(const float* x, float* y, int64_t n) {
 }
 
 void round_rows_to_bf16(const float* x, uint16_t* y, int64_t rows, int64_t cols, int64_t ld) {
+  const bool vector = has_avx512f();
   for (int64_t r = 0; r < rows; ++r) {
     const float* in = x + r * ld;
     uint16_t* out = y + r * ld;
-    for (int64_t j = 0; j < cols; ++j) out[j] = float_to_bf16(in[j]);
+    if (vector) {
+      round_row_avx512(in, out, cols);
+    } else {
+      for (int64_t j = 0; j < cols; ++j) out[j] = float_to_bf16(in[j]);
+    }
   }
 }
 
