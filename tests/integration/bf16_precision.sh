@@ -32,6 +32,21 @@ if "$COMPARE" "$WORK/w1/final.h5" "$WORK/w1.fp32/final.h5" --exact > /dev/null 2
 fi
 echo "ok: bf16 agrees at world 1, 2 and 4 and reruns bit-identically"
 
+# The portable method (inputs rounded, float32 BLAS: what a CPU without AVX512-BF16 or AMX
+# runs) against the default, 5 steps each. The same rounded inputs, so they differ by
+# accumulation order alone (measured 1e-7) at first; over longer runs such differences
+# flip bfloat16 roundings and compound (measured 2.5e-5 after 20 steps, 6e-3 after 40),
+# so the comparison stays short.
+five=("${common[@]}" --max_steps 5)
+MIRRORED_CPU_BF16=rounded "$MIRRORED" train "${five[@]}" --out "$WORK/rounded"
+MIRRORED_CPU_BF16=auto "$MIRRORED" train "${five[@]}" --out "$WORK/auto"
+"$COMPARE" "$WORK/auto/final.h5" "$WORK/rounded/final.h5" --rtol 1e-5
+export MIRRORED_CPU_BF16=bogus
+expect_exit 3 bad_bf16_method "MIRRORED_CPU_BF16=bogus: expected auto, onednn or rounded" 60 1 train "${five[@]}" \
+  --out "$WORK/bogus"
+unset MIRRORED_CPU_BF16
+echo "ok: the portable bf16 method agrees with oneDNN's"
+
 # Resume across precisions: 20 bf16 steps, then fp32 to step 40; 20 fp32 steps, then bf16.
 resume=(--data.train "$DATA_DIR/test.h5" --data.test "$DATA_DIR/test.h5" --batch_size 64 --epochs 1
         --model.hidden 32 --seed 5 --threads 1 --checkpoint.every_steps 20)
