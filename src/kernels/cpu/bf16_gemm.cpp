@@ -59,19 +59,22 @@ int64_t span(int64_t rows, int64_t cols, int64_t ld) { return rows == 0 ? 0 : (r
 // rounding to nearest even and the same quiet NaN. Compiled for AVX-512 whatever the build
 // targets; called only where the CPU has it. Rounding is on the critical path of every bf16
 // product (the inputs are float32), and the scalar loop costs a third of the product itself.
+// The zero-masked forms of the shifts and the narrowing (all lanes kept) sidestep GCC 12's
+// false "may be used uninitialized" on the unmasked intrinsics.
 __attribute__((target("avx512f"))) void round_row_avx512(const float* in, uint16_t* out, int64_t n) {
   const __m512i one = _mm512_set1_epi32(1), half = _mm512_set1_epi32(0x7fff);
   const __m512i magnitude = _mm512_set1_epi32(0x7fffffff), infinity = _mm512_set1_epi32(0x7f800000);
   const __m512i quiet = _mm512_set1_epi32(0x40);
+  const __mmask16 kAll = 0xffff;
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
     const __m512i bits = _mm512_castps_si512(_mm512_loadu_ps(in + i));
-    const __m512i upper = _mm512_srli_epi32(bits, 16);
+    const __m512i upper = _mm512_maskz_srli_epi32(kAll, bits, 16);
     const __m512i rounding = _mm512_add_epi32(half, _mm512_and_si512(upper, one));
-    __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(bits, rounding), 16);
+    __m512i rounded = _mm512_maskz_srli_epi32(kAll, _mm512_add_epi32(bits, rounding), 16);
     const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(bits, magnitude), infinity);
     rounded = _mm512_mask_mov_epi32(rounded, nan, _mm512_or_si512(upper, quiet));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm512_cvtepi32_epi16(rounded));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm512_maskz_cvtepi32_epi16(kAll, rounded));
   }
   for (; i < n; ++i) out[i] = float_to_bf16(in[i]);
 }
