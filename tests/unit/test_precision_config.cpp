@@ -3,9 +3,11 @@
 // which every layer reads.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "mirrored/core/error.h"
+#include "mirrored/kernels/kernels.h"
 #include "mirrored/train/config.h"
 #include "mirrored/train/library_options.h"
 #include "mirrored/train/model_factory.h"
@@ -41,6 +43,26 @@ TEST(PrecisionConfig, AnUnknownNameListsTheValidOnes) {
     EXPECT_NE(std::string(e.what()).find("precision = 'fp16': expected one of: fp32, bf16"), std::string::npos)
         << e.what();
   }
+}
+
+TEST(PrecisionConfig, OneWarningOnTheChiefWhereTheCpuLacksNativeBf16) {
+  train::ModelSpec spec;
+  spec.precision = Precision::kBF16;
+  auto warning_of = [&](const train::ModelSpec& s, Device device, bool chief) {
+    ::testing::internal::CaptureStderr();
+    train::warn_about_slow_precision(s, device, chief);
+    return ::testing::internal::GetCapturedStderr();
+  };
+  const std::string chief = warning_of(spec, Device::cpu(), true);
+  if (kernels::cpu_native_bf16()) {
+    EXPECT_EQ(chief, "");
+  } else {
+    EXPECT_NE(chief.find("precision = bf16 on a CPU without AVX512-BF16 or AMX"), std::string::npos) << chief;
+    EXPECT_EQ(std::count(chief.begin(), chief.end(), '\n'), 1) << chief;
+  }
+  EXPECT_EQ(warning_of(spec, Device::cpu(), false), "") << "only the chief warns";
+  EXPECT_EQ(warning_of(spec, Device::cuda(0), true), "") << "GPUs multiply bf16 natively";
+  EXPECT_EQ(warning_of(train::ModelSpec{}, Device::cpu(), true), "") << "fp32 needs no warning";
 }
 
 }  // namespace
