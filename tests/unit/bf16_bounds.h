@@ -17,6 +17,7 @@
 // twice, or not accumulated in float32.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>

@@ -4,6 +4,7 @@
 // within f32_accumulation_bound (bf16_bounds.h). Skipped without a GPU.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <vector>
 
 #include "bf16_bounds.h"

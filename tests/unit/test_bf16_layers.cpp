@@ -4,6 +4,8 @@
 // gradients are plain float32 sums in Linear and TokenLinear and must not change at all.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <memory>
 #include <random>
 #include <vector>
