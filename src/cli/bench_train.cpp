@@ -151,7 +151,8 @@ int bench_train(int& argc, char**& argv, const Args& args) {
   chief_print(str_cat("mirrored bench train: model ", train::option_value(config, "model"), ", ",
                       strategy.num_replicas_in_sync(), " replica(s) x ", strategy.per_replica_batch(config.batch_size),
                       " = global batch ", config.batch_size, ", ", kernels::cpu_threads(), " thread(s)/rank, ",
-                      bench.steps, " timed steps after ", warmup, " warm-up"));
+                      bench.steps, " timed steps after ", warmup, " warm-up, precision ",
+                      train::option_value(config, "precision")));
   chief_print(str_cat("  ", trainer.model().reducer().buckets().size(), " gradient bucket(s), overlap ",
                       train::option_value(config, "overlap"), ", compression ",
                       train::option_value(config, "grad_compression"), ", allreduce ",

@@ -9,6 +9,7 @@
 #include "mirrored/core/log.h"
 #include "mirrored/distribute/gpu_info.h"
 #include "mirrored/distribute/runtime.h"
+#include "mirrored/kernels/kernels.h"
 
 namespace mirrored::cli {
 
@@ -23,6 +24,9 @@ int info_command(int& argc, char**& argv, const Args& /*args*/) {
                                          : "not built (MIRRORED_CUDA=OFF or toolkit/NCCL/cuDNN not found)");
   for (auto& row : library_rows()) rows.push_back(std::move(row));
   rows.emplace_back("blas core", blas_core_description());
+  rows.emplace_back("cpu bf16", str_cat(kernels::cpu_native_bf16() ? "native (AVX512-BF16 or AMX)"
+                                                                     : "not native: precision = bf16 is slower than fp32",
+                                       "; precision = bf16 uses ", kernels::cpu_bf16_method()));
   rows.emplace_back("launch", str_cat(runtime.uses_mpi() ? "mpi" : "local (one process)", ", ",
                                       runtime.world_size(), " rank(s) on ", runtime.cluster().num_nodes(),
                                       " node(s)"));

@@ -65,7 +65,7 @@ int64_t conv_output_size(int64_t input, int64_t kernel, int64_t stride, int64_t 
 }
 
 void conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor* bias, const Conv2dParams& params,
-                    Tensor& y, Tensor& workspace) {
+                    Tensor& y, Tensor& workspace, Precision precision) {
   const char* op = "conv2d_forward";
   const bool cuda = on_cuda(op, {&x, &weight, &y});
   require_f32(op, {&x, &weight, &y});
@@ -78,14 +78,14 @@ void conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor* bias, c
                  s.n, ", ", s.oc, ", ", s.oh, ", ", s.ow, "]");
   // On CUDA `workspace` is not used: cuDNN's plans share one workspace per device.
   if (cuda) MIRRORED_ON_CUDA(x, conv2d_forward, x.data<float>(), weight.data<float>(),
-                             bias ? bias->data<float>() : nullptr, s, y.data<float>());
+                             bias ? bias->data<float>() : nullptr, s, y.data<float>(), precision);
   ensure_shape(workspace, {cpu::conv2d_workspace_floats(s)}, DType::kF32, x.device());
   cpu::conv2d_forward(x.data<float>(), weight.data<float>(), bias ? bias->data<float>() : nullptr, s,
-                      y.data<float>(), workspace.data<float>());
+                      y.data<float>(), workspace.data<float>(), precision);
 }
 
 void conv2d_backward(const Tensor& x, const Tensor& weight, const Tensor& dy, const Conv2dParams& params,
-                     Tensor* dx, Tensor& dweight, Tensor* dbias, Tensor& workspace) {
+                     Tensor* dx, Tensor& dweight, Tensor* dbias, Tensor& workspace, Precision precision) {
   const char* op = "conv2d_backward";
   const bool cuda = on_cuda(op, {&x, &weight, &dy, &dweight});
   require_f32(op, {&x, &weight, &dy, &dweight});
@@ -103,11 +103,12 @@ void conv2d_backward(const Tensor& x, const Tensor& weight, const Tensor& dy, co
   }
   if (cuda)
     MIRRORED_ON_CUDA(x, conv2d_backward, x.data<float>(), weight.data<float>(), dy.data<float>(), s,
-                     dx ? dx->data<float>() : nullptr, dweight.data<float>(), dbias ? dbias->data<float>() : nullptr);
+                     dx ? dx->data<float>() : nullptr, dweight.data<float>(), dbias ? dbias->data<float>() : nullptr,
+                     precision);
   ensure_shape(workspace, {cpu::conv2d_workspace_floats(s)}, DType::kF32, x.device());
   cpu::conv2d_backward(x.data<float>(), weight.data<float>(), dy.data<float>(), s,
                        dx ? dx->data<float>() : nullptr, dweight.data<float>(),
-                       dbias ? dbias->data<float>() : nullptr, workspace.data<float>());
+                       dbias ? dbias->data<float>() : nullptr, workspace.data<float>(), precision);
 }
 
 void max_pool2d_forward(const Tensor& x, const Pool2dParams& params, Tensor& y, Tensor& argmax) {

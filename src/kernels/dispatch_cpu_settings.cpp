@@ -1,6 +1,7 @@
 // The CPU backend's settings and build facts (threads, BLAS core, oneDNN version).
 #include <string>
 
+#include "cpu/bf16_backends.h"
 #include "cpu/conv_backends.h"
 #include "cpu/cpu_kernels.h"
 #include "mirrored/kernels/kernels.h"
@@ -16,5 +17,12 @@ std::string cpu_blas_core() { return cpu::blas_core(); }
 std::string cpu_blas_core_upgrade() { return cpu::better_blas_core(); }
 
 std::string cpu_onednn_version() { return cpu::onednn_version(); }
+
+bool cpu_native_bf16() { return cpu::native_bf16(); }
+
+std::string cpu_bf16_method() {
+  return cpu::bf16_gemm_backend() == cpu::Bf16Gemm::kOneDnn ? "oneDNN bf16 matmul/convolution"
+                                                             : "rounded inputs, float32 BLAS";
+}
 
 }  // namespace mirrored::kernels

@@ -6,7 +6,7 @@ namespace mirrored::kernels {
 using namespace checks;
 
 void gemm(bool transpose_a, bool transpose_b, float alpha, const Tensor& a, const Tensor& b, float beta,
-          Tensor& c) {
+          Tensor& c, Precision precision) {
   const bool cuda = on_cuda("gemm", {&a, &b, &c});
   require_f32("gemm", {&a, &b, &c});
   require_matrix("gemm", a);
@@ -19,9 +19,9 @@ void gemm(bool transpose_a, bool transpose_b, float alpha, const Tensor& a, cons
   MIRRORED_CHECK(k == kb && c.dim(0) == m && c.dim(1) == n, "gemm: op(a) ", m, "x", k, ", op(b) ", kb,
                  "x", n, ", c ", shape_str(c.shape()));
   if (cuda) MIRRORED_ON_CUDA(a, gemm, transpose_a, transpose_b, m, n, k, alpha, a.data<float>(), a.dim(1),
-                                b.data<float>(), b.dim(1), beta, c.data<float>(), c.dim(1));
+                                b.data<float>(), b.dim(1), beta, c.data<float>(), c.dim(1), precision);
   cpu::gemm(transpose_a, transpose_b, m, n, k, alpha, a.data<float>(), a.dim(1), b.data<float>(),
-            b.dim(1), beta, c.data<float>(), c.dim(1));
+            b.dim(1), beta, c.data<float>(), c.dim(1), precision);
 }
 
 void add_bias(Tensor& y, const Tensor& bias) {

@@ -49,14 +49,14 @@ const Tensor& Conv2d::forward(const Tensor& x, Mode /*mode*/) {
   const int64_t oh = kernels::conv_output_size(x.dim(2), params_.kernel_h, params_.stride, params_.padding);
   const int64_t ow = kernels::conv_output_size(x.dim(3), params_.kernel_w, params_.stride, params_.padding);
   ensure_shape(output_, {x.dim(0), out_channels_, oh, ow}, DType::kF32, x.device());
-  kernels::conv2d_forward(x, weight_, has_bias_ ? &bias_ : nullptr, params_, output_, workspace_);
+  kernels::conv2d_forward(x, weight_, has_bias_ ? &bias_ : nullptr, params_, output_, workspace_, precision());
   return output_;
 }
 
 const Tensor& Conv2d::backward(const Tensor& dy, bool need_input_grad) {
   if (need_input_grad) ensure_shape(dinput_, input_.shape(), DType::kF32, dy.device());
   kernels::conv2d_backward(input_, weight_, dy, params_, need_input_grad ? &dinput_ : nullptr, dweight_,
-                           has_bias_ ? &dbias_ : nullptr, workspace_);
+                           has_bias_ ? &dbias_ : nullptr, workspace_, precision());
   return dinput_;
 }
 

@@ -73,7 +73,7 @@ const Tensor& TiedLmHead::forward(const Tensor& x, Mode /*mode*/) {
   out.back() = vocab;
   ensure_shape(output_, out, DType::kF32, x.device());
   Tensor logits = output_.reshape({rows, vocab});
-  kernels::gemm(false, true, 1.0f, input_, wte_, 0.0f, logits);
+  kernels::gemm(false, true, 1.0f, input_, wte_, 0.0f, logits, precision());
   return output_;
 }
 
@@ -82,13 +82,13 @@ const Tensor& TiedLmHead::backward(const Tensor& dy, bool need_input_grad) {
   MIRRORED_CHECK(dy.shape() == output_.shape(), "TiedLmHead backward: dy ", shape_str(dy.shape()), " for output ",
                  shape_str(output_.shape()));
   const Tensor dlogits = dy.reshape({rows, vocab});
-  kernels::gemm(true, false, 1.0f, dlogits, input_, 1.0f, dwte_);  // dwte += dlogits^T x
+  kernels::gemm(true, false, 1.0f, dlogits, input_, 1.0f, dwte_, precision());  // dwte += dlogits^T x
   if (need_input_grad) {
     Shape in = dy.shape();
     in.back() = width;
     ensure_shape(dinput_, in, DType::kF32, dy.device());
     Tensor dx = dinput_.reshape({rows, width});
-    kernels::gemm(false, false, 1.0f, dlogits, wte_, 0.0f, dx);
+    kernels::gemm(false, false, 1.0f, dlogits, wte_, 0.0f, dx, precision());
   }
   return dinput_;
 }

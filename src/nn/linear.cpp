@@ -48,7 +48,7 @@ const Tensor& Linear::forward(const Tensor& x, Mode /*mode*/) {
   input_ = x.reshape({batch, in_});
   ensure_shape(output_, {batch, out_}, DType::kF32, x.device());
   // y = x W^T (+ b): W is [out, in], so b = W is read transposed.
-  kernels::gemm(false, true, 1.0f, input_, weight_, 0.0f, output_);
+  kernels::gemm(false, true, 1.0f, input_, weight_, 0.0f, output_, precision());
   if (has_bias_) kernels::add_bias(output_, bias_);
   return output_;
 }
@@ -57,7 +57,7 @@ const Tensor& Linear::backward(const Tensor& dy, bool need_input_grad) {
   const int64_t batch = input_.dim(0);
   MIRRORED_CHECK(dy.shape() == Shape({batch, out_}), "Linear backward: dy ", shape_str(dy.shape()),
                  " for output [", batch, ", ", out_, "]");
-  kernels::gemm(true, false, 1.0f, dy, input_, 1.0f, dweight_);  // dW += dy^T x
+  kernels::gemm(true, false, 1.0f, dy, input_, 1.0f, dweight_, precision());  // dW += dy^T x
   if (has_bias_) kernels::accumulate_bias_grad(dy, dbias_);
   if (need_input_grad) {
     // dx = dy W, shaped like the input the layer was given.
@@ -65,7 +65,7 @@ const Tensor& Linear::backward(const Tensor& dy, bool need_input_grad) {
     input_shape.insert(input_shape.begin(), batch);
     ensure_shape(dinput_, input_shape, DType::kF32, dy.device());
     Tensor dx_flat = dinput_.reshape({batch, in_});
-    kernels::gemm(false, false, 1.0f, dy, weight_, 0.0f, dx_flat);
+    kernels::gemm(false, false, 1.0f, dy, weight_, 0.0f, dx_flat, precision());
   }
   return dinput_;
 }

@@ -45,7 +45,7 @@ const Tensor& TokenLinear::forward(const Tensor& x, Mode /*mode*/) {
   input_ = x.reshape({rows, in_});
   ensure_shape(output_, with_last(x.shape(), out_), DType::kF32, x.device());
   Tensor y = output_.reshape({rows, out_});
-  kernels::gemm(false, true, 1.0f, input_, weight_, 0.0f, y);
+  kernels::gemm(false, true, 1.0f, input_, weight_, 0.0f, y, precision());
   if (has_bias_) kernels::add_bias(y, bias_);
   return output_;
 }
@@ -67,10 +67,11 @@ const Tensor& TokenLinear::backward(const Tensor& dy, bool need_input_grad) {
   MIRRORED_CHECK(dy.shape() == output_.shape(), "TokenLinear backward: dy ", shape_str(dy.shape()), " for output ",
                  shape_str(output_.shape()));
   const Tensor dy_rows = dy.reshape({rows, out_});
-  kernels::gemm(true, false, 1.0f, dy_rows, input_, 1.0f, dweight_);  // dW += dy^T x
+  kernels::gemm(true, false, 1.0f, dy_rows, input_, 1.0f, dweight_, precision());  // dW += dy^T x
   if (has_bias_) {
     // dbias += dy^T 1 as a matrix product: on a GPU, cuBLAS spreads the B * T rows over the
     // whole device, where the column-per-thread bias kernel would walk them one by one.
+    // A sum, not a product of activations and weights: float32 in either precision.
     const Tensor& ones = ones_column(rows, dy.device());
     Tensor dbias_column = dbias_.reshape({out_, 1});
     kernels::gemm(true, false, 1.0f, dy_rows, ones, 1.0f, dbias_column);
@@ -78,7 +79,7 @@ const Tensor& TokenLinear::backward(const Tensor& dy, bool need_input_grad) {
   if (need_input_grad) {
     ensure_shape(dinput_, with_last(dy.shape(), in_), DType::kF32, dy.device());
     Tensor dx = dinput_.reshape({rows, in_});
-    kernels::gemm(false, false, 1.0f, dy_rows, weight_, 0.0f, dx);  // dx = dy W
+    kernels::gemm(false, false, 1.0f, dy_rows, weight_, 0.0f, dx, precision());  // dx = dy W
   }
   return dinput_;
 }

@@ -297,6 +297,10 @@ const std::vector<Option>& options() {
       enum_option<GradCompression>("grad_compression", "gradient wire format; bf16 halves traffic and changes numerics",
                                    &TrainConfig::grad_compression,
                                    {{"none", GradCompression::kNone}, {"bf16", GradCompression::kBf16}}),
+      enum_option<Precision>("precision",
+                             "matrix products and convolutions: fp32, or bf16 (bfloat16 inputs, float32 "
+                             "accumulation; weights, optimizer state, norms, softmax, loss and all-reduce stay fp32)",
+                             &TrainConfig::precision, {{"fp32", Precision::kF32}, {"bf16", Precision::kBF16}}),
       int_option("accumulate_steps", "micro-batches of batch_size per update, one all-reduce per update",
                  &TrainConfig::accumulate_steps, 1),
       operational(real_option("collective_timeout_s", "abort the job when a collective waits longer (0: never)",

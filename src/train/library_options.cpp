@@ -49,6 +49,7 @@ ModelSpec model_spec(const TrainConfig& config) {
   spec.gpt.heads = config.gpt_heads;
   spec.gpt.layers = config.gpt_layers;
   spec.gpt.dropout = static_cast<float>(config.gpt_dropout);
+  spec.precision = config.precision;
   return spec;
 }
 

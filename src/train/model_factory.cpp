@@ -1,6 +1,8 @@
 #include "mirrored/train/model_factory.h"
 
 #include "mirrored/core/error.h"
+#include "mirrored/core/log.h"
+#include "mirrored/kernels/kernels.h"
 #include "mirrored/nn/builders.h"
 
 namespace mirrored::train {
@@ -21,9 +23,7 @@ void check_cnn_fits(const nn::CnnSpec& spec, const Shape& sample_shape) {
   }
 }
 
-}  // namespace
-
-nn::Model build_model(const ModelSpec& spec, const Shape& sample_shape, int num_classes) {
+nn::Model build_architecture(const ModelSpec& spec, const Shape& sample_shape, int num_classes) {
   if (spec.kind == ModelKind::kMlp) {
     nn::MlpSpec mlp = spec.mlp;
     mlp.num_classes = num_classes;
@@ -52,6 +52,20 @@ nn::Model build_model(const ModelSpec& spec, const Shape& sample_shape, int num_
   nn::ResNetSpec resnet = spec.resnet;
   resnet.num_classes = num_classes;
   return nn::resnet(resnet);
+}
+
+}  // namespace
+
+nn::Model build_model(const ModelSpec& spec, const Shape& sample_shape, int num_classes) {
+  nn::Model model = build_architecture(spec, sample_shape, num_classes);
+  model.set_precision(spec.precision);
+  return model;
+}
+
+void warn_about_slow_precision(const ModelSpec& spec, Device device, bool chief) {
+  if (!chief || spec.precision != Precision::kBF16 || !device.is_cpu() || kernels::cpu_native_bf16()) return;
+  rank_warning("precision = bf16 on a CPU without AVX512-BF16 or AMX: bf16 arithmetic is emulated (" +
+               kernels::cpu_bf16_method() + "), slower than fp32");
 }
 
 }  // namespace mirrored::train

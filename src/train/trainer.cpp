@@ -113,6 +113,7 @@ Trainer::Trainer(const TrainConfig& config, distribute::Runtime& runtime, Traine
   const Shape sample_shape = s.data->sample_shape();
   s.model.emplace(s.strategy.scope([&] { return build_model(s.lib.model, sample_shape, s.data->num_classes()); },
                                    {sample_shape, config.seed, s.lib.reducer, s.lib.accumulate_steps}));
+  warn_about_slow_precision(s.lib.model, runtime.device(), s.strategy.is_chief());
   if (!config.timeline.empty()) s.model->set_timeline(&s.timeline);
   s.optimizer = make_optimizer(s.lib.optimizer, s.model->parameters());
   s.run_dir.emplace(s.config, s.strategy.is_chief() && options.write_files);

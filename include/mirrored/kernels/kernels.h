@@ -10,13 +10,16 @@
 #include <cstdint>
 #include <string>
 
+#include "mirrored/core/precision.h"
 #include "mirrored/core/tensor.h"
 
 namespace mirrored::kernels {
 
 // c = alpha * op(a) @ op(b) + beta * c, where op transposes when asked. 2-D tensors.
+// Precision::kBF16 (core/precision.h): a and b rounded to bfloat16, products accumulated in
+// float32; the tensors stay float32 and c is float32.
 void gemm(bool transpose_a, bool transpose_b, float alpha, const Tensor& a, const Tensor& b, float beta,
-          Tensor& c);
+          Tensor& c, Precision precision = Precision::kF32);
 
 // y[n, f] += bias[f]
 void add_bias(Tensor& y, const Tensor& bias);
@@ -119,11 +122,13 @@ int64_t conv_output_size(int64_t input, int64_t kernel, int64_t stride, int64_t 
 // y = conv(x, weight) (+ bias), weight [OC, C, KH, KW] (PyTorch layout), bias [OC] or null.
 // `workspace` belongs to the caller (a layer): the op sizes it and reuses it across calls;
 // pass the same one to the matching backward.
+// Precision::kBF16: x, weight (and in backward dy) rounded to bfloat16, float32 sums and outputs.
 void conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor* bias, const Conv2dParams& params,
-                    Tensor& y, Tensor& workspace);
+                    Tensor& y, Tensor& workspace, Precision precision = Precision::kF32);
 // Accumulates dweight (and dbias) from dy; writes dx when it is given (not accumulated).
 void conv2d_backward(const Tensor& x, const Tensor& weight, const Tensor& dy, const Conv2dParams& params,
-                     Tensor* dx, Tensor& dweight, Tensor* dbias, Tensor& workspace);
+                     Tensor* dx, Tensor& dweight, Tensor* dbias, Tensor& workspace,
+                     Precision precision = Precision::kF32);
 
 // Pooling windows: kernel_h x kernel_w, one stride for both dimensions, zero padding.
 struct Pool2dParams {
@@ -187,6 +192,14 @@ std::string cpu_blas_core_upgrade();
 
 // oneDNN's version ("2.6.3 (OpenMP)") when this build runs CPU convolutions on it, "" when not.
 std::string cpu_onednn_version();
+
+// Whether this CPU multiplies bfloat16 natively (AVX512-BF16 or AMX-BF16). Without it,
+// Precision::kBF16 still computes bf16 products on the CPU (float32 arithmetic on rounded
+// inputs), but more slowly than float32.
+bool cpu_native_bf16();
+// How the CPU computes Precision::kBF16 products: "oneDNN bf16 matmul/convolution" or
+// "rounded inputs, float32 BLAS".
+std::string cpu_bf16_method();
 
 // ---- Transformer: activations are [B, T, C] (batch, tokens, channels), row-major; the
 // token-wise ops see them as [B * T, C] rows. Checked in src/kernels/dispatch_transformer.cpp.

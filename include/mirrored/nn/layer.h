@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "mirrored/core/precision.h"
 #include "mirrored/core/rng.h"
 #include "mirrored/core/tensor.h"
 #include "mirrored/nn/parameter_arena.h"
@@ -28,6 +29,8 @@ struct RunContext {
   int64_t step = 0;        // training step, set by the loop before each forward
   int replica = 0;         // this replica's index; its batch is the replica-th slice
   CrossReplicaReducer* reducer = nullptr;  // null: a single replica, nothing to reduce
+  // The arithmetic of the model's matrix products and convolutions (core/precision.h).
+  Precision precision = Precision::kF32;
 };
 
 class Layer {
@@ -49,6 +52,8 @@ class Layer {
   virtual void initialize(Rng& /*rng*/) {}
   // The model's run context (stable for the model's lifetime). Composite layers pass it on.
   virtual void attach(const RunContext* context) { context_ = context; }
+  // The model's precision; float32 for a layer that no model holds.
+  Precision precision() const { return context_ ? context_->precision : Precision::kF32; }
 
   // x: [batch, ...input]. Returns the output, valid until the next forward. Float32,
   // except a model's input, which its first layer alone reads: Embedding takes int32 ids.

@@ -27,6 +27,9 @@ class Model {
   void set_random_seed(uint64_t seed) { context_->seed = seed; }
   void set_replica(int replica, CrossReplicaReducer* reducer);
   void set_step(int64_t step) { context_->step = step; }
+  // The arithmetic of every matrix product and convolution in the model (core/precision.h);
+  // parameters, gradients and every other op stay float32 either way.
+  void set_precision(Precision precision) { context_->precision = precision; }
   const RunContext& context() const { return *context_; }
 
   const Tensor& forward(const Tensor& x, Mode mode);

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "mirrored/core/precision.h"
 #include "mirrored/distribute/gradient_reducer.h"
 #include "mirrored/distribute/runtime.h"
 #include "mirrored/distribute/strategy.h"
@@ -55,6 +56,7 @@ struct TrainConfig {
   // cnn and resnet
   bool sync_batchnorm = false;      // batch statistics over the global batch
   double dropout = 0.0;             // cnn: after each hidden fully connected layer
+  Precision precision = Precision::kF32;  // matrix products and convolutions (core/precision.h)
   // training-time augmentation (data/augment.h)
   bool augment_flip = false;
   int64_t augment_crop_padding = 0;

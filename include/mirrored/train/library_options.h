@@ -23,6 +23,7 @@ struct ModelSpec {
   nn::CnnSpec cnn;
   nn::ResNetSpec resnet;
   nn::GptSpec gpt;           // vocab is set from the data by build_model
+  Precision precision = Precision::kF32;  // set on the model by build_model
 };
 
 struct OptimizerSpec {

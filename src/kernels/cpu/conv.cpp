@@ -14,7 +14,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
+#include <vector>
 
+#include "bf16_backends.h"
 #include "conv_backends.h"
 #include "mirrored/core/error.h"
 #include "mirrored/core/strings.h"
@@ -205,10 +207,11 @@ ConvOverride conv_override() {
 #ifndef MIRRORED_WITH_ONEDNN
 bool onednn_built() { return false; }
 std::string onednn_version() { return ""; }
-void onednn_conv2d_forward(const float*, const float*, const float*, const ConvShape&, float*) {
+void onednn_conv2d_forward(const float*, const float*, const float*, const ConvShape&, float*, Precision) {
   MIRRORED_CHECK(false, "oneDNN convolution called in a build without oneDNN");
 }
-void onednn_conv2d_backward(const float*, const float*, const float*, const ConvShape&, float*, float*, float*) {
+void onednn_conv2d_backward(const float*, const float*, const float*, const ConvShape&, float*, float*, float*,
+                            Precision) {
   MIRRORED_CHECK(false, "oneDNN convolution called in a build without oneDNN");
 }
 #endif
@@ -229,43 +232,71 @@ ConvBackend conv_backend(const ConvShape& s, ConvPass pass) {
   return ConvBackend::kOneDnn;
 }
 
+namespace {
+
+// bf16 through oneDNN's own bf16 primitives, or through rounded copies (bf16_backends.h).
+bool onednn_bf16(ConvBackend backend) {
+  return backend == ConvBackend::kOneDnn && bf16_gemm_backend() == Bf16Gemm::kOneDnn;
+}
+
+// x rounded to bfloat16 into grown scratch buffer `which` (main thread only, as the caches).
+const float* rounded_copy(int which, const float* x, int64_t n) {
+  static std::vector<float> buffers[3];
+  std::vector<float>& buffer = buffers[which];
+  if (static_cast<int64_t>(buffer.size()) < n) buffer.resize(static_cast<size_t>(n));
+  round_to_bf16(x, buffer.data(), n);
+  return buffer.data();
+}
+
+}  // namespace
+
 void conv2d_forward_with(ConvBackend backend, const float* x, const float* weight, const float* bias,
-                         const ConvShape& s, float* y, float* workspace) {
+                         const ConvShape& s, float* y, float* workspace, Precision precision) {
+  if (precision == Precision::kBF16 && !onednn_bf16(backend)) {
+    conv2d_forward_with(backend, rounded_copy(0, x, s.n * s.c * s.h * s.w),
+                        rounded_copy(1, weight, s.oc * s.c * s.kh * s.kw), bias, s, y, workspace);
+    return;
+  }
   if (backend == ConvBackend::kOneDnn)
-    onednn_conv2d_forward(x, weight, bias, s, y);
+    onednn_conv2d_forward(x, weight, bias, s, y, precision);
   else
     im2col_conv2d_forward(x, weight, bias, s, y, workspace);
 }
 
 void conv2d_backward_with(ConvBackend data_backend, ConvBackend weights_backend, const float* x,
                           const float* weight, const float* dy, const ConvShape& s, float* dx, float* dweight,
-                          float* dbias, float* workspace) {
-  if (data_backend == weights_backend) {
-    if (data_backend == ConvBackend::kOneDnn)
-      onednn_conv2d_backward(x, weight, dy, s, dx, dweight, dbias);
-    else
-      im2col_conv2d_backward(x, weight, dy, s, dx, dweight, dbias, workspace);
+                          float* dbias, float* workspace, Precision precision) {
+  if (data_backend != weights_backend) {
+    // Mixed: each backend does its own half, the weight gradient first.
+    conv2d_backward_with(weights_backend, weights_backend, x, weight, dy, s, nullptr, dweight, dbias, workspace,
+                         precision);
+    conv2d_backward_with(data_backend, data_backend, x, weight, dy, s, dx, nullptr, nullptr, workspace, precision);
     return;
   }
-  // Mixed: each backend does its own half.
-  if (weights_backend == ConvBackend::kOneDnn) {
-    onednn_conv2d_backward(x, weight, dy, s, nullptr, dweight, dbias);
-    im2col_conv2d_backward(x, weight, dy, s, dx, nullptr, nullptr, workspace);
-  } else {
-    im2col_conv2d_backward(x, weight, dy, s, nullptr, dweight, dbias, workspace);
-    onednn_conv2d_backward(x, weight, dy, s, dx, nullptr, nullptr);
+  const ConvBackend backend = data_backend;
+  if (precision == Precision::kBF16 && !onednn_bf16(backend)) {
+    // dbias sums the rounded dy, as oneDNN's bf16 primitive does with its bfloat16 diff_dst.
+    const float* rx = dweight ? rounded_copy(0, x, s.n * s.c * s.h * s.w) : x;
+    const float* rw = dx ? rounded_copy(1, weight, s.oc * s.c * s.kh * s.kw) : weight;
+    const float* rdy = rounded_copy(2, dy, s.n * s.oc * s.oh * s.ow);
+    conv2d_backward_with(backend, backend, rx, rw, rdy, s, dx, dweight, dbias, workspace);
+    return;
   }
+  if (backend == ConvBackend::kOneDnn)
+    onednn_conv2d_backward(x, weight, dy, s, dx, dweight, dbias, precision);
+  else
+    im2col_conv2d_backward(x, weight, dy, s, dx, dweight, dbias, workspace);
 }
 
 void conv2d_forward(const float* x, const float* weight, const float* bias, const ConvShape& s, float* y,
-                    float* workspace) {
-  conv2d_forward_with(conv_backend(s, ConvPass::kForward), x, weight, bias, s, y, workspace);
+                    float* workspace, Precision precision) {
+  conv2d_forward_with(conv_backend(s, ConvPass::kForward), x, weight, bias, s, y, workspace, precision);
 }
 
 void conv2d_backward(const float* x, const float* weight, const float* dy, const ConvShape& s, float* dx,
-                     float* dweight, float* dbias, float* workspace) {
+                     float* dweight, float* dbias, float* workspace, Precision precision) {
   conv2d_backward_with(conv_backend(s, ConvPass::kBackwardData), conv_backend(s, ConvPass::kBackwardWeights), x,
-                       weight, dy, s, dx, dweight, dbias, workspace);
+                       weight, dy, s, dx, dweight, dbias, workspace, precision);
 }
 
 }  // namespace mirrored::kernels::cpu

@@ -22,11 +22,14 @@ ConvBackend conv_backend(const ConvShape& s, ConvPass pass);
 // Both passes through one named backend (kOneDnn needs onednn_built()); otherwise the
 // semantics of conv2d_forward / conv2d_backward: y and dx overwritten, dweight and dbias
 // accumulated into, dx and dbias may be null.
+// kBF16 runs oneDNN's bf16 primitives where bf16_gemm_backend() is kOneDnn (native bf16),
+// and otherwise the float32 backend on inputs rounded to bfloat16: the same arithmetic
+// (products of bfloat16 values are exact in float32), summed in float32.
 void conv2d_forward_with(ConvBackend backend, const float* x, const float* weight, const float* bias,
-                         const ConvShape& s, float* y, float* workspace);
+                         const ConvShape& s, float* y, float* workspace, Precision precision = Precision::kF32);
 void conv2d_backward_with(ConvBackend data_backend, ConvBackend weights_backend, const float* x,
                           const float* weight, const float* dy, const ConvShape& s, float* dx, float* dweight,
-                          float* dbias, float* workspace);
+                          float* dbias, float* workspace, Precision precision = Precision::kF32);
 
 // im2col + sgemm (conv.cpp). Backward: dx, dweight and dbias may each be null.
 void im2col_conv2d_forward(const float* x, const float* weight, const float* bias, const ConvShape& s, float* y,
@@ -35,9 +38,11 @@ void im2col_conv2d_backward(const float* x, const float* weight, const float* dy
                             float* dweight, float* dbias, float* workspace);
 
 // oneDNN (dnnl_conv.cpp; only when onednn_built()). No workspace: the blocked buffers are
-// cached per shape. Backward: dx, dweight and dbias may each be null.
-void onednn_conv2d_forward(const float* x, const float* weight, const float* bias, const ConvShape& s, float* y);
+// cached per shape and precision. Backward: dx, dweight and dbias may each be null. kBF16:
+// x, weight and dy reordered into bfloat16 blocked buffers, outputs float32.
+void onednn_conv2d_forward(const float* x, const float* weight, const float* bias, const ConvShape& s, float* y,
+                           Precision precision = Precision::kF32);
 void onednn_conv2d_backward(const float* x, const float* weight, const float* dy, const ConvShape& s, float* dx,
-                            float* dweight, float* dbias);
+                            float* dweight, float* dbias, Precision precision = Precision::kF32);
 
 }  // namespace mirrored::kernels::cpu

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "../shared.h"
+#include "mirrored/core/precision.h"
 #include "mirrored/kernels/kernels.h"
 
 namespace mirrored::kernels::cpu {
@@ -13,6 +14,13 @@ namespace mirrored::kernels::cpu {
 // dimensions are the row strides of the buffers as stored (before any transpose).
 void gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
           const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+// The same with `precision`: kBF16 rounds a and b to bfloat16 and accumulates in float32
+// (bf16_backends.h chooses how).
+void gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
+          const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
+          Precision precision);
+// Whether this CPU multiplies bfloat16 natively (AVX512-BF16 or AMX-BF16).
+bool native_bf16();
 
 void add_bias(float* y, const float* bias, int64_t rows, int64_t cols);
 void accumulate_bias_grad(const float* dy, float* dbias, int64_t rows, int64_t cols);
@@ -34,11 +42,12 @@ void adam_update(float* param, const float* grad, float* m, float* v, int64_t n,
 
 // Floats of workspace conv2d_* need for this shape.
 int64_t conv2d_workspace_floats(const ConvShape& s);
+// kBF16: x, weight and dy rounded to bfloat16, float32 accumulation and outputs.
 void conv2d_forward(const float* x, const float* weight, const float* bias, const ConvShape& s, float* y,
-                    float* workspace);
+                    float* workspace, Precision precision = Precision::kF32);
 // dx may be null (not wanted), dbias too.
 void conv2d_backward(const float* x, const float* weight, const float* dy, const ConvShape& s, float* dx,
-                     float* dweight, float* dbias, float* workspace);
+                     float* dweight, float* dbias, float* workspace, Precision precision = Precision::kF32);
 
 void max_pool2d_forward(const float* x, const PoolShape& s, float* y, int32_t* argmax);
 void max_pool2d_backward(const float* dy, const int32_t* argmax, int64_t planes, int64_t in_plane,

@@ -103,9 +103,12 @@ struct BackwardWeights {
   Args args;
 };
 
+// *_any are the float32 outputs (y, dx, dW); *_in the inputs (x, W, dy), bfloat16 for
+// Precision::kBF16 and float32 otherwise.
 struct Plan {
   memory::desc x_plain, w_plain, y_plain, b_plain;
   memory::desc x_any, w_any, y_any;
+  memory::desc x_in, w_in, y_in;
   memory::dims strides, pads;
   std::optional<dnnl::convolution_forward::primitive_desc> hint;  // forward_training with bias
   std::optional<Forward> forward[2];                              // [has bias]
@@ -114,11 +117,12 @@ struct Plan {
 };
 
 // Primitives depend on the thread count they were made for (their work split).
-using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int>;
+using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, bool>;
 
-Plan& plan(const ConvShape& s) {
+Plan& plan(const ConvShape& s, Precision precision) {
   static std::map<Key, std::unique_ptr<Plan>> plans;
-  const Key key{s.n, s.c, s.h, s.w, s.oc, s.kh, s.kw, s.stride, s.pad, omp_get_max_threads()};
+  const bool bf16 = precision == Precision::kBF16;
+  const Key key{s.n, s.c, s.h, s.w, s.oc, s.kh, s.kw, s.stride, s.pad, omp_get_max_threads(), bf16};
   auto& slot = plans[key];
   if (slot) return *slot;
   auto p = std::make_unique<Plan>();
@@ -131,6 +135,10 @@ Plan& plan(const ConvShape& s) {
   p->x_any = memory::desc(x, dt::f32, tag::any);
   p->w_any = memory::desc(w, dt::f32, tag::any);
   p->y_any = memory::desc(y, dt::f32, tag::any);
+  const dt in = bf16 ? dt::bf16 : dt::f32;
+  p->x_in = memory::desc(x, in, tag::any);
+  p->w_in = memory::desc(w, in, tag::any);
+  p->y_in = memory::desc(y, in, tag::any);
   p->strides = {dim(s.stride), dim(s.stride)};
   p->pads = {dim(s.pad), dim(s.pad)};
   slot = std::move(p);
@@ -140,7 +148,7 @@ Plan& plan(const ConvShape& s) {
 // The direct algorithm: convolution_auto may pick Winograd, whose rounding differs more.
 dnnl::convolution_forward::primitive_desc forward_pd(const Plan& p, bool bias) {
   const auto desc = dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
-                                                    dnnl::algorithm::convolution_direct, p.x_any, p.w_any,
+                                                    dnnl::algorithm::convolution_direct, p.x_in, p.w_in,
                                                     bias ? p.b_plain : memory::desc(), p.y_any, p.strides,
                                                     p.pads, p.pads);
   return {desc, context().engine};
@@ -169,8 +177,8 @@ Forward& forward(Plan& p, bool bias) {
 BackwardData& backward_data(Plan& p) {
   auto& b = p.backward_data;
   if (b) return *b;
-  const auto desc = dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, p.x_any, p.w_any,
-                                                          p.y_any, p.strides, p.pads, p.pads);
+  const auto desc = dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, p.x_any, p.w_in,
+                                                          p.y_in, p.strides, p.pads, p.pads);
   const dnnl::convolution_backward_data::primitive_desc pd(desc, context().engine, hint(p));
   b.emplace(BackwardData{dnnl::convolution_backward_data(pd), Operand(p.y_plain, pd.diff_dst_desc(), true, false),
                          Operand(p.w_plain, pd.weights_desc(), true, false),
@@ -183,8 +191,8 @@ BackwardData& backward_data(Plan& p) {
 BackwardWeights& backward_weights(Plan& p, const ConvShape& s) {
   auto& b = p.backward_weights;
   if (b) return *b;
-  const auto desc = dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, p.x_any,
-                                                             p.w_any, p.b_plain, p.y_any, p.strides, p.pads,
+  const auto desc = dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, p.x_in,
+                                                             p.w_any, p.b_plain, p.y_in, p.strides, p.pads,
                                                              p.pads);
   const dnnl::convolution_backward_weights::primitive_desc pd(desc, context().engine, hint(p));
   b.emplace(BackwardWeights{dnnl::convolution_backward_weights(pd), Operand(p.x_plain, pd.src_desc(), true, false),
@@ -221,9 +229,10 @@ std::string onednn_version() {
                  v->cpu_runtime == DNNL_RUNTIME_OMP ? " (OpenMP)" : "");
 }
 
-void onednn_conv2d_forward(const float* x, const float* weight, const float* bias, const ConvShape& s, float* y) {
+void onednn_conv2d_forward(const float* x, const float* weight, const float* bias, const ConvShape& s, float* y,
+                           Precision precision) {
   guarded("oneDNN convolution forward", s, [&] {
-    Forward& f = forward(plan(s), bias != nullptr);
+    Forward& f = forward(plan(s, precision), bias != nullptr);
     auto& stream = context().stream;
     f.x.in(x);
     f.w.in(weight);
@@ -236,9 +245,9 @@ void onednn_conv2d_forward(const float* x, const float* weight, const float* bia
 }
 
 void onednn_conv2d_backward(const float* x, const float* weight, const float* dy, const ConvShape& s, float* dx,
-                            float* dweight, float* dbias) {
+                            float* dweight, float* dbias, Precision precision) {
   guarded("oneDNN convolution backward", s, [&] {
-    Plan& p = plan(s);
+    Plan& p = plan(s, precision);
     auto& stream = context().stream;
     if (dweight || dbias) {
       BackwardWeights& b = backward_weights(p, s);

@@ -79,6 +79,16 @@ void* Context::workspace_of_size(size_t bytes) {
   return workspace_.data();
 }
 
+void* Context::bf16_scratch_of_size(int which, size_t bytes) {
+  DeviceBuffer& buffer = bf16_scratch_[which];
+  if (buffer.bytes() < bytes) {
+    MIRRORED_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));  // queued work may still read it
+    buffer = DeviceBuffer();
+    buffer = DeviceBuffer(bytes, device);
+  }
+  return buffer.data();
+}
+
 Context& context(int device) {
   Context* ctx = nullptr;
   {

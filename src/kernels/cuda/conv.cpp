@@ -35,15 +35,33 @@ const dnn::Conv2dPlan& plan_for(const Context& ctx, const ConvShape& s) {
 
 }  // namespace
 
+namespace {
+// x rounded to bfloat16 values into the context's scratch `which`.
+const float* rounded(Context& ctx, int which, const float* x, int64_t n) {
+  auto* out = static_cast<float*>(ctx.bf16_scratch_of_size(which, static_cast<size_t>(n) * sizeof(float)));
+  round_to_bf16(x, out, n, ctx.stream());
+  return out;
+}
+}  // namespace
+
 void conv2d_forward(Context& ctx, const float* x, const float* weight, const float* bias, const ConvShape& s,
-                    float* y) {
+                    float* y, Precision precision) {
   if (s.n == 0) return;  // cuDNN rejects empty tensors; there is nothing to compute
+  if (precision == Precision::kBF16) {
+    x = rounded(ctx, 0, x, s.n * s.c * s.h * s.w);
+    weight = rounded(ctx, 1, weight, s.oc * s.c * s.kh * s.kw);
+  }
   plan_for(ctx, s).forward(x, weight, bias, y);
 }
 
 void conv2d_backward(Context& ctx, const float* x, const float* weight, const float* dy, const ConvShape& s,
-                     float* dx, float* dweight, float* dbias) {
+                     float* dx, float* dweight, float* dbias, Precision precision) {
   if (s.n == 0) return;  // no samples: nothing to accumulate, an empty dx
+  if (precision == Precision::kBF16) {  // dbias sums the rounded dy, as on the CPU
+    x = rounded(ctx, 0, x, s.n * s.c * s.h * s.w);
+    if (dx) weight = rounded(ctx, 1, weight, s.oc * s.c * s.kh * s.kw);
+    dy = rounded(ctx, 2, dy, s.n * s.oc * s.oh * s.ow);
+  }
   const dnn::Conv2dPlan& plan = plan_for(ctx, s);
   plan.backward_filter(x, dy, dweight, dbias);  // dW += ..., dbias += ... (beta = 1)
   if (dx) plan.backward_data(weight, dy, dx);   // dx = ... (beta = 0), as the CPU kernel

@@ -36,6 +36,7 @@ class Context {
   CublasHandle cublas_;
   CudnnHandle cudnn_;
   DeviceBuffer workspace_;
+  DeviceBuffer bf16_scratch_[3];
 
  public:
   explicit Context(int device);
@@ -50,6 +51,9 @@ class Context {
   // The shared cuDNN workspace, grown (never shrunk) to `bytes`; null for 0 bytes.
   void* workspace_of_size(size_t bytes);
   size_t workspace_bytes() const { return workspace_.bytes(); }
+  // Scratch `which` (0-2) of at least `bytes`, grown like the workspace: the bfloat16
+  // copies of a bf16 product's operands.
+  void* bf16_scratch_of_size(int which, size_t bytes);
 
   const int device;
   std::mutex reduce_mutex;    // guards the scratch below (main and communication threads)
@@ -67,7 +71,8 @@ class Context {
 Context& context(int device);
 
 void gemm(Context& ctx, bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
-          const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+          const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
+          Precision precision = Precision::kF32);
 
 void add_bias(Context& ctx, float* y, const float* bias, int64_t rows, int64_t cols);
 void accumulate_bias_grad(Context& ctx, const float* dy, float* dbias, int64_t rows, int64_t cols);
@@ -94,11 +99,13 @@ void adam_update(Context& ctx, float* param, const float* grad, float* m, float*
 
 // Through cuDNN (cudnn_ops.h): algorithms planned once per shape and context, the
 // context's workspace.
+// kBF16: the inputs are rounded to bfloat16 on the device and the float32 (FMA) plans run on
+// them, which gives bf16 arithmetic but not bf16 speed.
 void conv2d_forward(Context& ctx, const float* x, const float* weight, const float* bias, const ConvShape& s,
-                    float* y);
+                    float* y, Precision precision = Precision::kF32);
 // dweight and dbias accumulate; dx (may be null) is overwritten; dbias may be null.
 void conv2d_backward(Context& ctx, const float* x, const float* weight, const float* dy, const ConvShape& s,
-                     float* dx, float* dweight, float* dbias);
+                     float* dx, float* dweight, float* dbias, Precision precision = Precision::kF32);
 
 // Ties and padding as the CPU: the first maximum in row-major window order wins, padding
 // never does. Backward gathers, for each input element, the gradients of the windows whose
@@ -135,6 +142,8 @@ void add(Context& ctx, const float* a, const float* b, float* y, int64_t n);
 // bfloat16 wire format for compressed gradient all-reduce, on `stream`:
 // to_bf16: out = round_nearest_even(in); from_bf16: out = float(in) * scale.
 void float_to_bf16(const float* in, uint16_t* out, int64_t n, cudaStream_t stream);
+// out = float(round_nearest_even(in)): bfloat16 values kept as floats (bf16 convolutions).
+void round_to_bf16(const float* in, float* out, int64_t n, cudaStream_t stream);
 void bf16_to_float(const uint16_t* in, float* out, int64_t n, float scale, cudaStream_t stream);
 // x *= alpha on `stream` (the communication stream scales reduced buckets).
 void scale_on(cudaStream_t stream, float* x, int64_t n, float alpha);

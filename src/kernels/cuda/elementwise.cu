@@ -62,6 +62,10 @@ __global__ void from_bf16_kernel(const uint16_t* in, float* out, int64_t n, floa
   MIRRORED_GRID_STRIDE(i, n) out[i] = ::mirrored::bf16_to_float(in[i]) * scale;
 }
 
+__global__ void round_bf16_kernel(const float* in, float* out, int64_t n) {
+  MIRRORED_GRID_STRIDE(i, n) out[i] = ::mirrored::bf16_to_float(::mirrored::float_to_bf16(in[i]));
+}
+
 }  // namespace
 
 void add_bias(Context& ctx, float* y, const float* bias, int64_t rows, int64_t cols) {
@@ -145,6 +149,12 @@ void bf16_to_float(const uint16_t* in, float* out, int64_t n, float scale, cudaS
   if (n == 0) return;
   from_bf16_kernel<<<grid_for(n), kThreads, 0, stream>>>(in, out, n, scale);
   MIRRORED_CUDA_CHECK_LAUNCH("from_bf16_kernel");
+}
+
+void round_to_bf16(const float* in, float* out, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  round_bf16_kernel<<<grid_for(n), kThreads, 0, stream>>>(in, out, n);
+  MIRRORED_CUDA_CHECK_LAUNCH("round_bf16_kernel");
 }
 
 }  // namespace mirrored::kernels::cuda

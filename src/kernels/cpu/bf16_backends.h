@@ -1,0 +1,32 @@
+#pragma once
+// bfloat16 products on the CPU (core/precision.h): the two implementations behind
+// cpu::gemm with Precision::kBF16, and the choice between them. Internal to the CPU kernels
+// and their tests, which run both on the same cases and compare.
+#include <cstdint>
+
+#include "cpu_kernels.h"
+
+namespace mirrored::kernels::cpu {
+
+enum class Bf16Gemm { kOneDnn, kRounded };
+
+// The implementation cpu::gemm uses for bf16: oneDNN's bf16 matmul where this build has
+// oneDNN and the CPU multiplies bfloat16 natively, else kRounded. The environment variable
+// MIRRORED_CPU_BF16 (auto, onednn or rounded; read once) overrides.
+Bf16Gemm bf16_gemm_backend();
+
+// y[i] = x[i] rounded to the nearest bfloat16 (ties to even), kept as a float.
+void round_to_bf16(const float* x, float* y, int64_t n);
+// The same for a [rows, cols] block with row stride ld (both buffers), into bfloat16 bits.
+void round_rows_to_bf16(const float* x, uint16_t* y, int64_t rows, int64_t cols, int64_t ld);
+
+// Both take cpu::gemm's arguments and give its result with bf16 inputs and float32
+// accumulation. kRounded: inputs rounded into float copies, then sgemm (any CPU, any build).
+void rounded_gemm_bf16(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
+                       const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+// kOneDnn (dnnl_matmul.cpp; only when onednn_built()): inputs rounded into bfloat16
+// buffers, oneDNN's matmul with float32 accumulation and output; primitives cached per shape.
+void onednn_gemm_bf16(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
+                      const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+
+}  // namespace mirrored::kernels::cpu

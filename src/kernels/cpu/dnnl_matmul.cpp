@@ -1,0 +1,117 @@
+// bfloat16 matrix products through oneDNN's matmul, compiled only with MIRRORED_WITH_ONEDNN.
+//
+// The float32 inputs are rounded (core/bf16.h, the same bits as every other bf16 path)
+// into bfloat16 buffers that keep the callers' row strides, so a transposed operand is
+// described by strides, not copied; oneDNN multiplies them with float32 accumulation into
+// the float32 output. alpha is an output scale and beta a sum post-op.
+//
+// Primitives are made on a shape's first call and kept (key: extents, transposes, strides,
+// alpha, beta, thread count). Not locked: kernels run on the main thread only (dnnl_conv.cpp).
+#ifdef MIRRORED_WITH_ONEDNN
+
+#include <omp.h>
+
+#include <dnnl.hpp>
+#include <map>
+#include <memory>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+#include "bf16_backends.h"
+#include "mirrored/core/error.h"
+
+namespace mirrored::kernels::cpu {
+namespace {
+
+using dnnl::memory;
+using dt = memory::data_type;
+
+struct Context {
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
+};
+
+Context& context() {
+  static Context ctx;
+  return ctx;
+}
+
+struct Product {
+  dnnl::matmul primitive;
+  memory a, b, c;
+  std::unordered_map<int, memory> args;
+};
+
+using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool, int64_t, int64_t, int64_t, float, float, int>;
+
+// A row-major [rows, cols] operand with row stride ld, seen as op(x) [op_rows, op_cols].
+memory::desc operand(int64_t op_rows, int64_t op_cols, bool transposed, int64_t ld, dt type) {
+  const memory::dims dims{op_rows, op_cols};
+  const memory::dims strides = transposed ? memory::dims{1, ld} : memory::dims{ld, 1};
+  return memory::desc(dims, type, strides);
+}
+
+Product& product(const Key& key) {
+  static std::map<Key, std::unique_ptr<Product>> products;
+  auto& slot = products[key];
+  if (slot) return *slot;
+  const auto [m, n, k, ta, tb, lda, ldb, ldc, alpha, beta, threads] = key;
+  (void)threads;
+  const auto a_md = operand(m, k, ta, lda, dt::bf16);
+  const auto b_md = operand(k, n, tb, ldb, dt::bf16);
+  const auto c_md = operand(m, n, false, ldc, dt::f32);
+  dnnl::primitive_attr attr;
+  if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
+  if (beta != 0.0f) {
+    dnnl::post_ops ops;
+    ops.append_sum(beta);
+    attr.set_post_ops(ops);
+  }
+  auto& ctx = context();
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), attr, ctx.engine);
+  auto p = std::make_unique<Product>(Product{dnnl::matmul(pd), memory(a_md, ctx.engine, DNNL_MEMORY_NONE),
+                                             memory(b_md, ctx.engine, DNNL_MEMORY_NONE),
+                                             memory(c_md, ctx.engine, DNNL_MEMORY_NONE),
+                                             {}});
+  p->args = {{DNNL_ARG_SRC, p->a}, {DNNL_ARG_WEIGHTS, p->b}, {DNNL_ARG_DST, p->c}};
+  slot = std::move(p);
+  return *slot;
+}
+
+std::vector<uint16_t>& bf16_scratch(int which) {
+  static std::vector<uint16_t> buffers[2];
+  return buffers[which];
+}
+
+// x rounded into a grown scratch buffer with the same row stride.
+uint16_t* rounded(int which, const float* x, int64_t rows, int64_t cols, int64_t ld) {
+  std::vector<uint16_t>& buffer = bf16_scratch(which);
+  const int64_t span = (rows - 1) * ld + cols;
+  if (static_cast<int64_t>(buffer.size()) < span) buffer.resize(static_cast<size_t>(span));
+  round_rows_to_bf16(x, buffer.data(), rows, cols, ld);
+  return buffer.data();
+}
+
+}  // namespace
+
+void onednn_gemm_bf16(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
+                      const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                      int64_t ldc) {
+  try {
+    Product& p = product(Key{m, n, k, transpose_a, transpose_b, lda, ldb, ldc, alpha, beta, omp_get_max_threads()});
+    p.a.set_data_handle(rounded(0, a, transpose_a ? k : m, transpose_a ? m : k, lda));
+    p.b.set_data_handle(rounded(1, b, transpose_b ? n : k, transpose_b ? k : n, ldb));
+    p.c.set_data_handle(c);
+    p.primitive.execute(context().stream, p.args);
+    context().stream.wait();
+  } catch (const dnnl::error& e) {
+    MIRRORED_CHECK(false, "oneDNN bf16 matmul failed for m ", m, ", n ", n, ", k ", k, ", transposes ",
+                   transpose_a, transpose_b, ", lda ", lda, ", ldb ", ldb, ", ldc ", ldc, ": ", e.what(),
+                   " (status ", static_cast<int>(e.status), ")");
+  }
+}
+
+}  // namespace mirrored::kernels::cpu
+
+#endif  // MIRRORED_WITH_ONEDNN

@@ -1,0 +1,69 @@
+// precision = fp32 | bf16 from the configuration to the model: parsed once into its enum,
+// carried by the library options' model spec, and set on the built model's run context,
+// which every layer reads.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+
+#include "mirrored/core/error.h"
+#include "mirrored/kernels/kernels.h"
+#include "mirrored/train/config.h"
+#include "mirrored/train/library_options.h"
+#include "mirrored/train/model_factory.h"
+
+namespace mirrored {
+namespace {
+
+TEST(PrecisionConfig, DefaultsToFp32AndReachesTheModel) {
+  const auto fp32 = train::parse_train_config({});
+  EXPECT_EQ(fp32.precision, Precision::kF32);
+  EXPECT_EQ(train::option_value(fp32, "precision"), "fp32");
+  const auto bf16 = train::parse_train_config({"--precision", "bf16"});
+  EXPECT_EQ(bf16.precision, Precision::kBF16);
+  EXPECT_EQ(train::option_value(bf16, "precision"), "bf16");
+  EXPECT_EQ(train::parse_config_text(train::to_ini(bf16), "round trip").precision, Precision::kBF16);
+  // It changes what training computes, so a resume across it is reported.
+  const auto changes = train::result_changes(fp32, bf16);
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ(changes[0], "precision fp32 -> bf16");
+
+  const auto options = train::library_options(bf16);
+  EXPECT_EQ(options.model.precision, Precision::kBF16);
+  const nn::Model model = train::build_model(options.model, {784}, 10);
+  EXPECT_EQ(model.context().precision, Precision::kBF16);
+  EXPECT_EQ(train::build_model(train::library_options(fp32).model, {784}, 10).context().precision, Precision::kF32);
+}
+
+TEST(PrecisionConfig, AnUnknownNameListsTheValidOnes) {
+  try {
+    train::parse_train_config({"--precision", "fp16"});
+    FAIL() << "fp16 accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("precision = 'fp16': expected one of: fp32, bf16"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(PrecisionConfig, OneWarningOnTheChiefWhereTheCpuLacksNativeBf16) {
+  train::ModelSpec spec;
+  spec.precision = Precision::kBF16;
+  auto warning_of = [&](const train::ModelSpec& s, Device device, bool chief) {
+    ::testing::internal::CaptureStderr();
+    train::warn_about_slow_precision(s, device, chief);
+    return ::testing::internal::GetCapturedStderr();
+  };
+  const std::string chief = warning_of(spec, Device::cpu(), true);
+  if (kernels::cpu_native_bf16()) {
+    EXPECT_EQ(chief, "");
+  } else {
+    EXPECT_NE(chief.find("precision = bf16 on a CPU without AVX512-BF16 or AMX"), std::string::npos) << chief;
+    EXPECT_EQ(std::count(chief.begin(), chief.end(), '\n'), 1) << chief;
+  }
+  EXPECT_EQ(warning_of(spec, Device::cpu(), false), "") << "only the chief warns";
+  EXPECT_EQ(warning_of(spec, Device::cuda(0), true), "") << "GPUs multiply bf16 natively";
+  EXPECT_EQ(warning_of(train::ModelSpec{}, Device::cpu(), true), "") << "fp32 needs no warning";
+}
+
+}  // namespace
+}  // namespace mirrored
