@@ -1,5 +1,7 @@
 #include "mirrored/distribute/comm_hook.h"
 
+#include <algorithm>
+
 #include "mirrored/core/tensor.h"
 #include "mirrored/kernels/kernels.h"
 
@@ -45,7 +47,50 @@ class Bf16CompressionHook final : public CommHook {
   Tensor storage_;
 };
 
+// The received piece of each bucket lands in a shard-sized buffer (the collective may not
+// write into the buffer it reads), then is copied into the gradients and scaled.
+class ReduceScatterHook final : public CommHook {
+ public:
+  ReduceScatterHook(const Tensor& grads, std::vector<int64_t> bounds, int rank)
+      : grads_(grads), bounds_(std::move(bounds)), rank_(rank),
+        shard_{bounds_.at(static_cast<size_t>(rank)), bounds_.at(static_cast<size_t>(rank) + 1)},
+        received_({std::max<int64_t>(shard_.numel(), 1)}, DType::kF32, grads.device()) {}
+  const char* name() const override { return "reduce-scatter"; }
+  std::unique_ptr<comm::Work> start(comm::Communicator& comm, float* grads, const Bucket& bucket) override {
+    std::vector<size_t> counts;
+    for (size_t r = 0; r + 1 < bounds_.size(); ++r)
+      counts.push_back(static_cast<size_t>(piece(bucket, {bounds_[r], bounds_[r + 1]}).numel()));
+    const optim::ArenaRange mine = piece(bucket, shard_);
+    float* recv = received_.data<float>() + (mine.numel() > 0 ? mine.begin - shard_.begin : 0);
+    return comm.reduce_scatter_async(grads + bucket.begin, recv, counts, comm::DataType::kF32, comm::ReduceOp::kSum);
+  }
+  void finish(float*, const Bucket& bucket, float scale) override {
+    const optim::ArenaRange mine = piece(bucket, shard_);
+    if (mine.numel() == 0) return;
+    Tensor target = grads_.view(mine.begin, {mine.numel()});
+    kernels::copy(received_.view(mine.begin - shard_.begin, {mine.numel()}), target);
+    if (scale != 1.0f) kernels::scale(target, scale);
+  }
+
+ private:
+  // The part of `bucket` inside `shard` (empty ranges have begin == end).
+  static optim::ArenaRange piece(const Bucket& bucket, optim::ArenaRange shard) {
+    const int64_t begin = std::max(bucket.begin, shard.begin);
+    return {begin, std::max(begin, std::min(bucket.end, shard.end))};
+  }
+
+  Tensor grads_;
+  std::vector<int64_t> bounds_;
+  int rank_;
+  optim::ArenaRange shard_;
+  Tensor received_;
+};
+
 }  // namespace
+
+std::unique_ptr<CommHook> make_reduce_scatter_hook(const Tensor& grads, std::vector<int64_t> bounds, int rank) {
+  return std::make_unique<ReduceScatterHook>(grads, std::move(bounds), rank);
+}
 
 std::unique_ptr<CommHook> make_comm_hook(GradCompression compression, Device device, int64_t numel) {
   switch (compression) {

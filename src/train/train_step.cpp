@@ -40,6 +40,7 @@ StepResult train_step(distribute::DistributedModel& model, optim::Optimizer& opt
     Timeline::Span span(hooks.timeline, kOptimizer, "optimizer");
     result.updated = hooks.guard == nullptr || hooks.guard->allow_update(model.parameters(), step + 1, result.loss);
     if (result.updated) optimizer.step();
+    model.gather_parameters();  // sharded: every replica's updated shard, to every replica
   }
   done(StepPhase::kOptimizer);
   return result;

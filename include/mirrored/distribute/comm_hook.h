@@ -13,7 +13,9 @@
 
 #include "mirrored/comm/communicator.h"
 #include "mirrored/core/device.h"
+#include "mirrored/core/tensor.h"
 #include "mirrored/distribute/gradient_buckets.h"
+#include "mirrored/optim/update_ranges.h"
 
 namespace mirrored::distribute {
 
@@ -29,6 +31,13 @@ class CommHook {
   // Once the returned work is complete: grads[begin, end) = sum * scale.
   virtual void finish(float* grads, const Bucket& bucket, float scale) = 0;
 };
+
+// Sharded gradients (ZeRO stage 1): each bucket is reduce-scattered so that every rank
+// receives only the part of the bucket inside its own shard of the arena; finish() leaves
+// grads[bucket ∩ shard] = sum * scale and the rest of the bucket as backward left it.
+// `grads` is the flat gradient tensor; `bounds` the shard boundaries (replicas + 1
+// offsets, bounds[r] to bounds[r + 1] is rank r's shard), `rank` this replica.
+std::unique_ptr<CommHook> make_reduce_scatter_hook(const Tensor& grads, std::vector<int64_t> bounds, int rank);
 
 // A hook for gradients on `device`; `numel` is the size of the flat gradient buffer
 // (a compressing hook keeps a wire buffer of that many elements, one slot per bucket, so
