@@ -66,7 +66,9 @@ void DistributedModel::agree_on_non_finite() {
   const optim::ArenaRange owned = reducer_->owned_range();
   Tensor mine = grads.view(owned.begin, {owned.numel()});
   const int32_t local = owned.numel() > 0 && !kernels::all_finite(mine) ? 1 : 0;
-  const int32_t any = gradients_comm_->allreduce_value(local, comm::ReduceOp::kMax);
+  int32_t any = local;
+  gradients_comm_->allreduce_async(&any, 1, comm::DataType::kI32, comm::ReduceOp::kMax)
+      ->wait(comm::Work::Clock::time_point::max());
   if (any == 0 || local != 0 || owned.numel() == 0) return;
   // A NaN in the first owned element: the update is refused here as where it arose.
   Tensor first = mine.view(0, {1});
@@ -77,7 +79,10 @@ void DistributedModel::gather_parameters() {
   if (!reducer_->sharded()) return;
   Tensor& params = model_->parameters().flat_params();
   require_reachable(params, *gradients_comm_, "parameter all-gather");
-  gradients_comm_->allgather_inplace(params.data<float>(), reducer_->shard_counts(), comm::DataType::kF32);
+  // The polling wait, as the reducer's: a rank spinning in MPI_Wait for a slower peer takes
+  // the core that peer needs where ranks share cores.
+  gradients_comm_->allgather_inplace_async(params.data<float>(), reducer_->shard_counts(), comm::DataType::kF32)
+      ->wait(comm::Work::Clock::time_point::max());
 }
 
 void DistributedModel::sum_over_shards(Tensor& values) {
