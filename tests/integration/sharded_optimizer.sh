@@ -73,3 +73,14 @@ expect_exit 2 shard_bf16 "optimizer.shard = true with grad_compression = bf16" 3
   "${shard[@]}" --grad_compression bf16 --out "$WORK/x"
 expect_exit 2 shard_hierarchical "optimizer.shard = true with allreduce = hierarchical" 30 2 train "${common[@]}" \
   "${shard[@]}" --allreduce hierarchical --out "$WORK/x"
+
+# nan_policy with sharded gradients: a NaN in any replica's shard stops (or skips) the step
+# on every replica (lr = 1e6 overflows SGD within three steps, as in non_finite.sh).
+nan=(--data.train "$DATA_DIR/test.h5" --data.test "$DATA_DIR/test.h5" --batch_size 64 --epochs 1
+     --model.hidden 256,128 --threads 1 --lr 1000000 "${shard[@]}")
+expect_exit 6 shard_nan_stop "the averaged gradients hold NaN/Inf" 20 2 train "${nan[@]}" --out "$WORK/stopped"
+mpirun_np 2 train "${nan[@]}" --max_steps 20 --nan_policy skip --out "$WORK/skipped" > "$WORK/skipped.log" 2>&1 ||
+  { cat "$WORK/skipped.log"; fail "sharded nan_policy = skip did not finish"; }
+(cd "$WORK/skipped" && h5dump final.h5) > "$WORK/skipped.txt"  # no path in the dump: it could hold "nan"
+! grep -qiE "nan|inf" "$WORK/skipped.txt" || fail "final.h5 of the sharded skipping run holds NaN/Inf"
+echo "ok: sharded nan_policy = stop and skip"
