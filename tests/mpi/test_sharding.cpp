@@ -227,3 +227,31 @@ TEST(ShardedOptimizer, NonFiniteGradientsReachEveryReplica) {
   Tensor mine = model.parameters().flat_grads().view(owned.begin, {owned.numel()});
   EXPECT_FALSE(kernels::all_finite(mine)) << "rank " << strategy.replica_id();
 }
+
+// The gradient-clipping seam: a global norm formed from each replica's owned range and one
+// sum over shards is the norm of the all-reduced gradients.
+TEST(ShardedOptimizer, NormFromShardsEqualsTheWholeNorm) {
+  double norms[2] = {0, 0};
+  for (const bool shard : {false, true}) {
+    distribute::MirroredStrategy strategy(test_runtime());
+    auto model = strategy.scope([] { return nn::mlp({{24, 16}, kClasses}); },
+                                {{kFeatures}, 5, reducer(shard, distribute::Overlap::kOff), 1});
+    nn::CrossEntropyLoss loss;
+    Tensor x, y;
+    fill_batch(x, y, strategy.replica_id(), 0);
+    model.zero_grad();
+    loss.forward(model.forward(x, nn::Mode::kTrain), y);
+    model.backward(loss.grad());
+    model.synchronize_gradients();
+    EXPECT_EQ(model.gradients_sharded(), shard && world().size() > 1);
+    const auto owned = model.owned_gradient_range();
+    const auto grads = model.parameters().flat_grads().to_vector();
+    float squares = 0.0f;
+    for (int64_t i = owned.begin; i < owned.end; ++i) squares += grads[static_cast<size_t>(i)] * grads[static_cast<size_t>(i)];
+    Tensor total = Tensor::from({squares}, {1});
+    model.sum_over_shards(total);
+    norms[shard ? 1 : 0] = std::sqrt(static_cast<double>(total.to_vector()[0]));
+  }
+  EXPECT_GT(norms[0], 0.0);
+  EXPECT_NEAR(norms[1], norms[0], 1e-5 * norms[0]);
+}
