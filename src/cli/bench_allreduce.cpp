@@ -291,7 +291,8 @@ int bench_allreduce(int& argc, char**& argv, const Args& args) {
       }
     }
     char summary[200];
-    std::snprintf(summary, sizeof(summary), "# avg bus bandwidth    : %.3f GB/s;  mirrored/MPI algbw from 1 MB: %.3f  (%s)",
+    std::snprintf(summary, sizeof(summary),
+                  "# avg bus bandwidth    : %.3f GB/s;  mirrored/MPI algbw from 1 MB: %.3f  (%s)",
                   count ? sum_busbw / count : 0.0, rows_1mb ? sum_ratio_1mb / rows_1mb : 0.0, op_name(op));
     chief_print(summary);
   }

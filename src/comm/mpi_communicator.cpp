@@ -51,7 +51,8 @@ class MpiWork final : public Work {
       : watch_(watchdog, operation, count), operation_(operation), request_(request), mean_(mean),
         counts_(std::move(counts)), offsets_(std::move(offsets)) {}
   ~MpiWork() override {
-    if (!done_ && std::uncaught_exceptions() == 0) rank_warning(str_cat("an MPI ", operation_, " was dropped while in flight"));
+    if (!done_ && std::uncaught_exceptions() == 0)
+      rank_warning(str_cat("an MPI ", operation_, " was dropped while in flight"));
   }
   bool test() override {
     if (done_) return true;
@@ -114,7 +115,8 @@ std::unique_ptr<Work> MpiCommunicator::allreduce_async(void* buffer, size_t coun
   const MPI_Op mpi_op = mpi_reduce_op(type, op);
   MPI_Request request;
   MIRRORED_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buffer, mpi_count(count), mpi_datatype(type), mpi_op, comm_, &request));
-  return std::make_unique<MpiWork>(watchdog_, "allreduce", count, request, MpiWork::Mean{buffer, count, type, op, size_});
+  return std::make_unique<MpiWork>(watchdog_, "allreduce", count, request,
+                                   MpiWork::Mean{buffer, count, type, op, size_});
 }
 
 std::unique_ptr<Work> MpiCommunicator::reduce_scatter_async(const void* send, void* recv,

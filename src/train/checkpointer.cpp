@@ -289,7 +289,8 @@ ResumePoint restore_checkpoint(TrainContext& ctx) {
         values.resize(static_cast<size_t>(shards[r].numel()));
       }
       comm.broadcast(values.data(), values.size(), 0);
-      if (static_cast<int>(r) == comm.rank()) kernels::copy(Tensor::from(values, {shards[r].numel()}), *state[i].second);
+      if (static_cast<int>(r) == comm.rank())
+        kernels::copy(Tensor::from(values, {shards[r].numel()}), *state[i].second);
     }
   }
   ctx.optimizer.set_steps(counters[1]);

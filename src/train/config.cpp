@@ -214,8 +214,8 @@ const std::vector<Option>& options() {
           {{"sgd", OptimizerKind::kSgd}, {"adam", OptimizerKind::kAdam}, {"adamw", OptimizerKind::kAdamW}}),
       real_option("lr", "learning rate", &TrainConfig::lr, 0, 1e6, true, false, "a number > 0"),
       real_option("momentum", "sgd momentum", &TrainConfig::momentum, 0, 1, false, true, "a number in [0, 1)"),
-      real_option("weight_decay", "L2 penalty (decoupled for adamw), on weights (>= 2-D tensors) only", &TrainConfig::weight_decay, 0, 1e6, false,
-                  false, "a number >= 0"),
+      real_option("weight_decay", "L2 penalty (decoupled for adamw), on weights (>= 2-D tensors) only",
+                  &TrainConfig::weight_decay, 0, 1e6, false, false, "a number >= 0"),
       enum_option<LrScheduleKind>(
           "lr_schedule",
           "learning rate after warmup: constant, cosine (decays to lr_min at the end of the last epoch) or step "

@@ -247,7 +247,10 @@ TEST(ShardedOptimizer, NormFromShardsEqualsTheWholeNorm) {
     const auto owned = model.owned_gradient_range();
     const auto grads = model.parameters().flat_grads().to_vector();
     float squares = 0.0f;
-    for (int64_t i = owned.begin; i < owned.end; ++i) squares += grads[static_cast<size_t>(i)] * grads[static_cast<size_t>(i)];
+    for (int64_t i = owned.begin; i < owned.end; ++i) {
+      const float g = grads[static_cast<size_t>(i)];
+      squares += g * g;
+    }
     Tensor total = Tensor::from({squares}, {1});
     model.sum_over_shards(total);
     norms[shard ? 1 : 0] = std::sqrt(static_cast<double>(total.to_vector()[0]));
