@@ -66,6 +66,11 @@ std::unique_ptr<Work> Communicator::reduce_scatter_async(const void*, void*, con
   throw Error(ExitCode::kFailure, str_cat("the '", backend(), "' communicator has no reduce-scatter"));
 }
 
+std::unique_ptr<Work> Communicator::reduce_scatter_inplace_async(void*, const std::vector<size_t>&, DataType,
+                                                                ReduceOp) {
+  throw Error(ExitCode::kFailure, str_cat("the '", backend(), "' communicator has no reduce-scatter"));
+}
+
 std::unique_ptr<Work> Communicator::allgather_inplace_async(void*, const std::vector<size_t>&, DataType) {
   throw Error(ExitCode::kFailure, str_cat("the '", backend(), "' communicator has no variable-count all-gather"));
 }

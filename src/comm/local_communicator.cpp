@@ -29,6 +29,13 @@ std::unique_ptr<Work> LocalCommunicator::reduce_scatter_async(const void* send, 
   return completed_work();
 }
 
+std::unique_ptr<Work> LocalCommunicator::reduce_scatter_inplace_async(void*, const std::vector<size_t>& counts,
+                                                                     DataType type, ReduceOp op) {
+  MIRRORED_CHECK(counts.size() == 1, "reduce-scatter with ", counts.size(), " counts in a world of 1");
+  allreduce(nullptr, 0, type, op);
+  return completed_work();
+}
+
 std::unique_ptr<Work> LocalCommunicator::allgather_inplace_async(void*, const std::vector<size_t>& counts,
                                                                  DataType) {
   MIRRORED_CHECK(counts.size() == 1, "all-gather with ", counts.size(), " counts in a world of 1");

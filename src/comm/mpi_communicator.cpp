@@ -1,6 +1,7 @@
 #include "mirrored/comm/mpi_communicator.h"
 
 #include <climits>
+#include <cstring>
 #include <exception>
 
 #include "mirrored/comm/mpi_check.h"
@@ -35,6 +36,13 @@ MpiCommunicator::~MpiCommunicator() {
 }
 
 namespace {
+// On completion, `bytes` move from `from` to `to` (an in-place reduce-scatter's piece).
+struct PieceMove {
+  const void* from = nullptr;
+  void* to = nullptr;
+  size_t bytes = 0;
+};
+
 // A nonblocking MPI collective: its request, the arrays MPI reads until it completes, and
 // the division that turns a summed piece into a mean once it has.
 class MpiWork final : public Work {
@@ -47,9 +55,9 @@ class MpiWork final : public Work {
     int ranks = 1;
   };
   MpiWork(CollectiveWatchdog* watchdog, const char* operation, size_t count, MPI_Request request, Mean mean,
-          std::vector<int> counts = {}, std::vector<int> offsets = {})
+          std::vector<int> counts = {}, std::vector<int> offsets = {}, PieceMove move = PieceMove())
       : watch_(watchdog, operation, count), operation_(operation), request_(request), mean_(mean),
-        counts_(std::move(counts)), offsets_(std::move(offsets)) {}
+        counts_(std::move(counts)), offsets_(std::move(offsets)), move_(move) {}
   ~MpiWork() override {
     if (!done_ && std::uncaught_exceptions() == 0)
       rank_warning(str_cat("an MPI ", operation_, " was dropped while in flight"));
@@ -70,6 +78,7 @@ class MpiWork final : public Work {
 
  private:
   void finish() {
+    if (move_.bytes > 0 && move_.from != move_.to) std::memmove(move_.to, move_.from, move_.bytes);
     divide_for_mean(mean_.buffer, mean_.count, mean_.type, mean_.op, mean_.ranks);
     done_ = true;
   }
@@ -79,6 +88,7 @@ class MpiWork final : public Work {
   MPI_Request request_;
   Mean mean_;
   std::vector<int> counts_, offsets_;  // MPI may read them until completion
+  PieceMove move_;
   bool done_ = false;
 };
 
@@ -135,6 +145,26 @@ std::unique_ptr<Work> MpiCommunicator::reduce_scatter_async(const void* send, vo
   }
   return std::make_unique<MpiWork>(watchdog_, "reduce-scatter", c.total, request,
                                    MpiWork::Mean{recv, mine, type, op, size_}, std::move(c.counts));
+}
+
+std::unique_ptr<Work> MpiCommunicator::reduce_scatter_inplace_async(void* buffer, const std::vector<size_t>& counts,
+                                                                   DataType type, ReduceOp op) {
+  const MPI_Op mpi_op = mpi_reduce_op(type, op);
+  MpiCounts c = mpi_counts(counts, size_, "reduce-scatter");
+  const size_t mine = counts[static_cast<size_t>(rank_)];
+  auto* piece = static_cast<char*>(buffer) +
+                static_cast<size_t>(c.offsets[static_cast<size_t>(rank_)]) * datatype_size(type);
+  MPI_Request request;
+  if (c.equal) {
+    MIRRORED_MPI_CHECK(MPI_Ireduce_scatter_block(MPI_IN_PLACE, buffer, c.counts.front(), mpi_datatype(type), mpi_op,
+                                                 comm_, &request));
+  } else {
+    MIRRORED_MPI_CHECK(
+        MPI_Ireduce_scatter(MPI_IN_PLACE, buffer, c.counts.data(), mpi_datatype(type), mpi_op, comm_, &request));
+  }
+  return std::make_unique<MpiWork>(watchdog_, "reduce-scatter", c.total, request,
+                                   MpiWork::Mean{piece, mine, type, op, size_}, std::move(c.counts),
+                                   std::vector<int>{}, PieceMove{buffer, piece, mine * datatype_size(type)});
 }
 
 std::unique_ptr<Work> MpiCommunicator::allgather_inplace_async(void* buffer, const std::vector<size_t>& counts,

@@ -372,6 +372,34 @@ std::unique_ptr<Work> NcclCommunicator::reduce_scatter_async(const void* send, v
   return std::make_unique<NcclWork>(s, "reduce-scatter", recv, counts[static_cast<size_t>(rank_)], op, size_);
 }
 
+// In place: ncclReduceScatter's in-place form (the piece at its own offset), or one in-place
+// ncclReduce per piece to its owner.
+std::unique_ptr<Work> NcclCommunicator::reduce_scatter_inplace_async(void* buffer, const std::vector<size_t>& counts,
+                                                                     DataType type, ReduceOp op) {
+  MIRRORED_CHECK(on_device(buffer), "NCCL reduce-scatter in place needs a device buffer");
+  MIRRORED_CHECK(op != ReduceOp::kMean || type == DataType::kF32, "NCCL mean reduce-scatter of ",
+                 datatype_name(type), " (float only)");
+  const auto offsets = piece_offsets(counts, size_, "reduce-scatter");
+  const size_t bytes = datatype_size(type);
+  auto* base = static_cast<char*>(buffer);
+  char* mine = base + offsets[static_cast<size_t>(rank_)] * bytes;
+  State& s = *state_;
+  const size_t total = offsets.back() + counts.back();
+  s.enqueue("reduce-scatter", total, [&] {
+    if (all_equal(counts))
+      return ncclReduceScatter(base, mine, counts.front(), to_nccl(type), to_nccl(op), s.comm, s.stream.get());
+    ncclResult_t result = ncclGroupStart();
+    for (int r = 0; r < size_ && (result == ncclSuccess || result == ncclInProgress); ++r) {
+      char* piece = base + offsets[static_cast<size_t>(r)] * bytes;
+      result = ncclReduce(piece, piece, counts[static_cast<size_t>(r)], to_nccl(type), to_nccl(op), r, s.comm,
+                          s.stream.get());
+    }
+    const ncclResult_t ended = ncclGroupEnd();
+    return result == ncclSuccess || result == ncclInProgress ? ended : result;
+  });
+  return std::make_unique<NcclWork>(s, "reduce-scatter", mine, counts[static_cast<size_t>(rank_)], op, size_);
+}
+
 // Equal pieces: ncclAllGather in place. Unequal: one in-place ncclBroadcast per piece from
 // its owner, grouped.
 std::unique_ptr<Work> NcclCommunicator::allgather_inplace_async(void* buffer, const std::vector<size_t>& counts,

@@ -40,6 +40,7 @@ class Bf16CompressionHook final : public CommHook {
   void finish(float* grads, const Bucket& bucket, float scale) override {
     kernels::from_bf16(wire() + bucket.begin, grads + bucket.begin, bucket.numel(), device_, scale);
   }
+  int64_t buffer_bytes() const override { return storage_.numel() * static_cast<int64_t>(sizeof(float)); }
 
  private:
   uint16_t* wire() const { return static_cast<uint16_t*>(storage_.raw()); }
@@ -47,29 +48,25 @@ class Bf16CompressionHook final : public CommHook {
   Tensor storage_;
 };
 
-// The received piece of each bucket lands in a shard-sized buffer (the collective may not
-// write into the buffer it reads), then is copied into the gradients and scaled.
+// Each bucket is reduce-scattered in place: this rank's piece of it is reduced where it lies
+// in the gradients (no receive buffer), then scaled; the other ranks' pieces are left as
+// the collective leaves them.
 class ReduceScatterHook final : public CommHook {
  public:
   ReduceScatterHook(const Tensor& grads, std::vector<int64_t> bounds, int rank)
-      : grads_(grads), bounds_(std::move(bounds)), rank_(rank),
-        shard_{bounds_.at(static_cast<size_t>(rank)), bounds_.at(static_cast<size_t>(rank) + 1)},
-        received_({std::max<int64_t>(shard_.numel(), 1)}, DType::kF32, grads.device()) {}
+      : device_(grads.device()), bounds_(std::move(bounds)),
+        shard_{bounds_.at(static_cast<size_t>(rank)), bounds_.at(static_cast<size_t>(rank) + 1)} {}
   const char* name() const override { return "reduce-scatter"; }
   std::unique_ptr<comm::Work> start(comm::Communicator& comm, float* grads, const Bucket& bucket) override {
     std::vector<size_t> counts;
     for (size_t r = 0; r + 1 < bounds_.size(); ++r)
       counts.push_back(static_cast<size_t>(piece(bucket, {bounds_[r], bounds_[r + 1]}).numel()));
-    const optim::ArenaRange mine = piece(bucket, shard_);
-    float* recv = received_.data<float>() + (mine.numel() > 0 ? mine.begin - shard_.begin : 0);
-    return comm.reduce_scatter_async(grads + bucket.begin, recv, counts, comm::DataType::kF32, comm::ReduceOp::kSum);
+    return comm.reduce_scatter_inplace_async(grads + bucket.begin, counts, comm::DataType::kF32,
+                                             comm::ReduceOp::kSum);
   }
-  void finish(float*, const Bucket& bucket, float scale) override {
+  void finish(float* grads, const Bucket& bucket, float scale) override {
     const optim::ArenaRange mine = piece(bucket, shard_);
-    if (mine.numel() == 0) return;
-    Tensor target = grads_.view(mine.begin, {mine.numel()});
-    kernels::copy(received_.view(mine.begin - shard_.begin, {mine.numel()}), target);
-    if (scale != 1.0f) kernels::scale(target, scale);
+    if (mine.numel() > 0 && scale != 1.0f) kernels::scale(grads + mine.begin, mine.numel(), device_, scale);
   }
 
  private:
@@ -79,11 +76,9 @@ class ReduceScatterHook final : public CommHook {
     return {begin, std::max(begin, std::min(bucket.end, shard.end))};
   }
 
-  Tensor grads_;
+  Device device_;
   std::vector<int64_t> bounds_;
-  int rank_;
   optim::ArenaRange shard_;
-  Tensor received_;
 };
 
 }  // namespace

@@ -9,7 +9,8 @@ namespace mirrored::train {
 
 MemoryFootprint memory_footprint(distribute::DistributedModel& model, optim::Optimizer& optimizer) {
   const int64_t arena_bytes = model.parameters().numel() * static_cast<int64_t>(sizeof(float));
-  return {arena_bytes, arena_bytes, optimizer.state_bytes()};
+  // Gradients: the arena and the buffers its communication uses.
+  return {arena_bytes, arena_bytes + model.reducer().buffer_bytes(), optimizer.state_bytes()};
 }
 
 MemoryFootprint report_memory(comm::Communicator& comm, const MemoryFootprint& mine) {

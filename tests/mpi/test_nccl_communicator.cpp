@@ -163,6 +163,12 @@ TEST(Nccl, ReduceScatterAndAllgatherInPlaceEvenAndUneven) {
     const float ranks = static_cast<float>(n * (n + 1) / 2);
     for (size_t j = 0; j < mine; ++j)
       ASSERT_EQ(got[j], ranks * static_cast<float>((offset + j) % 7 + 1) / static_cast<float>(n)) << "element " << j;
+    Tensor in_place = on_gpu(values);
+    nccl->reduce_scatter_inplace_async(in_place.data<float>(), counts, comm::DataType::kF32, comm::ReduceOp::kSum)
+        ->wait();
+    const auto reduced = in_place.to_vector();
+    for (size_t j = 0; j < mine; ++j)
+      ASSERT_EQ(reduced[offset + j], ranks * static_cast<float>((offset + j) % 7 + 1)) << "in place, element " << j;
     std::vector<float> pieces(total, -1.0f);
     for (size_t j = 0; j < mine; ++j) pieces[offset + j] = static_cast<float>(r * 100) + static_cast<float>(j);
     Tensor gathered = on_gpu(pieces);

@@ -69,6 +69,22 @@ TEST(ShardedOptimizer, ReduceScatterWithEmptyPieces) {
   check_reduce_scatter(counts, true);
 }
 
+TEST(ShardedOptimizer, ReduceScatterInPlaceLeavesThePieceAtItsOffset) {
+  const int n = world().size(), r = world().rank();
+  for (const auto& counts : {uneven_counts(n), std::vector<size_t>(static_cast<size_t>(n), 6)}) {
+    size_t total = 0;
+    for (size_t c : counts) total += c;
+    std::vector<float> buffer(total);
+    for (size_t i = 0; i < total; ++i) buffer[i] = static_cast<float>(r + 1) * static_cast<float>(i);
+    world().reduce_scatter_inplace_async(buffer.data(), counts, DataType::kF32, ReduceOp::kMean)->wait();
+    const float ranks_sum = static_cast<float>(n * (n + 1) / 2);
+    const size_t offset = offset_of(counts, r);
+    for (size_t i = 0; i < counts[static_cast<size_t>(r)]; ++i)
+      ASSERT_EQ(buffer[offset + i], ranks_sum * static_cast<float>(offset + i) * (1.0f / static_cast<float>(n)))
+          << "element " << i;
+  }
+}
+
 TEST(ShardedOptimizer, AllgatherInPlaceUnevenAndEven) {
   const int n = world().size(), r = world().rank();
   for (const auto& counts : {uneven_counts(n), std::vector<size_t>(static_cast<size_t>(n), 4)}) {

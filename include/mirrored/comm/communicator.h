@@ -88,6 +88,11 @@ class Communicator {
   void reduce_scatter(const void* send, void* recv, const std::vector<size_t>& counts, DataType type, ReduceOp op) {
     reduce_scatter_async(send, recv, counts, type, op)->wait();
   }
+  // The same in place: `buffer` holds the full buffer; afterwards this rank's piece of it
+  // (at its offset) holds the reduction, the rest of `buffer` is undefined. Saves the
+  // receive buffer (sharded gradients are reduced where they lie).
+  virtual std::unique_ptr<Work> reduce_scatter_inplace_async(void* buffer, const std::vector<size_t>& counts,
+                                                             DataType type, ReduceOp op);
   // All-gather in place: rank r's piece already sits at its offset of `buffer`; afterwards
   // every rank's `buffer` holds every piece (MPI_Allgatherv with MPI_IN_PLACE).
   virtual std::unique_ptr<Work> allgather_inplace_async(void* buffer, const std::vector<size_t>& counts,

@@ -17,6 +17,8 @@ class LocalCommunicator final : public Communicator {
   // Host buffers: the one piece is copied (reduce-scatter) or already in place (all-gather).
   std::unique_ptr<Work> reduce_scatter_async(const void* send, void* recv, const std::vector<size_t>& counts,
                                              DataType type, ReduceOp op) override;
+  std::unique_ptr<Work> reduce_scatter_inplace_async(void* buffer, const std::vector<size_t>& counts, DataType type,
+                                                     ReduceOp op) override;
   std::unique_ptr<Work> allgather_inplace_async(void* buffer, const std::vector<size_t>& counts,
                                                 DataType type) override;
 };

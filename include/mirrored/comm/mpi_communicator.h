@@ -30,6 +30,9 @@ class MpiCommunicator final : public Communicator {
   // MPI_Ireduce_scatter(_block) and MPI_Iallgather(v) in place; progressed like allreduce_async.
   std::unique_ptr<Work> reduce_scatter_async(const void* send, void* recv, const std::vector<size_t>& counts,
                                              DataType type, ReduceOp op) override;
+  // MPI_IN_PLACE leaves the piece at the buffer's start; it is moved to its offset on completion.
+  std::unique_ptr<Work> reduce_scatter_inplace_async(void* buffer, const std::vector<size_t>& counts, DataType type,
+                                                     ReduceOp op) override;
   std::unique_ptr<Work> allgather_inplace_async(void* buffer, const std::vector<size_t>& counts,
                                                 DataType type) override;
 

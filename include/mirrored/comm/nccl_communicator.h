@@ -52,6 +52,8 @@ class NcclCommunicator final : public Communicator {
   // Device buffers only; a mean divides this rank's piece on the compute stream.
   std::unique_ptr<Work> reduce_scatter_async(const void* send, void* recv, const std::vector<size_t>& counts,
                                              DataType type, ReduceOp op) override;
+  std::unique_ptr<Work> reduce_scatter_inplace_async(void* buffer, const std::vector<size_t>& counts, DataType type,
+                                                     ReduceOp op) override;
   std::unique_ptr<Work> allgather_inplace_async(void* buffer, const std::vector<size_t>& counts,
                                                 DataType type) override;
 

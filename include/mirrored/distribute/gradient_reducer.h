@@ -114,11 +114,14 @@ class GradientReducer {
 
   const std::vector<Bucket>& buckets() const { return buckets_; }
   // Sharded: the [begin, end) of the flat gradients whose mean this replica holds after
-  // finish() (the rest keeps this replica's own sums), and every replica's shard size in
+  // finish() (the rest holds whatever the in-place reduce-scatter left there: partial sums,
+  // not to be used), and every replica's shard size in
   // rank order. Unsharded: the whole arena, and one count.
   bool sharded() const { return sharded_; }
   optim::ArenaRange owned_range() const { return owned_; }
   const std::vector<size_t>& shard_counts() const { return shard_counts_; }
+  // Bytes of the communication hook's buffers (bf16 wire, or the sharded receive buffer).
+  int64_t buffer_bytes() const { return hook_->buffer_bytes(); }
   Overlap overlap() const { return mode_; }  // resolved: kOff, kThread or kInline
   const CommStats& last_step_stats() const { return stats_; }
   void set_timeline(Timeline* timeline) { timeline_ = timeline; }
