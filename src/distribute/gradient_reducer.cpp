@@ -72,6 +72,10 @@ GradientReducer::GradientReducer(nn::ParameterArena& arena, comm::Communicator& 
     bounds.push_back(grads.numel());
     owned_ = optim::balanced_shard(grads.numel(), comm_.rank(), comm_.size());
     hook_ = make_reduce_scatter_hook(grads, std::move(bounds), comm_.rank());
+    const auto [fewest, most] = std::minmax_element(shard_counts_.begin(), shard_counts_.end());
+    chief_info(str_cat("optimizer state sharded over ", comm_.size(), " replicas (", *fewest,
+                       *most == *fewest ? std::string() : str_cat(" to ", *most),
+                       " parameters each): gradient buckets reduce-scattered, updated shards all-gathered"));
   } else {
     hook_ = make_comm_hook(options_.compression, grads.device(), grads.numel());
   }
