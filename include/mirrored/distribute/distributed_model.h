@@ -23,7 +23,8 @@
 // when gradients_sharded(), combine the per-replica results with one more collective:
 //  - a global norm (gradient clipping): the sum of squares over the owned range, then
 //    sum_over_shards() of that one value, then the square root; every replica gets the
-//    same number as an unsharded run up to summation order;
+//    same number as an unsharded run up to summation order; the clip then scales the
+//    owned range (scaling the whole arena is harmless: outside it nothing is used);
 //  - the NaN/Inf test: done here already. After a sharded synchronize_gradients(), a
 //    non-finite value in any replica's shard makes the owned range of every replica
 //    non-finite, so a replica-local test (the NaN guard) decides the same everywhere, as it
