@@ -4,6 +4,9 @@
 #include <cstring>
 #include <thread>
 
+#include "mirrored/core/error.h"
+#include "mirrored/core/strings.h"
+
 namespace mirrored::comm {
 
 size_t datatype_size(DataType type) {
@@ -43,6 +46,8 @@ constexpr int kSpinsBeforeSleeping = 200;
 constexpr auto kPollInterval = std::chrono::microseconds(50);
 }  // namespace
 
+std::unique_ptr<Work> completed_work() { return std::make_unique<CompletedWork>(); }
+
 bool Work::wait(Clock::time_point deadline) {
   for (int spins = 0; !test(); ++spins) {
     if (Clock::now() >= deadline) return false;
@@ -54,6 +59,20 @@ bool Work::wait(Clock::time_point deadline) {
 std::unique_ptr<Work> Communicator::allreduce_async(void* buffer, size_t count, DataType type, ReduceOp op) {
   allreduce(buffer, count, type, op);
   return std::make_unique<CompletedWork>();
+}
+
+std::unique_ptr<Work> Communicator::reduce_scatter_async(const void*, void*, const std::vector<size_t>&, DataType,
+                                                        ReduceOp) {
+  throw Error(ExitCode::kFailure, str_cat("the '", backend(), "' communicator has no reduce-scatter"));
+}
+
+std::unique_ptr<Work> Communicator::reduce_scatter_inplace_async(void*, const std::vector<size_t>&, DataType,
+                                                                ReduceOp) {
+  throw Error(ExitCode::kFailure, str_cat("the '", backend(), "' communicator has no reduce-scatter"));
+}
+
+std::unique_ptr<Work> Communicator::allgather_inplace_async(void*, const std::vector<size_t>&, DataType) {
+  throw Error(ExitCode::kFailure, str_cat("the '", backend(), "' communicator has no variable-count all-gather"));
 }
 
 std::vector<std::string> Communicator::allgather_strings(const std::string& value) {

@@ -1,6 +1,7 @@
 #include "mirrored/comm/mpi_communicator.h"
 
 #include <climits>
+#include <cstring>
 #include <exception>
 
 #include "mirrored/comm/mpi_check.h"
@@ -35,14 +36,31 @@ MpiCommunicator::~MpiCommunicator() {
 }
 
 namespace {
-class MpiAllreduceWork final : public Work {
+// On completion, `bytes` move from `from` to `to` (an in-place reduce-scatter's piece).
+struct PieceMove {
+  const void* from = nullptr;
+  void* to = nullptr;
+  size_t bytes = 0;
+};
+
+// A nonblocking MPI collective: its request, the arrays MPI reads until it completes, and
+// the division that turns a summed piece into a mean once it has.
+class MpiWork final : public Work {
  public:
-  MpiAllreduceWork(CollectiveWatchdog* watchdog, void* buffer, size_t count, DataType type, ReduceOp op, int size,
-                   MPI_Request request)
-      : watch_(watchdog, "allreduce", count),
-        buffer_(buffer), count_(count), type_(type), op_(op), size_(size), request_(request) {}
-  ~MpiAllreduceWork() override {
-    if (!done_ && std::uncaught_exceptions() == 0) rank_warning("an all-reduce was dropped while in flight");
+  struct Mean {
+    void* buffer = nullptr;
+    size_t count = 0;
+    DataType type = DataType::kF32;
+    ReduceOp op = ReduceOp::kSum;
+    int ranks = 1;
+  };
+  MpiWork(CollectiveWatchdog* watchdog, const char* operation, size_t count, MPI_Request request, Mean mean,
+          std::vector<int> counts = {}, std::vector<int> offsets = {}, PieceMove move = PieceMove())
+      : watch_(watchdog, operation, count), operation_(operation), request_(request), mean_(mean),
+        counts_(std::move(counts)), offsets_(std::move(offsets)), move_(move) {}
+  ~MpiWork() override {
+    if (!done_ && std::uncaught_exceptions() == 0)
+      rank_warning(str_cat("an MPI ", operation_, " was dropped while in flight"));
   }
   bool test() override {
     if (done_) return true;
@@ -60,19 +78,40 @@ class MpiAllreduceWork final : public Work {
 
  private:
   void finish() {
-    divide_for_mean(buffer_, count_, type_, op_, size_);
+    if (move_.bytes > 0 && move_.from != move_.to) std::memmove(move_.to, move_.from, move_.bytes);
+    divide_for_mean(mean_.buffer, mean_.count, mean_.type, mean_.op, mean_.ranks);
     done_ = true;
   }
 
   CollectiveWatchdog::Scope watch_;  // in flight until destroyed
-  void* buffer_;
-  size_t count_;
-  DataType type_;
-  ReduceOp op_;
-  int size_;
+  const char* operation_;
   MPI_Request request_;
+  Mean mean_;
+  std::vector<int> counts_, offsets_;  // MPI may read them until completion
+  PieceMove move_;
   bool done_ = false;
 };
+
+// MPI's int counts, and offsets as prefix sums; `equal` when every count is the same.
+struct MpiCounts {
+  std::vector<int> counts, offsets;
+  size_t total = 0;
+  bool equal = true;
+};
+
+MpiCounts mpi_counts(const std::vector<size_t>& counts, int ranks, const char* operation) {
+  MIRRORED_CHECK(counts.size() == static_cast<size_t>(ranks), operation, " with ", counts.size(), " counts over ",
+                 ranks, " ranks");
+  MpiCounts out;
+  for (const size_t count : counts) {
+    out.counts.push_back(mpi_count(count));
+    out.offsets.push_back(mpi_count(out.total));
+    out.total += count;
+    out.equal = out.equal && count == counts.front();
+  }
+  (void)mpi_count(out.total);
+  return out;
+}
 }  // namespace
 
 void MpiCommunicator::allreduce(void* buffer, size_t count, DataType type, ReduceOp op) {
@@ -86,7 +125,61 @@ std::unique_ptr<Work> MpiCommunicator::allreduce_async(void* buffer, size_t coun
   const MPI_Op mpi_op = mpi_reduce_op(type, op);
   MPI_Request request;
   MIRRORED_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buffer, mpi_count(count), mpi_datatype(type), mpi_op, comm_, &request));
-  return std::make_unique<MpiAllreduceWork>(watchdog_, buffer, count, type, op, size_, request);
+  return std::make_unique<MpiWork>(watchdog_, "allreduce", count, request,
+                                   MpiWork::Mean{buffer, count, type, op, size_});
+}
+
+std::unique_ptr<Work> MpiCommunicator::reduce_scatter_async(const void* send, void* recv,
+                                                            const std::vector<size_t>& counts, DataType type,
+                                                            ReduceOp op) {
+  const MPI_Op mpi_op = mpi_reduce_op(type, op);
+  MpiCounts c = mpi_counts(counts, size_, "reduce-scatter");
+  const size_t mine = counts[static_cast<size_t>(rank_)];
+  MPI_Request request;
+  if (c.equal) {
+    MIRRORED_MPI_CHECK(
+        MPI_Ireduce_scatter_block(send, recv, c.counts.front(), mpi_datatype(type), mpi_op, comm_, &request));
+  } else {
+    MIRRORED_MPI_CHECK(
+        MPI_Ireduce_scatter(send, recv, c.counts.data(), mpi_datatype(type), mpi_op, comm_, &request));
+  }
+  return std::make_unique<MpiWork>(watchdog_, "reduce-scatter", c.total, request,
+                                   MpiWork::Mean{recv, mine, type, op, size_}, std::move(c.counts));
+}
+
+std::unique_ptr<Work> MpiCommunicator::reduce_scatter_inplace_async(void* buffer, const std::vector<size_t>& counts,
+                                                                   DataType type, ReduceOp op) {
+  const MPI_Op mpi_op = mpi_reduce_op(type, op);
+  MpiCounts c = mpi_counts(counts, size_, "reduce-scatter");
+  const size_t mine = counts[static_cast<size_t>(rank_)];
+  auto* piece = static_cast<char*>(buffer) +
+                static_cast<size_t>(c.offsets[static_cast<size_t>(rank_)]) * datatype_size(type);
+  MPI_Request request;
+  if (c.equal) {
+    MIRRORED_MPI_CHECK(MPI_Ireduce_scatter_block(MPI_IN_PLACE, buffer, c.counts.front(), mpi_datatype(type), mpi_op,
+                                                 comm_, &request));
+  } else {
+    MIRRORED_MPI_CHECK(
+        MPI_Ireduce_scatter(MPI_IN_PLACE, buffer, c.counts.data(), mpi_datatype(type), mpi_op, comm_, &request));
+  }
+  return std::make_unique<MpiWork>(watchdog_, "reduce-scatter", c.total, request,
+                                   MpiWork::Mean{piece, mine, type, op, size_}, std::move(c.counts),
+                                   std::vector<int>{}, PieceMove{buffer, piece, mine * datatype_size(type)});
+}
+
+std::unique_ptr<Work> MpiCommunicator::allgather_inplace_async(void* buffer, const std::vector<size_t>& counts,
+                                                               DataType type) {
+  MpiCounts c = mpi_counts(counts, size_, "all-gather");
+  MPI_Request request;
+  if (c.equal) {
+    MIRRORED_MPI_CHECK(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buffer, c.counts.front(),
+                                      mpi_datatype(type), comm_, &request));
+  } else {
+    MIRRORED_MPI_CHECK(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buffer, c.counts.data(), c.offsets.data(),
+                                       mpi_datatype(type), comm_, &request));
+  }
+  return std::make_unique<MpiWork>(watchdog_, "all-gather", c.total, request, MpiWork::Mean{},
+                                   std::move(c.counts), std::move(c.offsets));
 }
 
 void MpiCommunicator::broadcast(void* buffer, size_t count, DataType type, int root) {

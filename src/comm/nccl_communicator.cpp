@@ -144,19 +144,21 @@ struct NcclCommunicator::State {
 // A device all-reduce in flight: its completion event and the communicator to poll.
 class NcclWork final : public Work {
  public:
-  NcclWork(NcclCommunicator::State& state, void* buffer, size_t count, ReduceOp op, int ranks)
-      : state_(state), buffer_(buffer), count_(count), op_(op), ranks_(ranks),
+  // `buffer` and `count`: what a mean divides once the collective is complete.
+  NcclWork(NcclCommunicator::State& state, const char* operation, void* buffer, size_t count, ReduceOp op, int ranks)
+      : state_(state), operation_(operation), buffer_(buffer), count_(count), op_(op), ranks_(ranks),
         done_event_(state.device), started_(Clock::now()) {
     done_event_.record(state_.stream.get());
   }
   ~NcclWork() override {
-    if (!complete_ && std::uncaught_exceptions() == 0) rank_warning("an NCCL all-reduce was dropped while in flight");
+    if (!complete_ && std::uncaught_exceptions() == 0)
+      rank_warning(str_cat("an NCCL ", operation_, " was dropped while in flight"));
   }
   bool test() override {
     if (complete_) return true;
     if (!done_event_.done()) {
-      (void)state_.in_progress("allreduce");  // throws on an asynchronous error
-      state_.check_deadline("allreduce", count_, started_, warned_);
+      (void)state_.in_progress(operation_);  // throws on an asynchronous error
+      state_.check_deadline(operation_, count_, started_, warned_);
       return false;
     }
     // The sum is complete; a mean's division queued now on the compute stream is ordered
@@ -170,6 +172,7 @@ class NcclWork final : public Work {
 
  private:
   NcclCommunicator::State& state_;
+  const char* operation_;
   void* buffer_;
   size_t count_;
   ReduceOp op_;
@@ -260,7 +263,7 @@ std::unique_ptr<Work> NcclCommunicator::allreduce_async(void* buffer, size_t cou
   s.enqueue("allreduce", count, [&] {
     return ncclAllReduce(buffer, buffer, count, to_nccl(type), to_nccl(op), s.comm, s.stream.get());
   });
-  return std::make_unique<NcclWork>(s, buffer, count, op, size_);
+  return std::make_unique<NcclWork>(s, "allreduce", buffer, count, op, size_);
 }
 
 void NcclCommunicator::allreduce(void* buffer, size_t count, DataType type, ReduceOp op) {
@@ -323,6 +326,103 @@ void NcclCommunicator::allgather(const void* send, void* recv, size_t count, Dat
   } else {
     stage_out_and_wait(recv, base + bytes, total, "allgather", count);
   }
+}
+
+namespace {
+// Offsets of the pieces (prefix sums of `counts`), checked against the world size.
+std::vector<size_t> piece_offsets(const std::vector<size_t>& counts, int ranks, const char* operation) {
+  MIRRORED_CHECK(counts.size() == static_cast<size_t>(ranks), operation, " with ", counts.size(), " counts over ",
+                 ranks, " ranks");
+  std::vector<size_t> offsets;
+  size_t total = 0;
+  for (const size_t count : counts) {
+    offsets.push_back(total);
+    total += count;
+  }
+  return offsets;
+}
+
+bool all_equal(const std::vector<size_t>& counts) {
+  return std::all_of(counts.begin(), counts.end(), [&](size_t c) { return c == counts.front(); });
+}
+}  // namespace
+
+// Equal pieces: ncclReduceScatter. Unequal: one ncclReduce per piece to its owner, grouped
+// into a single launch (NCCL has no variable-count reduce-scatter).
+std::unique_ptr<Work> NcclCommunicator::reduce_scatter_async(const void* send, void* recv,
+                                                             const std::vector<size_t>& counts, DataType type,
+                                                             ReduceOp op) {
+  MIRRORED_CHECK(on_device(send) && on_device(recv), "NCCL reduce-scatter needs device buffers");
+  MIRRORED_CHECK(op != ReduceOp::kMean || type == DataType::kF32, "NCCL mean reduce-scatter of ",
+                 datatype_name(type), " (float only)");
+  const auto offsets = piece_offsets(counts, size_, "reduce-scatter");
+  const size_t bytes = datatype_size(type);
+  State& s = *state_;
+  const size_t total = offsets.back() + counts.back();
+  s.enqueue("reduce-scatter", total, [&] {
+    if (all_equal(counts))
+      return ncclReduceScatter(send, recv, counts.front(), to_nccl(type), to_nccl(op), s.comm, s.stream.get());
+    ncclResult_t result = ncclGroupStart();
+    for (int r = 0; r < size_ && (result == ncclSuccess || result == ncclInProgress); ++r)
+      result = ncclReduce(static_cast<const char*>(send) + offsets[static_cast<size_t>(r)] * bytes, recv,
+                          counts[static_cast<size_t>(r)], to_nccl(type), to_nccl(op), r, s.comm, s.stream.get());
+    const ncclResult_t ended = ncclGroupEnd();
+    return result == ncclSuccess || result == ncclInProgress ? ended : result;
+  });
+  return std::make_unique<NcclWork>(s, "reduce-scatter", recv, counts[static_cast<size_t>(rank_)], op, size_);
+}
+
+// In place: ncclReduceScatter's in-place form (the piece at its own offset), or one in-place
+// ncclReduce per piece to its owner.
+std::unique_ptr<Work> NcclCommunicator::reduce_scatter_inplace_async(void* buffer, const std::vector<size_t>& counts,
+                                                                     DataType type, ReduceOp op) {
+  MIRRORED_CHECK(on_device(buffer), "NCCL reduce-scatter in place needs a device buffer");
+  MIRRORED_CHECK(op != ReduceOp::kMean || type == DataType::kF32, "NCCL mean reduce-scatter of ",
+                 datatype_name(type), " (float only)");
+  const auto offsets = piece_offsets(counts, size_, "reduce-scatter");
+  const size_t bytes = datatype_size(type);
+  auto* base = static_cast<char*>(buffer);
+  char* mine = base + offsets[static_cast<size_t>(rank_)] * bytes;
+  State& s = *state_;
+  const size_t total = offsets.back() + counts.back();
+  s.enqueue("reduce-scatter", total, [&] {
+    if (all_equal(counts))
+      return ncclReduceScatter(base, mine, counts.front(), to_nccl(type), to_nccl(op), s.comm, s.stream.get());
+    ncclResult_t result = ncclGroupStart();
+    for (int r = 0; r < size_ && (result == ncclSuccess || result == ncclInProgress); ++r) {
+      char* piece = base + offsets[static_cast<size_t>(r)] * bytes;
+      result = ncclReduce(piece, piece, counts[static_cast<size_t>(r)], to_nccl(type), to_nccl(op), r, s.comm,
+                          s.stream.get());
+    }
+    const ncclResult_t ended = ncclGroupEnd();
+    return result == ncclSuccess || result == ncclInProgress ? ended : result;
+  });
+  return std::make_unique<NcclWork>(s, "reduce-scatter", mine, counts[static_cast<size_t>(rank_)], op, size_);
+}
+
+// Equal pieces: ncclAllGather in place. Unequal: one in-place ncclBroadcast per piece from
+// its owner, grouped.
+std::unique_ptr<Work> NcclCommunicator::allgather_inplace_async(void* buffer, const std::vector<size_t>& counts,
+                                                                DataType type) {
+  MIRRORED_CHECK(on_device(buffer), "NCCL all-gather in place needs a device buffer");
+  const auto offsets = piece_offsets(counts, size_, "all-gather");
+  const size_t bytes = datatype_size(type);
+  auto* base = static_cast<char*>(buffer);
+  State& s = *state_;
+  const size_t total = offsets.back() + counts.back();
+  s.enqueue("all-gather", total, [&] {
+    if (all_equal(counts))
+      return ncclAllGather(base + offsets[static_cast<size_t>(rank_)] * bytes, base, counts.front(), to_nccl(type),
+                           s.comm, s.stream.get());
+    ncclResult_t result = ncclGroupStart();
+    for (int r = 0; r < size_ && (result == ncclSuccess || result == ncclInProgress); ++r) {
+      char* piece = base + offsets[static_cast<size_t>(r)] * bytes;
+      result = ncclBroadcast(piece, piece, counts[static_cast<size_t>(r)], to_nccl(type), r, s.comm, s.stream.get());
+    }
+    const ncclResult_t ended = ncclGroupEnd();
+    return result == ncclSuccess || result == ncclInProgress ? ended : result;
+  });
+  return std::make_unique<NcclWork>(s, "all-gather", buffer, total, ReduceOp::kSum, size_);
 }
 
 void NcclCommunicator::barrier() {

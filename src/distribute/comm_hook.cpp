@@ -1,5 +1,7 @@
 #include "mirrored/distribute/comm_hook.h"
 
+#include <algorithm>
+
 #include "mirrored/core/tensor.h"
 #include "mirrored/kernels/kernels.h"
 
@@ -38,6 +40,7 @@ class Bf16CompressionHook final : public CommHook {
   void finish(float* grads, const Bucket& bucket, float scale) override {
     kernels::from_bf16(wire() + bucket.begin, grads + bucket.begin, bucket.numel(), device_, scale);
   }
+  int64_t buffer_bytes() const override { return storage_.numel() * static_cast<int64_t>(sizeof(float)); }
 
  private:
   uint16_t* wire() const { return static_cast<uint16_t*>(storage_.raw()); }
@@ -45,7 +48,44 @@ class Bf16CompressionHook final : public CommHook {
   Tensor storage_;
 };
 
+// Each bucket is reduce-scattered in place: this rank's piece of it is reduced where it lies
+// in the gradients (no receive buffer), then scaled; the other ranks' pieces are left as
+// the collective leaves them.
+class ReduceScatterHook final : public CommHook {
+ public:
+  ReduceScatterHook(const Tensor& grads, std::vector<int64_t> bounds, int rank)
+      : device_(grads.device()), bounds_(std::move(bounds)),
+        shard_{bounds_.at(static_cast<size_t>(rank)), bounds_.at(static_cast<size_t>(rank) + 1)} {}
+  const char* name() const override { return "reduce-scatter"; }
+  std::unique_ptr<comm::Work> start(comm::Communicator& comm, float* grads, const Bucket& bucket) override {
+    std::vector<size_t> counts;
+    for (size_t r = 0; r + 1 < bounds_.size(); ++r)
+      counts.push_back(static_cast<size_t>(piece(bucket, {bounds_[r], bounds_[r + 1]}).numel()));
+    return comm.reduce_scatter_inplace_async(grads + bucket.begin, counts, comm::DataType::kF32,
+                                             comm::ReduceOp::kSum);
+  }
+  void finish(float* grads, const Bucket& bucket, float scale) override {
+    const optim::ArenaRange mine = piece(bucket, shard_);
+    if (mine.numel() > 0 && scale != 1.0f) kernels::scale(grads + mine.begin, mine.numel(), device_, scale);
+  }
+
+ private:
+  // The part of `bucket` inside `shard` (empty ranges have begin == end).
+  static optim::ArenaRange piece(const Bucket& bucket, optim::ArenaRange shard) {
+    const int64_t begin = std::max(bucket.begin, shard.begin);
+    return {begin, std::max(begin, std::min(bucket.end, shard.end))};
+  }
+
+  Device device_;
+  std::vector<int64_t> bounds_;
+  optim::ArenaRange shard_;
+};
+
 }  // namespace
+
+std::unique_ptr<CommHook> make_reduce_scatter_hook(const Tensor& grads, std::vector<int64_t> bounds, int rank) {
+  return std::make_unique<ReduceScatterHook>(grads, std::move(bounds), rank);
+}
 
 std::unique_ptr<CommHook> make_comm_hook(GradCompression compression, Device device, int64_t numel) {
   switch (compression) {

@@ -55,13 +55,36 @@ GradientReducer::GradientReducer(nn::ParameterArena& arena, comm::Communicator& 
   size_t layers = 0;
   for (const auto& info : arena.infos()) layers = std::max(layers, info.layer + 1);
   bucket_of_layer_.assign(layers, -1);
+  const Tensor& grads = arena.flat_grads();
+  sharded_ = options_.shard && comm_.size() > 1;
+  owned_ = {0, grads.numel()};
+  shard_counts_ = {static_cast<size_t>(grads.numel())};
+  if (sharded_) {
+    MIRRORED_CHECK(options_.compression == GradCompression::kNone,
+                   "sharded gradients are reduce-scattered in float32: no compression");
+    std::vector<int64_t> bounds;
+    shard_counts_.clear();
+    for (int r = 0; r < comm_.size(); ++r) {
+      const optim::ArenaRange shard = optim::balanced_shard(grads.numel(), r, comm_.size());
+      bounds.push_back(shard.begin);
+      shard_counts_.push_back(static_cast<size_t>(shard.numel()));
+    }
+    bounds.push_back(grads.numel());
+    owned_ = optim::balanced_shard(grads.numel(), comm_.rank(), comm_.size());
+    hook_ = make_reduce_scatter_hook(grads, std::move(bounds), comm_.rank());
+    const auto [fewest, most] = std::minmax_element(shard_counts_.begin(), shard_counts_.end());
+    chief_info(str_cat("optimizer state sharded over ", comm_.size(), " replicas (", *fewest,
+                       *most == *fewest ? std::string() : str_cat(" to ", *most),
+                       " parameters each): gradient buckets reduce-scattered, updated shards all-gathered"));
+  } else {
+    hook_ = make_comm_hook(options_.compression, grads.device(), grads.numel());
+  }
   for (size_t b = 0; b < buckets_.size(); ++b) {
     for (size_t layer : buckets_[b].layers) bucket_of_layer_[layer] = static_cast<int>(b);
-    span_names_.push_back(str_cat("allreduce bucket ", b, " (", buckets_[b].numel(), " floats)"));
+    span_names_.push_back(
+        str_cat(sharded_ ? "reduce-scatter bucket " : "allreduce bucket ", b, " (", buckets_[b].numel(), " floats)"));
   }
   pending_layers_.assign(buckets_.size(), 0);
-  const Tensor& grads = arena.flat_grads();
-  hook_ = make_comm_hook(options_.compression, grads.device(), grads.numel());
 
   // The overlap mode. A world of one has nothing to overlap; on a GPU enqueueing is
   // already asynchronous, so a thread would only add a second NCCL caller.

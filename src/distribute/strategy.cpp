@@ -77,6 +77,10 @@ DistributedModel MirroredStrategy::mirror(std::unique_ptr<nn::Model> model, cons
                  params.device().str(), " but the device communicator is '", device_comm_.backend(), "'");
   device_comm_.broadcast(params.data<float>(), static_cast<size_t>(params.numel()), 0);
   ReducerOptions reducer = options.reducer;
+  if (reducer.shard && gradients_.size() > 1 && gradients_.backend() == "mpi-hierarchical")
+    throw InputError("optimizer.shard = true: allreduce = auto chose the hierarchical all-reduce (several nodes), "
+                     "which has no reduce-scatter; set allreduce = flat",
+                     ExitCode::kUsage);
   reducer.ranks_on_host = runtime_.cluster().local_size();
   return DistributedModel(std::move(model), gradients_, device_comm_, reducer, options.accumulate_steps);
 }

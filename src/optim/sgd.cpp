@@ -2,15 +2,22 @@
 
 namespace mirrored::optim {
 
-Sgd::Sgd(nn::ParameterArena& arena, kernels::SgdHyper hyper) : arena_(arena), hyper_(hyper) {
-  MIRRORED_CHECK(arena.allocated(), "Sgd needs an allocated parameter arena");
+Sgd::Sgd(nn::ParameterArena& arena, kernels::SgdHyper hyper) : Sgd(arena, hyper, whole_arena(arena)) {}
+
+Sgd::Sgd(nn::ParameterArena& arena, kernels::SgdHyper hyper, ArenaRange shard)
+    : Optimizer(arena, hyper.weight_decay, shard), hyper_(hyper) {
   MIRRORED_CHECK(!hyper.nesterov || hyper.momentum > 0.0f, "Nesterov SGD needs momentum > 0");
-  velocity_ = Tensor(arena.flat_params().shape(), DType::kF32, arena.flat_params().device());
+  velocity_ = shard_state();
 }
 
 void Sgd::step() {
   ++steps_;
-  kernels::sgd_update(arena_.flat_params(), arena_.flat_grads(), velocity_, hyper_, skip_flag_);
+  for (const auto& range : ranges_) {
+    kernels::SgdHyper hyper = hyper_;
+    hyper.weight_decay = range.weight_decay;
+    Tensor params = params_of(range), velocity = state_of(velocity_, range);
+    kernels::sgd_update(params, grads_of(range), velocity, hyper, skip_flag_);
+  }
 }
 
 }  // namespace mirrored::optim

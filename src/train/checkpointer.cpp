@@ -60,9 +60,9 @@ std::string misfit(const TrainContext& ctx, const io::Checkpoint& checkpoint) {
                    " has ", state.size());
   for (size_t i = 0; i < state.size(); ++i) {
     const auto& stored = checkpoint.optimizer_state[i];
-    if (stored.name != state[i].first || static_cast<int64_t>(stored.values.size()) != state[i].second->numel())
+    if (stored.name != state[i].first || static_cast<int64_t>(stored.values.size()) != arena.numel())
       return str_cat("optimizer state ", stored.name, " holds ", stored.values.size(), " values, expected ",
-                     state[i].first, " with ", state[i].second->numel());
+                     state[i].first, " with ", arena.numel());
   }
   return "";
 }
@@ -143,6 +143,20 @@ Choice choose_on_chief(const TrainContext& ctx) {
   return choice;
 }
 
+// Every replica's optimizer shard, in rank order (collective).
+std::vector<optim::ArenaRange> optimizer_shards(comm::Communicator& comm, const optim::Optimizer& optimizer) {
+  const auto begins = comm.allgather_value<int64_t>(optimizer.shard().begin);
+  const auto ends = comm.allgather_value<int64_t>(optimizer.shard().end);
+  std::vector<optim::ArenaRange> shards;
+  for (size_t r = 0; r < begins.size(); ++r) shards.push_back({begins[r], ends[r]});
+  return shards;
+}
+
+// True when every replica holds the whole state (unsharded).
+bool replicated(const std::vector<optim::ArenaRange>& shards, int64_t numel) {
+  return std::all_of(shards.begin(), shards.end(), [&](const auto& s) { return s.begin == 0 && s.end == numel; });
+}
+
 void broadcast_into(comm::Communicator& comm, std::vector<float>& values, Tensor& target) {
   values.resize(static_cast<size_t>(target.numel()));
   comm.broadcast(values.data(), values.size(), 0);
@@ -177,6 +191,32 @@ bool checkpoint_step(const TrainConfig& config, int64_t step) {
   return config.checkpoint_every_steps > 0 && step > 0 && step % config.checkpoint_every_steps == 0;
 }
 
+std::vector<io::CheckpointTensor> gather_optimizer_state(TrainContext& ctx) {
+  comm::Communicator& comm = ctx.strategy.communicator();
+  const int64_t numel = ctx.model.parameters().numel();
+  const auto shards = optimizer_shards(comm, ctx.optimizer);
+  std::vector<io::CheckpointTensor> gathered;
+  for (const auto& [name, tensor] : ctx.optimizer.state()) {
+    io::CheckpointTensor entry{name, {numel}, {}};
+    if (replicated(shards, numel)) {
+      if (ctx.strategy.is_chief()) entry.values = flat_values(*tensor);
+    } else {
+      // Shard by shard from its owner: the chief holds the logical tensor once, the others
+      // one shard at a time.
+      if (ctx.strategy.is_chief()) entry.values.resize(static_cast<size_t>(numel));
+      std::vector<float> piece;
+      for (size_t r = 0; r < shards.size(); ++r) {
+        piece = static_cast<int>(r) == comm.rank() ? flat_values(*tensor)
+                                                   : std::vector<float>(static_cast<size_t>(shards[r].numel()));
+        comm.broadcast(piece.data(), piece.size(), static_cast<int>(r));
+        if (ctx.strategy.is_chief()) std::copy(piece.begin(), piece.end(), entry.values.begin() + shards[r].begin);
+      }
+    }
+    gathered.push_back(std::move(entry));
+  }
+  return gathered;
+}
+
 io::Checkpoint capture_checkpoint(const TrainContext& ctx, int64_t step) {
   io::Checkpoint checkpoint;
   checkpoint.step = step;
@@ -194,8 +234,7 @@ io::Checkpoint capture_checkpoint(const TrainContext& ctx, int64_t step) {
   for (size_t i = 0; i < arena.num_buffers(); ++i)
     checkpoint.buffers.push_back(
         {arena.buffer_info(i).name, arena.buffer_info(i).shape, flat_values(arena.buffer(i))});
-  for (const auto& [name, tensor] : ctx.optimizer.state())
-    checkpoint.optimizer_state.push_back({name, {tensor->numel()}, flat_values(*tensor)});
+  // The optimizer state comes from gather_optimizer_state() (every rank takes part).
   return checkpoint;
 }
 
@@ -231,10 +270,28 @@ ResumePoint restore_checkpoint(TrainContext& ctx) {
       for (const auto& buffer : checkpoint.buffers) values.insert(values.end(), buffer.values.begin(), buffer.values.end());
     broadcast_into(comm, values, arena.flat_buffers());
   }
+  // The file holds the logical (unsharded) layout; each replica keeps its shard of it.
+  const auto shards = optimizer_shards(comm, ctx.optimizer);
   auto state = ctx.optimizer.state();
   for (size_t i = 0; i < state.size(); ++i) {
-    if (ctx.strategy.is_chief()) values = checkpoint.optimizer_state[i].values;
-    broadcast_into(comm, values, *state[i].second);
+    if (replicated(shards, arena.numel())) {
+      if (ctx.strategy.is_chief()) values = checkpoint.optimizer_state[i].values;
+      broadcast_into(comm, values, *state[i].second);
+      continue;
+    }
+    for (size_t r = 0; r < shards.size(); ++r) {
+      const auto begin = static_cast<size_t>(shards[r].begin);
+      if (ctx.strategy.is_chief()) {
+        const auto& stored = checkpoint.optimizer_state[i].values;
+        values.assign(stored.begin() + static_cast<std::ptrdiff_t>(begin),
+                      stored.begin() + static_cast<std::ptrdiff_t>(begin + static_cast<size_t>(shards[r].numel())));
+      } else {
+        values.resize(static_cast<size_t>(shards[r].numel()));
+      }
+      comm.broadcast(values.data(), values.size(), 0);
+      if (static_cast<int>(r) == comm.rank())
+        kernels::copy(Tensor::from(values, {shards[r].numel()}), *state[i].second);
+    }
   }
   ctx.optimizer.set_steps(counters[1]);
 
@@ -277,6 +334,7 @@ void Checkpointer::on_epoch_end(TrainContext& ctx, const EpochEnd& end) {
 
 void Checkpointer::save(TrainContext& ctx, int64_t step) {
   if (ctx.settle_guard) ctx.settle_guard();  // every rank: it may end the run, and corrects the optimizer's steps
+  auto optimizer_state = gather_optimizer_state(ctx);  // collective
   if (!ctx.strategy.is_chief()) return;
   const std::string dir = checkpoint_dir(ctx.config);
   std::error_code error;
@@ -284,7 +342,9 @@ void Checkpointer::save(TrainContext& ctx, int64_t step) {
   if (error)
     throw Error(ExitCode::kCheckpoint, str_cat("cannot create checkpoint directory '", dir, "': ", error.message()));
   const std::string path = (fs::path(dir) / checkpoint_file_name(step)).string();
-  io::write_checkpoint(path, capture_checkpoint(ctx, step));
+  io::Checkpoint checkpoint = capture_checkpoint(ctx, step);
+  checkpoint.optimizer_state = std::move(optimizer_state);
+  io::write_checkpoint(path, checkpoint);
   chief_verbose(str_cat("  checkpoint ", path));
   const auto all = list_checkpoints(dir);
   for (size_t i = static_cast<size_t>(ctx.config.checkpoint_keep); i < all.size(); ++i) fs::remove(all[i], error);

@@ -234,8 +234,8 @@ const std::vector<Option>& options() {
           {{"sgd", OptimizerKind::kSgd}, {"adam", OptimizerKind::kAdam}, {"adamw", OptimizerKind::kAdamW}}),
       real_option("lr", "learning rate", &TrainConfig::lr, 0, 1e6, true, false, "a number > 0"),
       real_option("momentum", "sgd momentum", &TrainConfig::momentum, 0, 1, false, true, "a number in [0, 1)"),
-      real_option("weight_decay", "L2 penalty (decoupled for adamw)", &TrainConfig::weight_decay, 0, 1e6, false,
-                  false, "a number >= 0"),
+      real_option("weight_decay", "L2 penalty (decoupled for adamw), on weights (>= 2-D tensors) only",
+                  &TrainConfig::weight_decay, 0, 1e6, false, false, "a number >= 0"),
       real_option("grad_clip", "clip the averaged gradient to this global L2 norm before each update (0: off)",
                   &TrainConfig::grad_clip, 0, 1e6, false, false, "a number >= 0"),
       enum_option<LrScheduleKind>(
@@ -303,6 +303,13 @@ const std::vector<Option>& options() {
                              &TrainConfig::precision, {{"fp32", Precision::kF32}, {"bf16", Precision::kBF16}}),
       int_option("accumulate_steps", "micro-batches of batch_size per update, one all-reduce per update",
                  &TrainConfig::accumulate_steps, 1),
+      // Sharding moves where sums are formed, not what is computed: the result equals the
+      // unsharded one up to float summation order (as across world sizes), so a resume
+      // that flips it is not warned about.
+      operational(bool_option("optimizer.shard",
+                              "ZeRO stage 1: each replica keeps optimizer state for its own shard of the parameters "
+                              "(gradients reduce-scattered, updated shards all-gathered)",
+                              &TrainConfig::optimizer_shard)),
       operational(real_option("collective_timeout_s", "abort the job when a collective waits longer (0: never)",
                               &TrainConfig::collective_timeout_s, 0, 1e9, false, false, "a number >= 0")),
       operational(optional_string_option("timeline", "write a Chrome trace (chrome://tracing, Perfetto) to this file",
@@ -383,6 +390,15 @@ void check_consistency(const TrainConfig& c, const std::string& origin) {
   if (c.lr_schedule == optim::LrScheduleKind::kStep && c.lr_milestones.empty())
     throw InputError(str_cat(origin, ": lr_schedule = step: expected lr_milestones, the epochs after which the "
                                      "rate drops (e.g. lr_milestones = 3,4)"),
+                     ExitCode::kUsage);
+  if (c.optimizer_shard && c.grad_compression != distribute::GradCompression::kNone)
+    throw InputError(str_cat(origin, ": optimizer.shard = true with grad_compression = bf16: sharded gradients are "
+                                     "reduce-scattered in float32; set grad_compression = none or optimizer.shard = false"),
+                     ExitCode::kUsage);
+  if (c.optimizer_shard && c.allreduce == distribute::Allreduce::kHierarchical)
+    throw InputError(str_cat(origin, ": optimizer.shard = true with allreduce = hierarchical: sharded gradients are "
+                                     "reduce-scattered over the flat communicator; set allreduce = flat or auto, or "
+                                     "optimizer.shard = false"),
                      ExitCode::kUsage);
 }
 

@@ -27,6 +27,7 @@ distribute::ReducerOptions reducer_options(const TrainConfig& config) {
   options.caps.first_bucket_bytes = std::min<int64_t>(options.caps.bucket_bytes, int64_t{1} << 20);
   options.overlap = config.overlap;
   options.compression = config.grad_compression;
+  options.shard = config.optimizer_shard;
   return options;
 }
 

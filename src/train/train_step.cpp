@@ -48,6 +48,7 @@ StepResult train_step(distribute::DistributedModel& model, optim::Optimizer& opt
     if (hooks.guard) hooks.guard->flag(model.parameters().flat_grads(), optimizer, step + 1);
     if (hooks.grad_clip > 0.0f) model.clip_gradient_norm(hooks.grad_clip);
     optimizer.step();
+    model.gather_parameters();  // sharded: every replica's updated shard, to every replica
     if (hooks.guard && hooks.guard->settles_every_step())
       hooks.guard->settle(optimizer, [&](int64_t) -> std::optional<float> { return step_loss(result.losses); });
   }

@@ -9,6 +9,7 @@
 #include "mirrored/nn/loss.h"
 #include "mirrored/train/checkpointer.h"
 #include "mirrored/train/evaluate.h"
+#include "mirrored/train/memory_report.h"
 #include "mirrored/train/model_factory.h"
 #include "mirrored/train/non_finite_guard.h"
 #include "mirrored/train/optimizer_factory.h"
@@ -115,7 +116,7 @@ Trainer::Trainer(const TrainConfig& config, distribute::Runtime& runtime, Traine
                                    {sample_shape, config.seed, s.lib.reducer, s.lib.accumulate_steps}));
   warn_about_slow_precision(s.lib.model, runtime.device(), s.strategy.is_chief());
   if (!config.timeline.empty()) s.model->set_timeline(&s.timeline);
-  s.optimizer = make_optimizer(s.lib.optimizer, s.model->parameters());
+  s.optimizer = make_optimizer(s.lib.optimizer, s.model->parameters(), s.model->optimizer_shard());
   s.run_dir.emplace(s.config, s.strategy.is_chief() && options.write_files);
   s.plan_steps();
   s.lr_schedule.emplace(s.lib.lr_schedule.in_steps(s.steps_per_epoch));
@@ -157,6 +158,9 @@ void Trainer::begin() {
   if (s.options.write_files) s.resumed = restore_checkpoint(*s.ctx);
   s.summary.steps = s.resumed.step;
   s.run_dir->open_metrics(s.resumed.step);
+  const MemoryFootprint memory =
+      report_memory(s.strategy.communicator(), memory_footprint(*s.model, *s.optimizer));
+  if (s.resumed.step == 0) s.run_dir->log_metrics(memory_record(memory));
   for_each_callback([&](Callback& c) { c.on_train_begin(*s.ctx); });
 }
 

@@ -138,6 +138,50 @@ TEST(Nccl, BroadcastAllgatherAndBarrierOnHostAndDeviceBuffers) {
 #endif
 }
 
+// The sharded-state collectives: equal pieces (ncclReduceScatter, ncclAllGather) and pieces
+// that do not divide (grouped ncclReduce / ncclBroadcast), rank-filled, exact.
+TEST(Nccl, ReduceScatterAndAllgatherInPlaceEvenAndUneven) {
+  SKIP_UNLESS_ONE_GPU_PER_RANK();
+#ifdef MIRRORED_WITH_CUDA
+  const kernels::DeviceContext gpu_context(my_device());
+  auto nccl = make_nccl();
+  const int n = nccl->size(), r = nccl->rank();
+  std::vector<size_t> uneven;
+  for (int i = 0; i < n; ++i) uneven.push_back(static_cast<size_t>(2 * i + 3));
+  for (const auto& counts : {uneven, std::vector<size_t>(static_cast<size_t>(n), 1001)}) {
+    size_t total = 0, offset = 0;
+    for (int i = 0; i < n; ++i) {
+      if (i < r) offset += counts[static_cast<size_t>(i)];
+      total += counts[static_cast<size_t>(i)];
+    }
+    const size_t mine = counts[static_cast<size_t>(r)];
+    std::vector<float> values(total);
+    for (size_t i = 0; i < total; ++i) values[i] = static_cast<float>((r + 1) * static_cast<int>(i % 7 + 1));
+    Tensor send = on_gpu(values), recv = on_gpu(std::vector<float>(mine, -1.0f));
+    nccl->reduce_scatter(send.data<float>(), recv.data<float>(), counts, comm::DataType::kF32, comm::ReduceOp::kMean);
+    const auto got = recv.to_vector();
+    const float ranks = static_cast<float>(n * (n + 1) / 2);
+    for (size_t j = 0; j < mine; ++j)
+      ASSERT_EQ(got[j], ranks * static_cast<float>((offset + j) % 7 + 1) / static_cast<float>(n)) << "element " << j;
+    Tensor in_place = on_gpu(values);
+    nccl->reduce_scatter_inplace_async(in_place.data<float>(), counts, comm::DataType::kF32, comm::ReduceOp::kSum)
+        ->wait();
+    const auto reduced = in_place.to_vector();
+    for (size_t j = 0; j < mine; ++j)
+      ASSERT_EQ(reduced[offset + j], ranks * static_cast<float>((offset + j) % 7 + 1)) << "in place, element " << j;
+    std::vector<float> pieces(total, -1.0f);
+    for (size_t j = 0; j < mine; ++j) pieces[offset + j] = static_cast<float>(r * 100) + static_cast<float>(j);
+    Tensor gathered = on_gpu(pieces);
+    nccl->allgather_inplace(gathered.data<float>(), counts, comm::DataType::kF32);
+    const auto all = gathered.to_vector();
+    size_t at = 0;
+    for (int i = 0; i < n; ++i)
+      for (size_t j = 0; j < counts[static_cast<size_t>(i)]; ++j, ++at)
+        ASSERT_EQ(all[at], static_cast<float>(i * 100) + static_cast<float>(j)) << "rank " << i << " element " << j;
+  }
+#endif
+}
+
 TEST(Nccl, MeanIsTheSumDividedOnce) {
   SKIP_UNLESS_ONE_GPU_PER_RANK();
 #ifdef MIRRORED_WITH_CUDA

@@ -270,3 +270,13 @@ TEST(LibraryOptions, WarmupAndCosineInStepsOverrideTheEpochForm) {
   EXPECT_EQ(spec.warmup_steps, 100);
   EXPECT_EQ(spec.total_steps, 2000);
 }
+
+TEST(Config, OptimizerShardAndTheCombinationsItRefuses) {
+  EXPECT_FALSE(parse_train_config({}).optimizer_shard);
+  EXPECT_TRUE(parse_train_config({"--optimizer.shard", "true"}).optimizer_shard);
+  const std::string bf16 = error_of({"--optimizer.shard", "true", "--grad_compression", "bf16"});
+  EXPECT_NE(bf16.find("optimizer.shard = true with grad_compression = bf16"), std::string::npos) << bf16;
+  const std::string hierarchical = error_of({"--optimizer.shard", "true", "--allreduce", "hierarchical"});
+  EXPECT_NE(hierarchical.find("optimizer.shard = true with allreduce = hierarchical"), std::string::npos)
+      << hierarchical;
+}

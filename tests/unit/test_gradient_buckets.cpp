@@ -114,3 +114,23 @@ TEST(Bf16, RoundsToNearestEvenAndKeepsSpecialValues) {
   EXPECT_TRUE(std::isnan(bf16_to_float(float_to_bf16(std::nanf("")))));
   EXPECT_TRUE(std::isinf(bf16_to_float(float_to_bf16(INFINITY))));
 }
+
+TEST(LocalCommunicator, ReduceScatterCopiesAndAllgatherKeepsTheOnePiece) {
+  comm::LocalCommunicator local;
+  const std::vector<float> send = {1.0f, 2.0f, 3.0f};
+  std::vector<float> recv(3, 0.0f);
+  local.reduce_scatter(send.data(), recv.data(), {3}, comm::DataType::kF32, comm::ReduceOp::kMean);
+  EXPECT_EQ(recv, send);
+  local.allgather_inplace(recv.data(), {3}, comm::DataType::kF32);
+  EXPECT_EQ(recv, send);
+}
+
+TEST(GradientReducer, AWorldOfOneIsNeverSharded) {
+  auto model = built_mlp();
+  comm::LocalCommunicator local;
+  distribute::ReducerOptions options;
+  options.shard = true;
+  distribute::GradientReducer reducer(model.parameters(), local, options);
+  EXPECT_FALSE(reducer.sharded());
+  EXPECT_EQ(reducer.owned_range(), (optim::ArenaRange{0, model.parameters().numel()}));
+}

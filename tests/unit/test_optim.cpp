@@ -8,6 +8,7 @@
 #include <cmath>
 #include <vector>
 
+#include "mirrored/kernels/optimizer_math.h"
 #include "mirrored/nn/parameter_arena.h"
 #include "mirrored/optim/optimizer.h"
 
@@ -18,11 +19,13 @@ const std::vector<double> kStart = {1.0, -2.0, 0.5, 3.0, -0.25};
 const std::vector<double> kTarget = {0.0, 1.0, 0.5, -1.0, 2.0};
 constexpr int kSteps = 5;
 
-// Two parameters, so the update is seen to cover the whole flat buffer.
+// Two parameters, so the update is seen to cover the whole flat buffer: a 2-D weight
+// (elements 0-2, decayed) and a bias (elements 3-4, never decayed).
+constexpr size_t kDecayed = 3;
 struct Problem {
   nn::ParameterArena arena;
   Problem() {
-    arena.declare("0.linear.weight", {3}, 0);
+    arena.declare("0.linear.weight", {3, 1}, 0);
     arena.declare("0.linear.bias", {2}, 0);
     arena.allocate(Device::cpu());
     float* p = arena.flat_params().data<float>();
@@ -48,7 +51,7 @@ std::vector<double> reference_sgd(double lr, double momentum, double wd, bool ne
   for (int t = 1; t <= kSteps; ++t) {
     for (size_t i = 0; i < p.size(); ++i) {
       double g = p[i] - kTarget[i];
-      g += wd * p[i];
+      if (i < kDecayed) g += wd * p[i];
       if (momentum != 0.0) {
         buf[i] = t == 1 ? g : momentum * buf[i] + g;  // torch: buf = clone(g) on the first step
         g = nesterov ? g + momentum * buf[i] : buf[i];
@@ -103,10 +106,11 @@ std::vector<double> reference_adam(const kernels::AdamHyper& h) {
   for (int t = 1; t <= kSteps; ++t) {
     for (size_t i = 0; i < p.size(); ++i) {
       double g = p[i] - kTarget[i];
+      const double decay = i < kDecayed ? wd : 0.0;
       if (h.decoupled_weight_decay) {
-        p[i] *= 1.0 - lr * wd;
+        p[i] *= 1.0 - lr * decay;
       } else {
-        g += wd * p[i];
+        g += decay * p[i];
       }
       m[i] = b1 * m[i] + (1.0 - b1) * g;
       v[i] = b2 * v[i] + (1.0 - b2) * g * g;
@@ -178,6 +182,107 @@ TEST(Adam, StepsResumeBiasCorrection) {
   first.step();
   resumed.step();
   EXPECT_EQ(a.params(), b.params());
+}
+
+
+// Parameter groups: the formula of optimizer_math.h with the group's decay, bit for bit.
+TEST(ParameterGroups, OnlyTensorsOfTwoOrMoreDimensionsDecay) {
+  for (const bool decoupled : {false, true}) {
+    Problem problem;
+    const kernels::AdamHyper hyper{.lr = 0.1f, .weight_decay = 0.5f, .decoupled_weight_decay = decoupled};
+    optim::Adam adam(problem.arena, hyper);
+    const std::vector<float> before = problem.params();
+    problem.compute_grads();
+    const std::vector<float> grads = problem.arena.flat_grads().to_vector();
+    adam.step();
+    const std::vector<float> after = problem.params();
+    kernels::AdamHyper no_decay = hyper;
+    no_decay.weight_decay = 0.0f;
+    for (size_t i = 0; i < before.size(); ++i) {
+      float m = 0.0f, v = 0.0f;
+      const auto step = kernels::adam_step(i < kDecayed ? hyper : no_decay, 1);
+      EXPECT_EQ(after[i], kernels::adam_element_step(before[i], grads[i], m, v, step)) << "element " << i;
+    }
+  }
+  Problem problem;
+  optim::Sgd sgd(problem.arena, {.lr = 0.1f, .weight_decay = 0.5f});
+  const std::vector<float> before = problem.params();
+  problem.compute_grads();
+  const std::vector<float> grads = problem.arena.flat_grads().to_vector();
+  sgd.step();
+  const std::vector<float> after = problem.params();
+  for (size_t i = 0; i < before.size(); ++i)
+    EXPECT_EQ(after[i], kernels::sgd_plain_step(before[i], grads[i], 0.1f, i < kDecayed ? 0.5f : 0.0f))
+        << "element " << i;
+}
+
+TEST(ParameterGroups, RangesMergeNeighboursWithEqualDecay) {
+  nn::ParameterArena arena;
+  arena.declare("0.linear.weight", {2, 3}, 0);
+  arena.declare("0.linear.bias", {2}, 0);
+  arena.declare("1.norm.gain", {2}, 1);
+  arena.declare("2.conv.weight", {1, 1, 2, 2}, 2);
+  arena.allocate(Device::cpu());
+  const auto ranges = optim::update_ranges(arena, 0.1f);
+  ASSERT_EQ(ranges.size(), 3u);
+  EXPECT_EQ(ranges[0].range, (optim::ArenaRange{0, 6}));
+  EXPECT_EQ(ranges[0].weight_decay, 0.1f);
+  EXPECT_EQ(ranges[1].range, (optim::ArenaRange{6, 10}));
+  EXPECT_EQ(ranges[1].weight_decay, 0.0f);
+  EXPECT_EQ(ranges[2].range, (optim::ArenaRange{10, 14}));
+  const auto part = optim::intersect(ranges, {5, 11});
+  ASSERT_EQ(part.size(), 3u);
+  EXPECT_EQ(part[0].range, (optim::ArenaRange{5, 6}));
+  EXPECT_EQ(part[2].range, (optim::ArenaRange{10, 11}));
+}
+
+TEST(Shards, BalancedAndCoveringTheArena) {
+  for (const int replicas : {1, 2, 3, 4, 7}) {
+    int64_t next = 0;
+    for (int r = 0; r < replicas; ++r) {
+      const auto shard = optim::balanced_shard(10, r, replicas);
+      EXPECT_EQ(shard.begin, next);
+      EXPECT_GE(shard.numel(), 10 / replicas);
+      EXPECT_LE(shard.numel(), 10 / replicas + 1);
+      next = shard.end;
+    }
+    EXPECT_EQ(next, 10);
+  }
+}
+
+// Shard by shard, the updates equal those over the whole arena, and the state is the
+// whole state's slice.
+TEST(Shards, ShardedUpdatesEqualTheWholeUpdate) {
+  const kernels::AdamHyper hyper{.lr = 0.05f, .weight_decay = 0.2f, .decoupled_weight_decay = true};
+  Problem whole;
+  optim::Adam reference(whole.arena, hyper);
+  for (int t = 0; t < kSteps; ++t) {
+    whole.compute_grads();
+    reference.step();
+  }
+  const int replicas = 3;
+  std::vector<float> params(kStart.size());
+  std::vector<float> m(kStart.size());
+  for (int r = 0; r < replicas; ++r) {
+    Problem problem;
+    const auto shard = optim::balanced_shard(problem.arena.numel(), r, replicas);
+    optim::Adam adam(problem.arena, hyper, shard);
+    EXPECT_EQ(adam.state_bytes(), 2 * shard.numel() * 4);
+    for (int t = 0; t < kSteps; ++t) {
+      // Each element's gradient depends on that element alone, so the shard's elements
+      // follow the whole run's trajectory without a gather.
+      problem.compute_grads();
+      adam.step();
+    }
+    const auto got = problem.params();
+    const auto state = adam.state()[0].second->to_vector();
+    for (int64_t i = shard.begin; i < shard.end; ++i) {
+      params[static_cast<size_t>(i)] = got[static_cast<size_t>(i)];
+      m[static_cast<size_t>(i)] = state[static_cast<size_t>(i - shard.begin)];
+    }
+  }
+  EXPECT_EQ(params, whole.params());
+  EXPECT_EQ(m, reference.state()[0].second->to_vector());
 }
 
 }  // namespace

@@ -50,6 +50,9 @@ class Work {
   virtual void wait() { wait(Clock::time_point::max()); }
 };
 
+// A handle that is complete from the start, for collectives a backend runs at once.
+std::unique_ptr<Work> completed_work();
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -71,6 +74,32 @@ class Communicator {
   // recv holds size() * count elements, rank r's contribution at r * count.
   virtual void allgather(const void* send, void* recv, size_t count, DataType type) = 0;
   virtual void barrier() = 0;
+
+  // Variable-count collectives for sharded state (ZeRO): counts[r] elements belong to rank
+  // r, at offset counts[0] + ... + counts[r-1] of the full buffer; `counts` has size()
+  // entries, the same on every rank. A backend without them throws (the default).
+  //
+  // Reduce-scatter: `send` holds the full buffer on every rank; rank r receives in `recv`
+  // (counts[rank()] elements, not overlapping `send`) the reduction over ranks of its piece.
+  // kMean as for allreduce: the sum, then one division. Equal counts use the library's
+  // block form (MPI_Reduce_scatter_block, ncclReduceScatter).
+  virtual std::unique_ptr<Work> reduce_scatter_async(const void* send, void* recv, const std::vector<size_t>& counts,
+                                                     DataType type, ReduceOp op);
+  void reduce_scatter(const void* send, void* recv, const std::vector<size_t>& counts, DataType type, ReduceOp op) {
+    reduce_scatter_async(send, recv, counts, type, op)->wait();
+  }
+  // The same in place: `buffer` holds the full buffer; afterwards this rank's piece of it
+  // (at its offset) holds the reduction, the rest of `buffer` is undefined. Saves the
+  // receive buffer (sharded gradients are reduced where they lie).
+  virtual std::unique_ptr<Work> reduce_scatter_inplace_async(void* buffer, const std::vector<size_t>& counts,
+                                                             DataType type, ReduceOp op);
+  // All-gather in place: rank r's piece already sits at its offset of `buffer`; afterwards
+  // every rank's `buffer` holds every piece (MPI_Allgatherv with MPI_IN_PLACE).
+  virtual std::unique_ptr<Work> allgather_inplace_async(void* buffer, const std::vector<size_t>& counts,
+                                                        DataType type);
+  void allgather_inplace(void* buffer, const std::vector<size_t>& counts, DataType type) {
+    allgather_inplace_async(buffer, counts, type)->wait();
+  }
 
   // Typed conveniences.
   template <typename T>

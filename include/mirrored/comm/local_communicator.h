@@ -14,6 +14,13 @@ class LocalCommunicator final : public Communicator {
   void broadcast(void* buffer, size_t count, DataType type, int root) override;
   void allgather(const void* send, void* recv, size_t count, DataType type) override;
   void barrier() override {}
+  // Host buffers: the one piece is copied (reduce-scatter) or already in place (all-gather).
+  std::unique_ptr<Work> reduce_scatter_async(const void* send, void* recv, const std::vector<size_t>& counts,
+                                             DataType type, ReduceOp op) override;
+  std::unique_ptr<Work> reduce_scatter_inplace_async(void* buffer, const std::vector<size_t>& counts, DataType type,
+                                                     ReduceOp op) override;
+  std::unique_ptr<Work> allgather_inplace_async(void* buffer, const std::vector<size_t>& counts,
+                                                DataType type) override;
 };
 
 }  // namespace mirrored::comm

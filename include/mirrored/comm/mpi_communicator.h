@@ -27,6 +27,14 @@ class MpiCommunicator final : public Communicator {
   void broadcast(void* buffer, size_t count, DataType type, int root) override;
   void allgather(const void* send, void* recv, size_t count, DataType type) override;
   void barrier() override;
+  // MPI_Ireduce_scatter(_block) and MPI_Iallgather(v) in place; progressed like allreduce_async.
+  std::unique_ptr<Work> reduce_scatter_async(const void* send, void* recv, const std::vector<size_t>& counts,
+                                             DataType type, ReduceOp op) override;
+  // MPI_IN_PLACE leaves the piece at the buffer's start; it is moved to its offset on completion.
+  std::unique_ptr<Work> reduce_scatter_inplace_async(void* buffer, const std::vector<size_t>& counts, DataType type,
+                                                     ReduceOp op) override;
+  std::unique_ptr<Work> allgather_inplace_async(void* buffer, const std::vector<size_t>& counts,
+                                                DataType type) override;
 
   MPI_Comm handle() const { return comm_; }
 

@@ -49,6 +49,13 @@ class NcclCommunicator final : public Communicator {
   void broadcast(void* buffer, size_t count, DataType type, int root) override;
   void allgather(const void* send, void* recv, size_t count, DataType type) override;
   void barrier() override;
+  // Device buffers only; a mean divides this rank's piece on the compute stream.
+  std::unique_ptr<Work> reduce_scatter_async(const void* send, void* recv, const std::vector<size_t>& counts,
+                                             DataType type, ReduceOp op) override;
+  std::unique_ptr<Work> reduce_scatter_inplace_async(void* buffer, const std::vector<size_t>& counts, DataType type,
+                                                     ReduceOp op) override;
+  std::unique_ptr<Work> allgather_inplace_async(void* buffer, const std::vector<size_t>& counts,
+                                                DataType type) override;
 
   int device() const { return device_; }
   double timeout_seconds() const { return timeout_; }

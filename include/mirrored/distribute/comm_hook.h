@@ -13,7 +13,9 @@
 
 #include "mirrored/comm/communicator.h"
 #include "mirrored/core/device.h"
+#include "mirrored/core/tensor.h"
 #include "mirrored/distribute/gradient_buckets.h"
+#include "mirrored/optim/update_ranges.h"
 
 namespace mirrored::distribute {
 
@@ -28,7 +30,16 @@ class CommHook {
   virtual std::unique_ptr<comm::Work> start(comm::Communicator& comm, float* grads, const Bucket& bucket) = 0;
   // Once the returned work is complete: grads[begin, end) = sum * scale.
   virtual void finish(float* grads, const Bucket& bucket, float scale) = 0;
+  // Bytes of the hook's own buffers (wire or receive buffers), for the memory report.
+  virtual int64_t buffer_bytes() const { return 0; }
 };
+
+// Sharded gradients (ZeRO stage 1): each bucket is reduce-scattered so that every rank
+// receives only the part of the bucket inside its own shard of the arena, reduced in place
+// (no receive buffer); finish() leaves grads[bucket ∩ shard] = sum * scale and the rest of
+// the bucket undefined. `grads` is the flat gradient tensor; `bounds` the shard boundaries (replicas + 1
+// offsets, bounds[r] to bounds[r + 1] is rank r's shard), `rank` this replica.
+std::unique_ptr<CommHook> make_reduce_scatter_hook(const Tensor& grads, std::vector<int64_t> bounds, int rank);
 
 // A hook for gradients on `device`; `numel` is the size of the flat gradient buffer
 // (a compressing hook keeps a wire buffer of that many elements, one slot per bucket, so

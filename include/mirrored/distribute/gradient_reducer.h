@@ -34,6 +34,7 @@
 #include "mirrored/distribute/comm_hook.h"
 #include "mirrored/distribute/gradient_buckets.h"
 #include "mirrored/nn/parameter_arena.h"
+#include "mirrored/optim/update_ranges.h"
 
 namespace mirrored::distribute {
 
@@ -56,6 +57,11 @@ struct ReducerOptions {
   BucketCaps caps;
   Overlap overlap = Overlap::kAuto;
   GradCompression compression = GradCompression::kNone;
+  // ZeRO stage 1: reduce-scatter each bucket instead of all-reducing it, so each replica
+  // ends the step with the mean gradient of its own shard of the arena only (owned_range()).
+  // Needs a communicator with reduce_scatter_async and no compression; a world of one is
+  // never sharded.
+  bool shard = false;
   // For kAuto: ranks sharing this host (MirroredStrategy fills it from the cluster table)
   // and compute threads per rank (0: kernels::cpu_threads()).
   int ranks_on_host = 1;
@@ -107,6 +113,15 @@ class GradientReducer {
   void finish();
 
   const std::vector<Bucket>& buckets() const { return buckets_; }
+  // Sharded: the [begin, end) of the flat gradients whose mean this replica holds after
+  // finish() (the rest holds whatever the in-place reduce-scatter left there: partial sums,
+  // not to be used), and every replica's shard size in
+  // rank order. Unsharded: the whole arena, and one count.
+  bool sharded() const { return sharded_; }
+  optim::ArenaRange owned_range() const { return owned_; }
+  const std::vector<size_t>& shard_counts() const { return shard_counts_; }
+  // Bytes of the communication hook's buffers (bf16 wire, or the sharded receive buffer).
+  int64_t buffer_bytes() const { return hook_->buffer_bytes(); }
   Overlap overlap() const { return mode_; }  // resolved: kOff, kThread or kInline
   const CommStats& last_step_stats() const { return stats_; }
   void set_timeline(Timeline* timeline) { timeline_ = timeline; }
@@ -129,6 +144,9 @@ class GradientReducer {
   comm::Communicator& comm_;
   ReducerOptions options_;
   Overlap mode_ = Overlap::kOff;
+  bool sharded_ = false;
+  optim::ArenaRange owned_;
+  std::vector<size_t> shard_counts_;
   std::unique_ptr<CommHook> hook_;
   std::vector<Bucket> buckets_;
   std::vector<int> bucket_of_layer_;       // -1 for layers without parameters

@@ -6,7 +6,12 @@
 //                    optimizer_state (tensor names, one a line, in order), crc32
 //   /params/<name>     float32, the parameter's shape (the layout of final.h5)
 //   /buffers/<name>    float32, state that is not trained (batch norm running statistics)
-//   /optimizer/<name>  float32 [numel], the optimizer's state (momentum, moments)
+//   /optimizer/<name>  float32 [numel], the optimizer's state (momentum, moments) in the
+//                      logical layout: element i belongs to element i of the flat
+//                      parameter arena, whatever the world size and optimizer.shard of the
+//                      run that wrote it (a sharded run gathers it shard by shard), so any
+//                      world size and either setting resumes it. Version 2 files already
+//                      had this layout, so sharding needed no new format version.
 // Version 1 files had no buffers; they are still read (with none).
 // crc32 (zlib) covers every tensor's name, shape and bytes and every attribute above, so
 // a flipped bit anywhere in the payload or a truncated file is caught before any value is

@@ -24,8 +24,15 @@ std::string checkpoint_file_name(int64_t step);          // ckpt-000000120.h5
 // does not exist.
 std::vector<std::string> list_checkpoints(const std::string& dir);
 
-// The chief's snapshot of the run after `step` steps.
+// The chief's snapshot of the run after `step` steps, without the optimizer state (see
+// gather_optimizer_state).
 io::Checkpoint capture_checkpoint(const TrainContext& ctx, int64_t step);
+
+// Collective: the optimizer state in its logical, unsharded layout (one flat tensor of the
+// arena's size per state tensor), whatever the world size and sharding, on the chief; empty
+// on the other ranks. Sharded state is collected shard by shard, so no rank holds more than
+// the logical state plus one shard.
+std::vector<io::CheckpointTensor> gather_optimizer_state(TrainContext& ctx);
 
 struct ResumePoint {
   int64_t step = 0;       // steps already done; 0 for a fresh start

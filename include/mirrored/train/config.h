@@ -93,6 +93,7 @@ struct TrainConfig {
   distribute::Allreduce allreduce = distribute::Allreduce::kAuto;
   distribute::GradCompression grad_compression = distribute::GradCompression::kNone;  // bf16 changes numerics
   int64_t accumulate_steps = 1;     // micro-batches per update (one all-reduce per update)
+  bool optimizer_shard = false;     // ZeRO stage 1: optimizer state sharded over replicas
   double collective_timeout_s = 300.0;
   std::string timeline;             // Chrome trace JSON file (empty: off)
   int64_t timeline_steps = 20;      // steps recorded in the timeline

@@ -8,6 +8,9 @@
 
 namespace mirrored::train {
 
-std::unique_ptr<optim::Optimizer> make_optimizer(const OptimizerSpec& spec, nn::ParameterArena& arena);
+// `shard`: the part of the arena this replica updates (DistributedModel::optimizer_shard());
+// the default (end < 0) is the whole arena.
+std::unique_ptr<optim::Optimizer> make_optimizer(const OptimizerSpec& spec, nn::ParameterArena& arena,
+                                                 optim::ArenaRange shard = {0, -1});
 
 }  // namespace mirrored::train
