@@ -5,7 +5,9 @@
 // of the run's files, and reports the timed steps: ms/step, samples/s over all replicas,
 // and where a step's time goes. Each phase is timed on every rank and averaged over ranks;
 // "all-reduce" is the wait in synchronize_gradients(), so it also holds any time a rank
-// spends waiting for a slower one. On a GPU the device is synchronised at each phase
+// spends waiting for a slower one. A second table splits the gradient communication into
+// the wait for the slowest peer to start each bucket and the time inside the collective
+// (CommStats, peer_wait_seconds). On a GPU the device is synchronised at each phase
 // boundary, so the phases time work rather than kernel launches. No evaluation, no files.
 #include <sys/resource.h>
 
@@ -15,6 +17,7 @@
 #include "commands.h"
 #include "mirrored/core/log.h"
 #include "mirrored/core/timer.h"
+#include "mirrored/distribute/gradient_reducer.h"
 #include "mirrored/distribute/strategy.h"
 #include "mirrored/kernels/kernels.h"
 #include "mirrored/kernels/synchronize.h"
@@ -64,6 +67,19 @@ std::string fixed(double value, int digits) {
   return text;
 }
 
+// The gradient reducer's statistics summed over the timed steps. Entry times are kept
+// per step and bucket, so one collective at the end finds the peer wait of every bucket
+// of every step without perturbing the steps themselves.
+struct CommTotals {
+  distribute::CommStats sum;
+  void add(const distribute::CommStats& step) {
+    sum.comm_seconds += step.comm_seconds;
+    sum.exposed_seconds += step.exposed_seconds;
+    sum.transform_seconds += step.transform_seconds;
+    sum.entry_times.insert(sum.entry_times.end(), step.entry_times.begin(), step.entry_times.end());
+  }
+};
+
 // Times every phase of the steps after the warm-up and prints the table at the end.
 class StepTimer final : public train::Callback {
  public:
@@ -81,8 +97,11 @@ class StepTimer final : public train::Callback {
     if (timed_) seconds_[static_cast<int>(phase)] += phase_clock_.seconds();
     phase_clock_.reset();
   }
-  void on_step_end(train::TrainContext&, const train::StepEnd& end) override {
-    if (timed_) step_seconds_ += end.seconds;
+  void on_step_end(train::TrainContext& ctx, const train::StepEnd& end) override {
+    if (timed_) {
+      step_seconds_ += end.seconds;
+      comm_.add(ctx.model.comm_stats());
+    }
     last_loss_ = end.local_loss;
   }
   void on_train_end(train::TrainContext& ctx, const train::TrainSummary&) override;
@@ -95,17 +114,25 @@ class StepTimer final : public train::Callback {
   double step_seconds_ = 0.0;
   float last_loss_ = 0.0f;
   long faults_before_ = 0;
+  CommTotals comm_;
 };
 
 void StepTimer::on_train_end(train::TrainContext& ctx, const train::TrainSummary&) {
   constexpr int kPhases = train::kStepPhases;
+  // Collective, on every rank: the wait for the last rank to start each bucket.
+  const double peer_wait = distribute::peer_wait_seconds(comm_.sum, ctx.strategy.communicator());
   // Averages over ranks: one all-reduce of every figure.
-  double figures[kPhases + 3];
+  constexpr int kComm = kPhases + 3;  // comm, peer wait, copies, exposed
+  double figures[kComm + 4];
   for (int p = 0; p < kPhases; ++p) figures[p] = seconds_[p];
   figures[kPhases] = step_seconds_;
   figures[kPhases + 1] = static_cast<double>(minor_page_faults() - faults_before_);
   figures[kPhases + 2] = last_loss_;
-  ctx.strategy.communicator().allreduce(figures, kPhases + 3, comm::ReduceOp::kMean);
+  figures[kComm] = comm_.sum.comm_seconds;
+  figures[kComm + 1] = peer_wait;
+  figures[kComm + 2] = comm_.sum.transform_seconds;
+  figures[kComm + 3] = comm_.sum.exposed_seconds;
+  ctx.strategy.communicator().allreduce(figures, kComm + 4, comm::ReduceOp::kMean);
   const double steps = static_cast<double>(steps_);
   const double ms_per_step = figures[kPhases] / steps * 1e3;
   const double samples_per_sec = static_cast<double>(samples_per_step_) * steps / figures[kPhases];
@@ -118,6 +145,19 @@ void StepTimer::on_train_end(train::TrainContext& ctx, const train::TrainSummary
   }
   chief_print(header + "  (phases in ms/step, mean over ranks)");
   chief_print(row);
+  if (ctx.strategy.num_replicas_in_sync() > 1) {
+    // comm = from starting each bucket's all-reduce to seeing it complete, summed over
+    // buckets (overlapped buckets add up, so it can exceed the all-reduce phase);
+    // peer-wait = the part of it spent waiting for the last rank to start the bucket;
+    // in-collective = the rest (transfer, reduction, and the delay until completion was
+    // noticed); copies = packing, scaling and unpacking buckets; exposed = the all-reduce
+    // phase as the reducer sees it, the wait after backward.
+    auto ms = [&](int index) { return fixed(figures[index] / steps * 1e3, 3); };
+    chief_print("  comm  peer-wait  in-collective  copies  exposed  (gradient buckets, ms/step, mean over ranks)");
+    chief_print(str_cat("  ", ms(kComm), "  ", ms(kComm + 1), "  ",
+                        fixed((figures[kComm] - figures[kComm + 1]) / steps * 1e3, 3), "  ", ms(kComm + 2), "  ",
+                        ms(kComm + 3)));
+  }
   chief_print(str_cat("  page faults/step/rank: ", fixed(figures[kPhases + 1] / steps, 1)));
   // The numerics of the run (grad_compression, accumulate_steps change it); not a timing.
   char loss[64];
