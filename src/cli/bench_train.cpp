@@ -12,9 +12,13 @@
 #include <sys/resource.h>
 
 #include <cstdio>
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 
+#include "bench_scaling.h"
 #include "commands.h"
+#include "mirrored/core/cpu_affinity.h"
 #include "mirrored/core/log.h"
 #include "mirrored/core/timer.h"
 #include "mirrored/distribute/gradient_reducer.h"
@@ -30,13 +34,18 @@ namespace {
 struct BenchOptions {
   int64_t steps = 50;
   int64_t warmup = 5;
+  bool scaling = false;  // also time 1 replica and print the scaling efficiency
 };
 
-// Takes --steps and --warmup out of `args` (the last of each wins); the rest is a
-// training configuration.
+// Takes --steps, --warmup and --scaling out of `args` (the last of each wins); the rest
+// is a training configuration.
 Args take_bench_options(const Args& args, BenchOptions& options) {
   Args rest;
   for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--scaling") {
+      options.scaling = true;
+      continue;
+    }
     const bool steps = args[i] == "--steps", warmup = args[i] == "--warmup";
     if (!steps && !warmup) {
       rest.push_back(args[i]);
@@ -105,6 +114,7 @@ class StepTimer final : public train::Callback {
     last_loss_ = end.local_loss;
   }
   void on_train_end(train::TrainContext& ctx, const train::TrainSummary&) override;
+  double samples_per_sec() const { return samples_per_sec_; }  // all replicas; after the run
 
  private:
   int64_t warmup_, steps_, samples_per_step_;
@@ -115,6 +125,7 @@ class StepTimer final : public train::Callback {
   float last_loss_ = 0.0f;
   long faults_before_ = 0;
   CommTotals comm_;
+  double samples_per_sec_ = 0.0;
 };
 
 void StepTimer::on_train_end(train::TrainContext& ctx, const train::TrainSummary&) {
@@ -136,6 +147,7 @@ void StepTimer::on_train_end(train::TrainContext& ctx, const train::TrainSummary
   const double steps = static_cast<double>(steps_);
   const double ms_per_step = figures[kPhases] / steps * 1e3;
   const double samples_per_sec = static_cast<double>(samples_per_step_) * steps / figures[kPhases];
+  samples_per_sec_ = samples_per_sec;
 
   std::string header = "  ms/step  samples/s";
   std::string row = str_cat("  ", fixed(ms_per_step, 3), "  ", fixed(samples_per_sec, 1));
@@ -166,15 +178,58 @@ void StepTimer::on_train_end(train::TrainContext& ctx, const train::TrainSummary
   chief_print(str_cat("samples_per_sec=", fixed(samples_per_sec, 1), " ms_per_step=", fixed(ms_per_step, 3)));
 }
 
+// Every rank: the 1-replica baseline (bench_scaling.h) and the efficiency of this run
+// against it. The ranks other than 0 wait in a polled all-reduce that sleeps between
+// tests, so the baseline has the host's cores to itself.
+void report_scaling(distribute::Runtime& runtime, const Args& train_args, int64_t steps, int64_t warmup,
+                    double samples_per_sec) {
+  const int replicas = runtime.world_size();
+  double baseline = samples_per_sec;
+  std::string output;
+  if (replicas > 1) {
+    if (runtime.rank() == 0) {
+      // The child inherits this thread's mask: give it back every CPU the job started with.
+      if (!runtime.core_binding().cpus.empty()) bind_process_to_cpus(runtime.core_binding().found);
+      BaselineRun run = run_one_replica_baseline(train_args, steps, warmup);
+      baseline = run.samples_per_sec;
+      output = std::move(run.output);
+    } else {
+      baseline = 0.0;
+    }
+    auto work = runtime.world().allreduce_async(&baseline, 1, comm::DataType::kF64, comm::ReduceOp::kMax);
+    while (!work->test()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (!output.empty()) {
+    chief_print("scaling: the same configuration at 1 replica (rank 0 alone, --launch local):");
+    size_t begin = 0;
+    while (begin < output.size()) {
+      const size_t end = std::min(output.find('\n', begin), output.size());
+      chief_print(str_cat("  | ", output.substr(begin, end - begin)));
+      begin = end + 1;
+    }
+  }
+  const double efficiency = samples_per_sec / (baseline * replicas);
+  chief_print("  replicas  samples/s  samples/s/replica  efficiency");
+  chief_print(str_cat("  1  ", fixed(baseline, 1), "  ", fixed(baseline, 1), "  1.000"));
+  if (replicas > 1)
+    chief_print(str_cat("  ", replicas, "  ", fixed(samples_per_sec, 1), "  ", fixed(samples_per_sec / replicas, 1),
+                        "  ", fixed(efficiency, 3)));
+  chief_print(str_cat("scaling_efficiency=", fixed(efficiency, 3), " speedup=", fixed(samples_per_sec / baseline, 3),
+                      " replicas=", replicas, " baseline_samples_per_sec=", fixed(baseline, 1)));
+}
+
 }  // namespace
 
 int bench_train(int& argc, char**& argv, const Args& args) {
   BenchOptions bench;
   bool help = false;
-  const train::TrainConfig config = train::parse_train_config(take_bench_options(args, bench), &help);
+  const Args train_args = take_bench_options(args, bench);
+  const train::TrainConfig config = train::parse_train_config(train_args, &help);
   if (help) {
-    std::puts("usage: mirrored bench train --config FILE [--steps N (50)] [--warmup N (5)] [--KEY VALUE ...]\n"
+    std::puts("usage: mirrored bench train --config FILE [--steps N (50)] [--warmup N (5)] [--scaling] [--KEY VALUE ...]\n"
               "Times N training steps after the warm-up (step 0 is always a warm-up step).\n"
+              "--scaling: then times the same configuration at 1 replica (rank 0 alone, all of\n"
+              "the host's cores) and prints samples/s per replica relative to it.\n"
               "Every training key applies (mirrored train --help); the run writes no files\n"
               "(except --timeline) and neither resumes nor evaluates.");
     return 0;
@@ -184,7 +239,9 @@ int bench_train(int& argc, char**& argv, const Args& args) {
   train::Trainer trainer(config, runtime, {.write_files = false, .evaluate = false, .steps = warmup + bench.steps});
   auto& strategy = trainer.strategy();
   const int64_t samples_per_step = config.batch_size * config.accumulate_steps;
-  trainer.add_callback(std::make_unique<StepTimer>(warmup, bench.steps, samples_per_step));
+  auto timer = std::make_unique<StepTimer>(warmup, bench.steps, samples_per_step);
+  const StepTimer& timing = *timer;
+  trainer.add_callback(std::move(timer));
 
   chief_print(str_cat("mirrored bench train: model ", train::option_value(config, "model"), ", ",
                       strategy.num_replicas_in_sync(), " replica(s) x ", strategy.per_replica_batch(config.batch_size),
@@ -195,6 +252,7 @@ int bench_train(int& argc, char**& argv, const Args& args) {
                       train::option_value(config, "grad_compression"), ", allreduce ",
                       strategy.allreduce() == distribute::Allreduce::kHierarchical ? "hierarchical" : "flat", ", accumulate ", config.accumulate_steps));
   trainer.fit();
+  if (bench.scaling) report_scaling(runtime, train_args, bench.steps, warmup, timing.samples_per_sec());
   return 0;
 }
 
