@@ -16,5 +16,6 @@ int bench_allreduce(int& argc, char**& argv, const Args& args);
 int eval_command(int& argc, char**& argv, const Args& args);
 int data_inspect_command(const Args& args);  // the words after `mirrored data inspect`
 int bench_train(int& argc, char**& argv, const Args& args);
+int bench_layers(int& argc, char**& argv, const Args& args);
 
 }  // namespace mirrored::cli
