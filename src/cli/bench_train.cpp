@@ -11,8 +11,8 @@
 // boundary, so the phases time work rather than kernel launches. No evaluation, no files.
 #include <sys/resource.h>
 
-#include <cstdio>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <thread>
 
