@@ -4,7 +4,8 @@
 // process alone (no replicas, no optimizer), runs forward and backward over a batch of
 // the training data, and times each layer's forward and backward. For the layers that
 // are matrix products (convolution, linear) it sets the time against their FLOPs and
-// against this machine's sgemm rate at the same thread count, measured first: the bound
+// against this machine's sgemm rate at the same thread count, measured before and after
+// the layers: the bound
 // a convolution or linear layer can reach when it is a GEMM.
 #include <algorithm>
 #include <cstdio>
@@ -127,7 +128,7 @@ int bench_layers(int&, char**&, const Args& args) {
   Tensor images, labels;
   data::assemble_batch(*dataset, indices, images, labels);
 
-  const double sgemm = sgemm_gflops();
+  const double sgemm_before = sgemm_gflops();
   const size_t layers = model.num_layers();
   std::vector<std::vector<double>> forward_s(layers), backward_s(layers);
   std::vector<Shape> output_shapes(layers);
@@ -151,9 +152,14 @@ int bench_layers(int&, char**&, const Args& args) {
     }
   }
 
+  // Measured on both sides of the layers, so a machine whose speed drifts (shared hosts)
+  // is compared against its mean speed over the run.
+  const double sgemm_after = sgemm_gflops();
+  const double sgemm = 0.5 * (sgemm_before + sgemm_after);
   chief_print(str_cat("mirrored bench layers: model ", train::option_value(config, "model"), ", batch ",
                       images.shape()[0], ", ", threads, " thread(s), medians over ", options.steps, " steps after ",
-                      options.warmup, " warm-up; sgemm 512^3: ", fixed(sgemm, 1), " GFLOP/s"));
+                      options.warmup, " warm-up; sgemm 512^3: ", fixed(sgemm, 1), " GFLOP/s (", fixed(sgemm_before, 1),
+                      " before the layers, ", fixed(sgemm_after, 1), " after)"));
   chief_print("  layer            output        fwd_ms  bwd_ms  MFLOP(f+b)  GFLOP/s  %sgemm");
   double total_s = 0.0, total_flops = 0.0, gemm_s = 0.0;
   for (size_t i = 0; i < layers; ++i) {
