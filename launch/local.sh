@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# Single-node launch: one rank per process slot, Open MPI's binding, root-safe flags.
+# Single-node launch: one rank per process slot, root-safe flags, binding left to mirrored.
 # usage: launch/local.sh NP PROGRAM [ARGS...]
 #   launch/local.sh 2 build/mirrored train --config launch/configs/fmnist_mlp.ini
 set -euo pipefail
 np=$1
 shift
 flags=(-np "$np" --bind-to none)
-# Ranks set their own thread counts (threads = cores / local ranks), so Open MPI's core
-# binding would only pin a rank's BLAS threads to one core.
+# Ranks set their own thread counts (threads = cores / local ranks) and bind themselves to
+# disjoint cores (bind_cores = auto), so Open MPI's default core binding, which would pin
+# a rank's BLAS threads to one core, is switched off here. A launcher binding (--bind-to
+# core) gives ranks different masks, and mirrored then leaves it as it is.
 if [[ $(id -u) -eq 0 ]]; then flags+=(--allow-run-as-root); fi
 if ((np > $(nproc))); then flags+=(--oversubscribe); fi
 # Debugging, when needed:

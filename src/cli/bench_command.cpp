@@ -22,6 +22,7 @@ const std::vector<Benchmark>& benchmarks() {
        bench_allreduce},
       {"train", "training step time and throughput, split into data/forward/backward/all-reduce/optimizer",
        bench_train},
+      {"layers", "per-layer forward/backward time against FLOPs and this machine's sgemm rate", bench_layers},
   };
   return table;
 }

@@ -5,16 +5,23 @@
 // of the run's files, and reports the timed steps: ms/step, samples/s over all replicas,
 // and where a step's time goes. Each phase is timed on every rank and averaged over ranks;
 // "all-reduce" is the wait in synchronize_gradients(), so it also holds any time a rank
-// spends waiting for a slower one. On a GPU the device is synchronised at each phase
+// spends waiting for a slower one. A second table splits the gradient communication into
+// the wait for the slowest peer to start each bucket and the time inside the collective
+// (CommStats, peer_wait_seconds). On a GPU the device is synchronised at each phase
 // boundary, so the phases time work rather than kernel launches. No evaluation, no files.
 #include <sys/resource.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 
+#include "bench_scaling.h"
 #include "commands.h"
+#include "mirrored/core/cpu_affinity.h"
 #include "mirrored/core/log.h"
 #include "mirrored/core/timer.h"
+#include "mirrored/distribute/gradient_reducer.h"
 #include "mirrored/distribute/strategy.h"
 #include "mirrored/kernels/kernels.h"
 #include "mirrored/kernels/synchronize.h"
@@ -27,13 +34,18 @@ namespace {
 struct BenchOptions {
   int64_t steps = 50;
   int64_t warmup = 5;
+  bool scaling = false;  // also time 1 replica and print the scaling efficiency
 };
 
-// Takes --steps and --warmup out of `args` (the last of each wins); the rest is a
-// training configuration.
+// Takes --steps, --warmup and --scaling out of `args` (the last of each wins); the rest
+// is a training configuration.
 Args take_bench_options(const Args& args, BenchOptions& options) {
   Args rest;
   for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--scaling") {
+      options.scaling = true;
+      continue;
+    }
     const bool steps = args[i] == "--steps", warmup = args[i] == "--warmup";
     if (!steps && !warmup) {
       rest.push_back(args[i]);
@@ -64,6 +76,19 @@ std::string fixed(double value, int digits) {
   return text;
 }
 
+// The gradient reducer's statistics summed over the timed steps. Entry times are kept
+// per step and bucket, so one collective at the end finds the peer wait of every bucket
+// of every step without perturbing the steps themselves.
+struct CommTotals {
+  distribute::CommStats sum;
+  void add(const distribute::CommStats& step) {
+    sum.comm_seconds += step.comm_seconds;
+    sum.exposed_seconds += step.exposed_seconds;
+    sum.transform_seconds += step.transform_seconds;
+    sum.entry_times.insert(sum.entry_times.end(), step.entry_times.begin(), step.entry_times.end());
+  }
+};
+
 // Times every phase of the steps after the warm-up and prints the table at the end.
 class StepTimer final : public train::Callback {
  public:
@@ -81,12 +106,16 @@ class StepTimer final : public train::Callback {
     if (timed_) seconds_[static_cast<int>(phase)] += phase_clock_.seconds();
     phase_clock_.reset();
   }
-  void on_step_end(train::TrainContext&, const train::StepEnd& end) override {
-    if (timed_) step_seconds_ += end.seconds;
+  void on_step_end(train::TrainContext& ctx, const train::StepEnd& end) override {
+    if (timed_) {
+      step_seconds_ += end.seconds;
+      comm_.add(ctx.model.comm_stats());
+    }
     last_losses_ = end.losses;  // read once, at the end
     last_index_ = end.step_in_epoch;
   }
   void on_train_end(train::TrainContext& ctx, const train::TrainSummary&) override;
+  double samples_per_sec() const { return samples_per_sec_; }  // all replicas; after the run
 
  private:
   int64_t warmup_, steps_, samples_per_step_;
@@ -97,20 +126,30 @@ class StepTimer final : public train::Callback {
   train::StepLosses* last_losses_ = nullptr;
   int64_t last_index_ = 0;
   long faults_before_ = 0;
+  CommTotals comm_;
+  double samples_per_sec_ = 0.0;
 };
 
 void StepTimer::on_train_end(train::TrainContext& ctx, const train::TrainSummary&) {
   constexpr int kPhases = train::kStepPhases;
+  // Collective, on every rank: the wait for the last rank to start each bucket.
+  const double peer_wait = distribute::peer_wait_seconds(comm_.sum, ctx.strategy.communicator());
   // Averages over ranks: one all-reduce of every figure.
-  double figures[kPhases + 3];
+  constexpr int kComm = kPhases + 3;  // comm, peer wait, copies, exposed
+  double figures[kComm + 4];
   for (int p = 0; p < kPhases; ++p) figures[p] = seconds_[p];
   figures[kPhases] = step_seconds_;
   figures[kPhases + 1] = static_cast<double>(minor_page_faults() - faults_before_);
   figures[kPhases + 2] = last_losses_ ? last_losses_->loss(last_index_) : 0.0f;
-  ctx.strategy.communicator().allreduce(figures, kPhases + 3, comm::ReduceOp::kMean);
+  figures[kComm] = comm_.sum.comm_seconds;
+  figures[kComm + 1] = peer_wait;
+  figures[kComm + 2] = comm_.sum.transform_seconds;
+  figures[kComm + 3] = comm_.sum.exposed_seconds;
+  ctx.strategy.communicator().allreduce(figures, kComm + 4, comm::ReduceOp::kMean);
   const double steps = static_cast<double>(steps_);
   const double ms_per_step = figures[kPhases] / steps * 1e3;
   const double samples_per_sec = static_cast<double>(samples_per_step_) * steps / figures[kPhases];
+  samples_per_sec_ = samples_per_sec;
 
   std::string header = "  ms/step  samples/s";
   std::string row = str_cat("  ", fixed(ms_per_step, 3), "  ", fixed(samples_per_sec, 1));
@@ -120,6 +159,19 @@ void StepTimer::on_train_end(train::TrainContext& ctx, const train::TrainSummary
   }
   chief_print(header + "  (phases in ms/step, mean over ranks)");
   chief_print(row);
+  if (ctx.strategy.num_replicas_in_sync() > 1) {
+    // comm = from starting each bucket's all-reduce to seeing it complete, summed over
+    // buckets (overlapped buckets add up, so it can exceed the all-reduce phase);
+    // peer-wait = the part of it spent waiting for the last rank to start the bucket;
+    // in-collective = the rest (transfer, reduction, and the delay until completion was
+    // noticed); copies = packing, scaling and unpacking buckets; exposed = the all-reduce
+    // phase as the reducer sees it, the wait after backward.
+    auto ms = [&](int index) { return fixed(figures[index] / steps * 1e3, 3); };
+    chief_print("  comm  peer-wait  in-collective  copies  exposed  (gradient buckets, ms/step, mean over ranks)");
+    chief_print(str_cat("  ", ms(kComm), "  ", ms(kComm + 1), "  ",
+                        fixed((figures[kComm] - figures[kComm + 1]) / steps * 1e3, 3), "  ", ms(kComm + 2), "  ",
+                        ms(kComm + 3)));
+  }
   chief_print(str_cat("  page faults/step/rank: ", fixed(figures[kPhases + 1] / steps, 1)));
   // The numerics of the run (grad_compression, accumulate_steps change it); not a timing.
   char loss[64];
@@ -128,15 +180,58 @@ void StepTimer::on_train_end(train::TrainContext& ctx, const train::TrainSummary
   chief_print(str_cat("samples_per_sec=", fixed(samples_per_sec, 1), " ms_per_step=", fixed(ms_per_step, 3)));
 }
 
+// Every rank: the 1-replica baseline (bench_scaling.h) and the efficiency of this run
+// against it. The ranks other than 0 wait in a polled all-reduce that sleeps between
+// tests, so the baseline has the host's cores to itself.
+void report_scaling(distribute::Runtime& runtime, const Args& train_args, int64_t steps, int64_t warmup,
+                    double samples_per_sec) {
+  const int replicas = runtime.world_size();
+  double baseline = samples_per_sec;
+  std::string output;
+  if (replicas > 1) {
+    if (runtime.rank() == 0) {
+      // The child inherits this thread's mask: give it back every CPU the job started with.
+      if (!runtime.core_binding().cpus.empty()) bind_process_to_cpus(runtime.core_binding().found);
+      BaselineRun run = run_one_replica_baseline(train_args, steps, warmup);
+      baseline = run.samples_per_sec;
+      output = std::move(run.output);
+    } else {
+      baseline = 0.0;
+    }
+    auto work = runtime.world().allreduce_async(&baseline, 1, comm::DataType::kF64, comm::ReduceOp::kMax);
+    while (!work->test()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (!output.empty()) {
+    chief_print("scaling: the same configuration at 1 replica (rank 0 alone, --launch local):");
+    size_t begin = 0;
+    while (begin < output.size()) {
+      const size_t end = std::min(output.find('\n', begin), output.size());
+      chief_print(str_cat("  | ", output.substr(begin, end - begin)));
+      begin = end + 1;
+    }
+  }
+  const double efficiency = samples_per_sec / (baseline * replicas);
+  chief_print("  replicas  samples/s  samples/s/replica  efficiency");
+  chief_print(str_cat("  1  ", fixed(baseline, 1), "  ", fixed(baseline, 1), "  1.000"));
+  if (replicas > 1)
+    chief_print(str_cat("  ", replicas, "  ", fixed(samples_per_sec, 1), "  ", fixed(samples_per_sec / replicas, 1),
+                        "  ", fixed(efficiency, 3)));
+  chief_print(str_cat("scaling_efficiency=", fixed(efficiency, 3), " speedup=", fixed(samples_per_sec / baseline, 3),
+                      " replicas=", replicas, " baseline_samples_per_sec=", fixed(baseline, 1)));
+}
+
 }  // namespace
 
 int bench_train(int& argc, char**& argv, const Args& args) {
   BenchOptions bench;
   bool help = false;
-  const train::TrainConfig config = train::parse_train_config(take_bench_options(args, bench), &help);
+  const Args train_args = take_bench_options(args, bench);
+  const train::TrainConfig config = train::parse_train_config(train_args, &help);
   if (help) {
-    std::puts("usage: mirrored bench train --config FILE [--steps N (50)] [--warmup N (5)] [--KEY VALUE ...]\n"
+    std::puts("usage: mirrored bench train --config FILE [--steps N (50)] [--warmup N (5)] [--scaling] [--KEY VALUE ...]\n"
               "Times N training steps after the warm-up (step 0 is always a warm-up step).\n"
+              "--scaling: then times the same configuration at 1 replica (rank 0 alone, all of\n"
+              "the host's cores) and prints samples/s per replica relative to it.\n"
               "Every training key applies (mirrored train --help); the run writes no files\n"
               "(except --timeline) and neither resumes nor evaluates.");
     return 0;
@@ -146,7 +241,9 @@ int bench_train(int& argc, char**& argv, const Args& args) {
   train::Trainer trainer(config, runtime, {.write_files = false, .evaluate = false, .steps = warmup + bench.steps});
   auto& strategy = trainer.strategy();
   const int64_t samples_per_step = config.batch_size * config.accumulate_steps;
-  trainer.add_callback(std::make_unique<StepTimer>(warmup, bench.steps, samples_per_step));
+  auto timer = std::make_unique<StepTimer>(warmup, bench.steps, samples_per_step);
+  const StepTimer& timing = *timer;
+  trainer.add_callback(std::move(timer));
 
   chief_print(str_cat("mirrored bench train: model ", train::option_value(config, "model"), ", ",
                       strategy.num_replicas_in_sync(), " replica(s) x ", strategy.per_replica_batch(config.batch_size),
@@ -158,6 +255,7 @@ int bench_train(int& argc, char**& argv, const Args& args) {
                       train::option_value(config, "grad_compression"), ", allreduce ",
                       strategy.allreduce() == distribute::Allreduce::kHierarchical ? "hierarchical" : "flat", ", accumulate ", config.accumulate_steps));
   trainer.fit();
+  if (bench.scaling) report_scaling(runtime, train_args, bench.steps, warmup, timing.samples_per_sec());
   return 0;
 }
 

@@ -128,6 +128,7 @@ Runtime::Runtime(int& argc, char**& argv, RuntimeOptions options) {
     for (const auto& placement : cluster_.placements()) hosts.push_back(placement.host);
     watchdog_->set_hosts(std::move(hosts));
   }
+  core_binding_ = bind_cores(options.bind_cores, *world_, cluster_);
   device_ = choose_device(options.device, cluster_);
   if (options.device != DeviceChoice::kCpu) {
     cluster_.gather_devices(*world_, device_.str());

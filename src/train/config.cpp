@@ -276,6 +276,11 @@ const std::vector<Option>& options() {
       operational(enum_option<DeviceChoice>(
           "device", "where each replica computes", &TrainConfig::device,
           {{"auto", DeviceChoice::kAuto}, {"cpu", DeviceChoice::kCpu}, {"cuda", DeviceChoice::kCuda}})),
+      operational(enum_option<distribute::BindCores>(
+          "bind_cores",
+          "auto: each rank's threads on cores of their own, unless the launcher bound the ranks or they "
+          "outnumber the cores; off: leave the CPU affinity as the process found it",
+          &TrainConfig::bind_cores, {{"auto", distribute::BindCores::kAuto}, {"off", distribute::BindCores::kOff}})),
       real_option("bucket_mb", "gradient bucket size cap in MB (all-reduced as soon as backward fills one)",
                   &TrainConfig::bucket_mb, 0, 1e6, true, false, "a number > 0"),
       // Every mode reduces the same buckets in the same order: bit-identical results.

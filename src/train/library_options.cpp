@@ -73,6 +73,7 @@ OptimizerSpec optimizer_spec(const TrainConfig& config) {
 LibraryOptions library_options(const TrainConfig& config) {
   LibraryOptions options;
   options.runtime = {config.launch, config.device, false, config.collective_timeout_s};
+  options.runtime.bind_cores = config.bind_cores;
   options.strategy.allreduce = config.allreduce;
   options.reducer = reducer_options(config);
   options.accumulate_steps = static_cast<int>(config.accumulate_steps);

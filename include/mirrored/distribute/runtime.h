@@ -13,6 +13,7 @@
 #include "mirrored/core/device.h"
 #include "mirrored/core/error.h"
 #include "mirrored/distribute/cluster.h"
+#include "mirrored/distribute/core_binding.h"
 #include "mirrored/kernels/device_context.h"
 
 namespace mirrored::distribute {
@@ -39,6 +40,9 @@ struct RuntimeOptions {
   // A blocking collective that takes longer aborts the job (exit 5), naming the ranks that
   // did not arrive. <= 0: wait forever.
   double collective_timeout_s = 300.0;
+  // Each rank's threads on cores of their own unless the launcher bound them
+  // (core_binding.h); kOff leaves the process mask alone.
+  BindCores bind_cores = BindCores::kAuto;
 };
 
 class Runtime {
@@ -63,6 +67,7 @@ class Runtime {
   // on CPUs; 0 before).
   int hierarchical_nodes() const;
   const Cluster& cluster() const { return cluster_; }
+  const CoreBinding& core_binding() const { return core_binding_; }
   Device device() const { return device_; }
   bool uses_mpi() const { return owns_mpi_; }
   int rank() const { return cluster_.rank(); }
@@ -80,6 +85,7 @@ class Runtime {
  private:
   bool owns_mpi_ = false;
   Cluster cluster_;
+  CoreBinding core_binding_;
   Device device_;
   // Communicators, torn down in the reverse of this order by ~Runtime (explicitly, since
   // MPI must still be up and the watchdog still running when they are freed).

@@ -87,6 +87,7 @@ struct TrainConfig {
   int64_t threads = 0;              // per rank; 0: cores on this host / ranks on this host
   distribute::Launch launch = distribute::Launch::kAuto;
   distribute::DeviceChoice device = distribute::DeviceChoice::kCpu;
+  distribute::BindCores bind_cores = distribute::BindCores::kAuto;  // see core_binding.h
   // communication
   double bucket_mb = 25.0;          // gradient bucket cap (the first bucket is capped at 1 MB)
   distribute::Overlap overlap = distribute::Overlap::kAuto;

@@ -91,6 +91,9 @@ struct BackwardData {
   dnnl::convolution_backward_data primitive;
   Operand dy, w, dx;
   Args args;
+  // The same arguments with dy taken from the weights pass's blocked copy, when both
+  // passes want dy in the same layout: one reorder of dy per backward instead of two.
+  std::optional<Args> args_with_weights_dy;
 };
 
 // dW and dbias go to plain scratch buffers, then are added to the caller's (which
@@ -263,10 +266,19 @@ void onednn_conv2d_backward(const float* x, const float* weight, const float* dy
     }
     if (dx) {
       BackwardData& b = backward_data(p);
-      b.dy.in(dy);
+      const Args* args = &b.args;
+      if ((dweight || dbias) && b.dy.reordered) {
+        BackwardWeights& w = *p.backward_weights;
+        if (!b.args_with_weights_dy && w.dy.reordered && w.dy.blocked.get_desc() == b.dy.blocked.get_desc()) {
+          b.args_with_weights_dy = b.args;
+          (*b.args_with_weights_dy)[DNNL_ARG_DIFF_DST] = w.dy.blocked;
+        }
+        if (b.args_with_weights_dy) args = &*b.args_with_weights_dy;  // dy is already there
+      }
+      if (args == &b.args) b.dy.in(dy);
       b.w.in(weight);
       b.dx.bind(dx);
-      b.primitive.execute(stream, b.args);
+      b.primitive.execute(stream, *args);
       b.dx.out();
       stream.wait();
     }
