@@ -268,8 +268,9 @@ if [[ -n "$tokens_from" ]]; then
   # The recipe's model (4 x 128, context 64, AdamW, no dropout) for 50 steps on each device
   # from the same seed and windows, evaluated once on 240 validation windows. Measured on
   # CPU with the Shakespeare tokens: loss 5.31 at step 10, 3.66 at step 50, val_loss 3.42
-  # (uniform guessing over 256 bytes is 5.55).
-  gpt_args=(--config "$gpt_config" "${token_args[@]}" --max_steps 50 --log_every 10 --eval_every 50 --eval_windows 240)
+  # (uniform guessing over 256 bytes is 5.55). A small corpus has epochs shorter than 50 steps.
+  gpt_args=(--config "$gpt_config" "${token_args[@]}" --epochs 100 --max_steps 50 --log_every 10 --eval_every 50
+            --eval_windows 240)
   declare -A gpt_rc
   for device in cuda cpu; do
     "$bin" train "${gpt_args[@]}" --device "$device" --out "$logs/gpt_$device" >"$logs/train_gpt_$device.log" 2>&1
