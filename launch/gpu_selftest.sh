@@ -273,7 +273,8 @@ if [[ -n "$tokens_from" ]]; then
             --eval_windows 240)
   declare -A gpt_rc
   for device in cuda cpu; do
-    "$bin" train "${gpt_args[@]}" --device "$device" --out "$logs/gpt_$device" >"$logs/train_gpt_$device.log" 2>&1
+    timeout 180 "$bin" train "${gpt_args[@]}" --device "$device" --out "$logs/gpt_$device" \
+      >"$logs/train_gpt_$device.log" 2>&1
     gpt_rc[${device}]=$?
   done
   losses=$(grep '"kind": "train"' "$logs/gpt_cuda/metrics.jsonl" 2>/dev/null | sed -E 's/.*"loss": ([^,}]*).*/\1/' | paste -sd' ')
@@ -296,7 +297,7 @@ if [[ -n "$tokens_from" ]]; then
   else
     fail "CPU vs GPU gpt loss after 50 steps: cpu '${cpu_loss}', cuda '${gpu_loss}' (logs $logs/train_gpt_cpu.log, $logs/train_gpt_cuda.log)"
   fi
-  cpu_val=$("$bin" eval --checkpoint "$logs/gpt_cuda/final.h5" --data "$tokens/val.h5" --json 2>"$logs/eval_gpt.log" |
+  cpu_val=$(timeout 120 "$bin" eval --checkpoint "$logs/gpt_cuda/final.h5" --data "$tokens/val.h5" --json 2>"$logs/eval_gpt.log" |
             sed -nE 's/.*"val_loss": ([^,}]*).*/\1/p')
   if [[ -n "$cpu_val" && -n "$gpu_val" ]] && awk -v a="$cpu_val" -v b="$gpu_val" \
        'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-4 * b) }'; then
@@ -327,12 +328,13 @@ fi
 # throughout (no TF32 on either side), AdamW, batch 8 windows (8192 tokens a step). Timed
 # over 10 steps after 2 of warm-up: each step is ~5 TFLOP of work.
 if [[ -n "$tokens_from" ]]; then
-  gpt2=(--layers 12 --heads 12 --width 768 --context 1024)
+  gpt2_context=1024
+  gpt2=(--layers 12 --heads 12 --width 768 --context "$gpt2_context")
   gpt2_steps=10 gpt2_batch=8
-  gpt2_rate=$("$bin" bench train --config "$gpt_config" "${token_args[@]}" --device cuda --batch_size "$gpt2_batch" \
+  gpt2_rate=$(timeout 300 "$bin" bench train --config "$gpt_config" "${token_args[@]}" --device cuda --batch_size "$gpt2_batch" \
               "${gpt2[@]/#--/--gpt.}" --steps "$gpt2_steps" --warmup 2 2>&1 | tee "$logs/bench_train_gpt.log" |
               sed -nE 's/^samples_per_sec=([0-9.]+) ms_per_step=.*/\1/p' | tail -1)
-  ours_tokens=$(awk -v s="${gpt2_rate:-}" 'BEGIN { if (s != "") printf "%.0f", s * 1024 }')
+  ours_tokens=$(awk -v s="${gpt2_rate:-}" -v c="$gpt2_context" 'BEGIN { if (s != "") printf "%.0f", s * c }')
   [[ -n "$ours_tokens" ]] || fail "bench train (gpt 12x768) printed no samples_per_sec line (log $logs/bench_train_gpt.log)"
   row="throughput (gpt 12 layers x 12 heads x 768, context 1024, 256-byte vocabulary, batch $gpt2_batch, 1 GPU, $gpt2_steps steps): mirrored ${ours_tokens:-?} tokens/s"
   if [[ $torch_cuda -eq 1 ]]; then

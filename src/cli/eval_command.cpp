@@ -128,8 +128,14 @@ std::unique_ptr<EvalSet> load_eval_set(const EvalArgs& options, const train::Tra
                                        distribute::MirroredStrategy& strategy) {
   const int64_t batch = options.batch > 0 ? options.batch : config.eval_batch_size;
   const std::string model = train::option_value(config, "model");
-  const bool tokens = data::is_token_file(options.data);
-  if (config.model == train::ModelKind::kGpt) {
+  const bool gpt = config.model == train::ModelKind::kGpt;
+  bool tokens = false;
+  try {
+    tokens = data::is_token_file(options.data);
+  } catch (const InputError&) {  // missing or not HDF5: for an image model, the image reader says so in its terms
+    if (gpt) throw;
+  }
+  if (gpt) {
     if (!tokens)
       throw InputError(str_cat("eval: '", options.data, "' has no ", data::kTokensDataset, " dataset, but the model in '",
                                options.config, "' is a gpt, which scores a token file (", data::kTokensDataset,
