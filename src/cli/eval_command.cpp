@@ -6,8 +6,10 @@
 // run), its perplexity and bits per byte.
 #include <boost/program_options.hpp>
 
+#include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <memory>
 
 #include "commands.h"
 #include "mirrored/core/error.h"
