@@ -19,6 +19,8 @@
 #include "mirrored/distribute/distributed_token_dataset.h"
 #include "mirrored/distribute/runtime.h"
 #include "mirrored/distribute/strategy.h"
+#include "mirrored/io/checkpoint_file.h"
+#include "mirrored/io/hdf5.h"
 #include "mirrored/io/jsonl_writer.h"
 #include "mirrored/io/params_file.h"
 #include "mirrored/kernels/kernels.h"
@@ -47,9 +49,11 @@ std::string default_config_for(const std::string& checkpoint) {
 bool parse_eval_args(const Args& args, EvalArgs& out) {
   po::options_description desc("usage: mirrored eval --checkpoint FILE --data FILE [options]");
   desc.add_options()("help,h", "print this help")(
-      "checkpoint", po::value(&out.checkpoint)->required(), "parameter file (a run's final.h5)")(
-      "data", po::value(&out.data)->required(), "HDF5 file to score: an image set (/images, /labels), or a token file (/tokens) for a gpt")(
-      "config", po::value(&out.config), "the run's config.ini, for the model (default: next to the checkpoint)")(
+      "checkpoint", po::value(&out.checkpoint)->required(), "a run's final.h5, or one of its checkpoints")(
+      "data", po::value(&out.data)->required(),
+      "HDF5 file to score: an image set (/images, /labels), or a token file (/tokens) for a gpt")(
+      "config", po::value(&out.config),
+      "the run's config.ini (default: a checkpoint's own, or the one next to final.h5)")(
       "batch", po::value(&out.batch), "evaluation batch per replica (default: the run's eval_batch_size)")(
       "json", "print the result as one JSON line");
   po::variables_map values;
@@ -63,19 +67,36 @@ bool parse_eval_args(const Args& args, EvalArgs& out) {
   } catch (const po::error& e) {
     throw InputError(str_cat("eval: ", e.what(), " (mirrored eval --help)"), ExitCode::kUsage);
   }
-  if (values.count("batch") && out.batch < 1) throw InputError(str_cat("eval: --batch ", out.batch, ": expected an integer >= 1"), ExitCode::kUsage);
+  if (values.count("batch") && out.batch < 1)
+    throw InputError(str_cat("eval: --batch ", out.batch, ": expected an integer >= 1"), ExitCode::kUsage);
   out.json = values.count("json") > 0;
-  if (out.config.empty()) {
-    out.config = default_config_for(out.checkpoint);
-    if (!std::filesystem::exists(out.config))
-      throw InputError(str_cat("eval: no --config given and '", out.config,
-                               "' does not exist; pass the config.ini of the run that wrote '", out.checkpoint,
-                               "' (it names the model)"),
-                       ExitCode::kUsage);
-  }
   if (!std::filesystem::exists(out.checkpoint))
     throw InputError(str_cat("eval: checkpoint '", out.checkpoint, "' does not exist"), ExitCode::kCheckpoint);
   return true;
+}
+
+bool is_checkpoint_file(const std::string& path) {
+  io::H5File file(path, io::H5File::Access::kRead);
+  return file.has_attribute("format") && file.read_string_attribute("format") == "mirrored-checkpoint";
+}
+
+// The model's configuration, and how to name where it came from: --config; else a
+// checkpoint's own (the resolved INI it stores); else the config.ini that the run wrote
+// next to a parameter file (final.h5).
+train::TrainConfig load_model_config(const EvalArgs& options, std::string& origin) {
+  if (options.config.empty() && is_checkpoint_file(options.checkpoint)) {
+    origin = str_cat("the configuration stored in '", options.checkpoint, "'");
+    return train::parse_config_text(io::read_checkpoint(options.checkpoint).config, origin,
+                                     /*ignore_unknown_keys=*/true);
+  }
+  const std::string path = options.config.empty() ? default_config_for(options.checkpoint) : options.config;
+  if (options.config.empty() && !std::filesystem::exists(path))
+    throw InputError(str_cat("eval: no --config given and '", path,
+                             "' does not exist; pass the config.ini of the run that wrote '", options.checkpoint,
+                             "' (it names the model)"),
+                     ExitCode::kUsage);
+  origin = str_cat("'", path, "'");
+  return train::parse_train_config({"--config", path});
 }
 
 // The file to score, as the trainer reads data.test for this model: the sample shape and
@@ -127,7 +148,7 @@ class TokenEvalSet final : public EvalSet {
 // A token file for a gpt, an image set for the others; the other kind is refused by name
 // before anything is read, since either reader alone would only report a missing dataset.
 std::unique_ptr<EvalSet> load_eval_set(const EvalArgs& options, const train::TrainConfig& config,
-                                       distribute::MirroredStrategy& strategy) {
+                                       const std::string& config_origin, distribute::MirroredStrategy& strategy) {
   const int64_t batch = options.batch > 0 ? options.batch : config.eval_batch_size;
   const std::string model = train::option_value(config, "model");
   const bool gpt = config.model == train::ModelKind::kGpt;
@@ -139,15 +160,15 @@ std::unique_ptr<EvalSet> load_eval_set(const EvalArgs& options, const train::Tra
   }
   if (gpt) {
     if (!tokens)
-      throw InputError(str_cat("eval: '", options.data, "' has no ", data::kTokensDataset, " dataset, but the model in '",
-                               options.config, "' is a gpt, which scores a token file (", data::kTokensDataset,
-                               "; `mirrored data import-text` writes one)"),
+      throw InputError(str_cat("eval: '", options.data, "' has no ", data::kTokensDataset,
+                               " dataset, but the model in ", config_origin, " is a gpt, which scores a token file (",
+                               data::kTokensDataset, "; `mirrored data import-text` writes one)"),
                        ExitCode::kUsage);
     return std::make_unique<TokenEvalSet>(options.data, batch, config, strategy);
   }
   if (tokens)
     throw InputError(str_cat("eval: '", options.data, "' is a token file (", data::kTokensDataset,
-                             "), but the model in '", options.config, "' is ", model,
+                             "), but the model in ", config_origin, " is ", model,
                              ", which scores an image set (/images, /labels)"),
                      ExitCode::kUsage);
   return std::make_unique<ImageEvalSet>(options.data, batch, strategy);
@@ -186,12 +207,13 @@ void print_result(const EvalArgs& options, const train::EvalResult& result, int 
 int eval_command(int& argc, char**& argv, const Args& args) {
   EvalArgs options;
   if (!parse_eval_args(args, options)) return 0;
-  const train::TrainConfig config = train::parse_train_config({"--config", options.config});
+  std::string config_origin;
+  const train::TrainConfig config = load_model_config(options, config_origin);
   distribute::Runtime runtime(argc, argv, {distribute::Launch::kAuto, distribute::DeviceChoice::kCpu, false});
   distribute::MirroredStrategy strategy(runtime);
   kernels::set_cpu_threads(train::threads_per_rank(config.threads, runtime.cluster()));
 
-  const auto eval_set = load_eval_set(options, config, strategy);
+  const auto eval_set = load_eval_set(options, config, config_origin, strategy);
   const Shape sample_shape = eval_set->sample_shape();
   const train::ModelSpec spec = train::library_options(config).model;
   auto model = strategy.scope([&] { return train::build_model(spec, sample_shape, eval_set->num_classes()); },

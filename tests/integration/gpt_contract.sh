@@ -98,3 +98,12 @@ sed -E 's/^model = gpt$/model = mlp/' "$WORK/a2/config.ini" > "$WORK/mlp.ini"
 expect_exit 2 eval_tokens_for_mlp "'$WORK/corpus/val.h5' is a token file (/tokens), but the model in '$WORK/mlp.ini' is mlp" \
   30 2 eval --checkpoint "$WORK/a2/final.h5" --config "$WORK/mlp.ini" --data "$WORK/corpus/val.h5"
 echo "ok: eval reproduces the last evaluation ($(cat "$WORK/eval1.out"))"
+
+# 7. A checkpoint file carries its run's configuration: eval needs no config.ini for it, and
+#    the last checkpoint scores as final.h5 does.
+mkdir "$WORK/moved" && cp "$WORK/a2/checkpoints/ckpt-000000030.h5" "$WORK/moved/"
+mpirun_np 2 eval --checkpoint "$WORK/moved/ckpt-000000030.h5" --data "$WORK/corpus/val.h5" --json \
+  > "$WORK/eval_ckpt.out" 2>&1 || { cat "$WORK/eval_ckpt.out"; fail "eval of a checkpoint without a config.ini"; }
+[[ $(json_field "$WORK/eval_ckpt.out" eval val_loss) == "$loss2" ]] ||
+  { cat "$WORK/eval_ckpt.out"; fail "eval of the last checkpoint differs from the trainer's val_loss $loss2"; }
+echo "ok: eval of a checkpoint with its stored configuration: val_loss $loss2"
