@@ -324,7 +324,7 @@ else
   note "throughput (cnn, batch 128, 1 GPU, $steps steps): mirrored ${ours:-?} samples/s; PyTorch with CUDA not importable"
 fi
 # A GPT-2-small-shaped model: 12 layers, 12 heads, width 768, context 1024, but a vocabulary
-# of 256 byte tokens (GPT-2 has 50257), so 85 M parameters rather than 124 M; float32
+# of 256 byte tokens (GPT-2 has 50257), so 86 M parameters rather than 124 M; float32
 # throughout (no TF32 on either side), AdamW, batch 8 windows (8192 tokens a step). Timed
 # over 10 steps after 2 of warm-up: each step is ~5 TFLOP of work.
 if [[ -n "$tokens_from" ]]; then
