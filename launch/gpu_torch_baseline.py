@@ -2,18 +2,29 @@
 """PyTorch baseline for `launch/gpu_selftest.sh`: the same model, batch size and optimizer
 as the mirrored run, on the same GPU, timed the same way (step 0 left out).
 
-Data: uint8 images in host memory (Fashion-MNIST shape, random contents), assembled into a
-float batch per step and copied to the GPU from pinned memory, as mirrored's loader does.
-Prints one line: `torch <model> <samples/s> samples/s <ms/step> ms/step`.
+Image models (mlp, cnn): uint8 images in host memory (Fashion-MNIST shape, random
+contents), assembled into a float batch per step and copied to the GPU from pinned memory,
+as mirrored's loader does. Prints `torch <model> <samples/s> samples/s <ms/step> ms/step`.
+
+gpt: the Gpt of tests/bench/gpt_step_pytorch.py (pre-LayerNorm blocks, tanh-GELU, head
+tied to the token table) at the shape given, AdamW as in launch/configs/shakespeare_gpt.ini,
+windows of context + 1 tokens drawn from a random byte corpus in host memory. Prints
+`torch gpt <tokens/s> tokens/s <ms/step> ms/step`.
+
+Float32 math on both sides: TF32 is off. --device cpu runs the same on the CPU (slowly),
+for checking the script where no GPU is.
 """
 import argparse
+import os
+import sys
 import time
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 
-def make_model(name):
+def make_image_model(name):
     if name == "cnn":
         # conv5x5x32, pool, conv5x5x64, pool, fc128, fc10 (the design card's CNN)
         return nn.Sequential(nn.Conv2d(1, 32, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
@@ -23,27 +34,37 @@ def make_model(name):
                          nn.Linear(128, 10))
 
 
-def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--model", default="mlp", choices=["mlp", "cnn"])
-    parser.add_argument("--batch", type=int, default=128)
-    parser.add_argument("--steps", type=int, default=300)
-    args = parser.parse_args()
-    torch.backends.cuda.matmul.allow_tf32 = False  # float32 math, as mirrored uses
-    torch.backends.cudnn.allow_tf32 = False
-    device = torch.device("cuda")
-    torch.manual_seed(7)
-    model = make_model(args.model).to(device)
+def make_gpt(args, device):
+    # One definition of the PyTorch GPT for every comparison in this repository.
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "bench"))
+    threads = (os.environ.get("OPENBLAS_NUM_THREADS"), os.environ.get("OMP_NUM_THREADS"))
+    from gpt_step_pytorch import Gpt  # sets the thread variables for its own CPU benchmark
+    for name, value in zip(("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"), threads):
+        if value is None:
+            os.environ.pop(name, None)
+
+    class DeviceGpt(Gpt):
+        # The benchmark's forward builds its positions on the CPU; here they follow the input.
+        def forward(self, idx):
+            x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1], device=idx.device))
+            for block in self.blocks:
+                x = block(x)
+            return self.ln_f(x) @ self.wte.weight.t()
+
+    return DeviceGpt(args.vocab, args.context, args.width, args.heads, args.layers).to(device)
+
+
+def image_steps(args, device):
+    model = make_image_model(args.model).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
     images = torch.randint(0, 256, (60000, 1, 28, 28), dtype=torch.uint8)
     labels = torch.randint(0, 10, (60000,), dtype=torch.int64)
-    staging = torch.empty((args.batch, 1, 28, 28), dtype=torch.float32).pin_memory()
-    start = None
-    for step in range(args.steps + 1):
-        if step == 1:
-            torch.cuda.synchronize()
-            start = time.perf_counter()
+    staging = torch.empty((args.batch, 1, 28, 28), dtype=torch.float32)
+    if device.type == "cuda":
+        staging = staging.pin_memory()
+
+    def step():
         idx = torch.randint(0, 60000, (args.batch,))
         torch.div(images[idx].float(), 255.0, out=staging)
         x = staging.to(device, non_blocking=True)
@@ -53,9 +74,75 @@ def main():
         loss.backward()
         opt.step()
         loss.item()  # mirrored reads its loss every step too
-    torch.cuda.synchronize()
+
+    return step, args.batch
+
+
+def gpt_steps(args, device):
+    model = make_gpt(args, device)
+    decay = [p for p in model.parameters() if p.dim() >= 2]  # weight decay on matrices only
+    rest = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
+                            lr=1e-3, betas=(0.9, 0.99))
+    corpus = torch.randint(0, args.vocab, (1 << 22,), dtype=torch.uint8)
+    window = args.context + 1
+    offsets = torch.arange(window)
+    staging = torch.empty((args.batch, window), dtype=torch.int64)
+    if device.type == "cuda":
+        staging = staging.pin_memory()
+
+    def step():
+        starts = torch.randint(0, corpus.numel() - window, (args.batch, 1))
+        staging.copy_(corpus[starts + offsets])
+        tokens = staging.to(device, non_blocking=True)
+        x, y = tokens[:, :-1], tokens[:, 1:]
+        opt.zero_grad(set_to_none=False)
+        logits = model(x)
+        loss = F.cross_entropy(logits.reshape(-1, args.vocab), y.reshape(-1))
+        loss.backward()
+        opt.step()
+        loss.item()
+
+    return step, args.batch * args.context
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--model", default="mlp", choices=["mlp", "cnn", "gpt"])
+    parser.add_argument("--batch", type=int, default=None, help="samples (gpt: windows) per step; default 128, gpt 8")
+    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    gpt = parser.add_argument_group("gpt")
+    gpt.add_argument("--layers", type=int, default=12)
+    gpt.add_argument("--heads", type=int, default=12)
+    gpt.add_argument("--width", type=int, default=768)
+    gpt.add_argument("--context", type=int, default=1024)
+    gpt.add_argument("--vocab", type=int, default=256, help="byte tokens, as mirrored's token files")
+    args = parser.parse_args()
+    if args.batch is None:
+        args.batch = 8 if args.model == "gpt" else 128
+    if args.batch < 1 or args.steps < 1:
+        parser.error("--batch and --steps must be at least 1")
+    if args.model == "gpt" and args.width % args.heads != 0:
+        parser.error(f"--width {args.width} is not divisible by --heads {args.heads}")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: torch sees no CUDA device (use --device cpu)")
+    torch.backends.cuda.matmul.allow_tf32 = False  # float32 math, as mirrored uses
+    torch.backends.cudnn.allow_tf32 = False
+    device = torch.device(args.device)
+    torch.manual_seed(7)
+    step, units = gpt_steps(args, device) if args.model == "gpt" else image_steps(args, device)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    start = None
+    for i in range(args.steps + 1):
+        if i == 1:
+            sync()
+            start = time.perf_counter()
+        step()
+    sync()
     seconds = time.perf_counter() - start
-    print(f"torch {args.model} {args.steps * args.batch / seconds:.0f} samples/s {1e3 * seconds / args.steps:.3f} ms/step")
+    unit = "tokens/s" if args.model == "gpt" else "samples/s"
+    print(f"torch {args.model} {args.steps * units / seconds:.0f} {unit} {1e3 * seconds / args.steps:.3f} ms/step")
 
 
 if __name__ == "__main__":

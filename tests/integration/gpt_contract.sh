@@ -78,3 +78,32 @@ prompt="The "
 cmp -s "$WORK/gen1.txt" "$WORK/gen2.txt" || fail "final.h5 and the last checkpoint generate different text for one seed"
 if cmp -s "$WORK/gen1.txt" "$WORK/gen3.txt"; then fail "seeds 3 and 4 generated the same text"; fi
 echo "ok: generate: $(head -c 60 "$WORK/gen1.txt" | tr '\n' ' ')"
+
+# 6. eval of final.h5 on the validation tokens is the trainer's last evaluation: at the same
+#    world size and eval batch the same digits in every field; on one process the console
+#    line rounds to the same val_loss. The other kind of file is refused by name.
+mpirun_np 2 eval --checkpoint "$WORK/a2/final.h5" --data "$WORK/corpus/val.h5" --json > "$WORK/eval2.out" 2>&1 ||
+  { cat "$WORK/eval2.out"; fail "eval of the gpt on 2 ranks"; }
+for key in val_loss perplexity bits_per_byte val_windows; do
+  [[ $(json_field "$WORK/eval2.out" eval $key) == $(json_field "$WORK/a2/metrics.jsonl" eval $key) ]] ||
+    { cat "$WORK/eval2.out"; fail "eval $key differs from the trainer's last eval record"; }
+done
+"$MIRRORED" eval --checkpoint "$WORK/a2/final.h5" --data "$WORK/corpus/val.h5" > "$WORK/eval1.out" 2>&1 ||
+  { cat "$WORK/eval1.out"; fail "eval of the gpt on 1 process"; }
+grep -q "^val_loss $(printf '%.4f' "$loss2")  perplexity $(printf '%.3f' "$ppl")  bits/byte $(printf '%.4f' "$bpb") " \
+  "$WORK/eval1.out" || { cat "$WORK/eval1.out"; fail "eval's console line does not show val_loss $loss2"; }
+expect_exit 2 eval_image_for_gpt "'$WORK/a2/final.h5' has no /tokens dataset, but the model in '$WORK/a2/config.ini' is a gpt" \
+  30 2 eval --checkpoint "$WORK/a2/final.h5" --data "$WORK/a2/final.h5"
+sed -E 's/^model = gpt$/model = mlp/' "$WORK/a2/config.ini" > "$WORK/mlp.ini"
+expect_exit 2 eval_tokens_for_mlp "'$WORK/corpus/val.h5' is a token file (/tokens), but the model in '$WORK/mlp.ini' is mlp" \
+  30 2 eval --checkpoint "$WORK/a2/final.h5" --config "$WORK/mlp.ini" --data "$WORK/corpus/val.h5"
+echo "ok: eval reproduces the last evaluation ($(cat "$WORK/eval1.out"))"
+
+# 7. A checkpoint file carries its run's configuration: eval needs no config.ini for it, and
+#    the last checkpoint scores as final.h5 does.
+mkdir "$WORK/moved" && cp "$WORK/a2/checkpoints/ckpt-000000030.h5" "$WORK/moved/"
+mpirun_np 2 eval --checkpoint "$WORK/moved/ckpt-000000030.h5" --data "$WORK/corpus/val.h5" --json \
+  > "$WORK/eval_ckpt.out" 2>&1 || { cat "$WORK/eval_ckpt.out"; fail "eval of a checkpoint without a config.ini"; }
+[[ $(json_field "$WORK/eval_ckpt.out" eval val_loss) == "$loss2" ]] ||
+  { cat "$WORK/eval_ckpt.out"; fail "eval of the last checkpoint differs from the trainer's val_loss $loss2"; }
+echo "ok: eval of a checkpoint with its stored configuration: val_loss $loss2"
