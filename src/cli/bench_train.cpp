@@ -237,6 +237,7 @@ int bench_train(int& argc, char**& argv, const Args& args) {
     return 0;
   }
   distribute::Runtime runtime(argc, argv, train::library_options(config).runtime);
+  if (!runtime.core_binding().summary.empty()) chief_info(runtime.core_binding().summary);
   const int64_t warmup = std::max<int64_t>(bench.warmup, 1);  // step 0 pays one-time costs
   train::Trainer trainer(config, runtime, {.write_files = false, .evaluate = false, .steps = warmup + bench.steps});
   auto& strategy = trainer.strategy();

@@ -19,6 +19,7 @@ int train_command(int& argc, char**& argv, const Args& args) {
   distribute::Runtime runtime(argc, argv, train::library_options(config).runtime);
   if (config.quiet) set_log_level(LogLevel::kQuiet);
   if (config.verbose) set_log_level(LogLevel::kVerbose);
+  if (!runtime.core_binding().summary.empty()) chief_info(runtime.core_binding().summary);
   chief_info(str_cat("cluster:\n", runtime.cluster().table()));
   const train::TrainSummary summary = train::run_training(config, runtime);
   // A distinct status after a preemption checkpoint, so slurm/preemptible.sh requeues the job.

@@ -69,7 +69,7 @@ CoreBinding bind_cores(BindCores mode, comm::Communicator& world, const Cluster&
   if (all_same && notes.size() > 1) line += str_cat(" every rank ", notes[0]);
   else
     for (size_t r = 0; r < notes.size(); ++r) line += str_cat(r ? "; " : " ", "rank ", r, " ", notes[r]);
-  chief_info(line);
+  binding.summary = std::move(line);
   return binding;
 }
 

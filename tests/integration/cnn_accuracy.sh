@@ -14,7 +14,10 @@ mpirun_np 2 train --config "$SOURCE_DIR/launch/configs/fmnist_resnet.ini" "${dat
 cnn=$(json_field "$WORK/cnn/metrics.jsonl" eval test_accuracy)
 resnet=$(json_field "$WORK/resnet/metrics.jsonl" eval test_accuracy)
 echo "test accuracy: cnn $cnn after 150 steps, resnet $resnet after 80 steps"
-# Measured: cnn 0.845, resnet 0.671 (chance is 0.1); the thresholds leave room for other
-# BLAS builds and rounding while still failing a model that does not learn.
+# Measured: cnn 0.845-0.851; resnet 0.47-0.72 over seeds 1, 2, 3 and 7 and small changes
+# to the update (weight decay on batch norm or not): after 80 steps at lr 0.05 its batch-norm
+# running statistics have not settled, so its test accuracy swings by 0.25 on a change that
+# rounds differently. Chance is 0.1; the thresholds leave room for other BLAS builds and
+# rounding while still failing a model that does not learn.
 awk -v a="$cnn" 'BEGIN { exit !(a >= 0.80) }' || fail "cnn test accuracy $cnn < 0.80"
-awk -v a="$resnet" 'BEGIN { exit !(a >= 0.55) }' || fail "resnet test accuracy $resnet < 0.55"
+awk -v a="$resnet" 'BEGIN { exit !(a >= 0.35) }' || fail "resnet test accuracy $resnet < 0.35"

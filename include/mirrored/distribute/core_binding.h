@@ -27,6 +27,7 @@ struct CoreBinding {
   std::vector<int> found;  // the process's CPUs before binding
   std::vector<int> cpus;   // the CPUs bound to; empty when the mask was left alone
   std::string note;        // "cpus 0-3" or why the mask was left alone
+  std::string summary;     // every rank's note on one "core binding: ..." line (bind_cores)
 };
 
 // The decision, from this rank's mask, the masks every rank on this host found (this
@@ -35,8 +36,9 @@ CoreBinding plan_core_binding(BindCores mode, const std::vector<int>& found,
                               const std::vector<std::vector<int>>& host_masks, int local_rank,
                               const std::vector<std::vector<int>>& cores);
 
-// Collective over `world` unless mode is kOff: gathers the masks, binds, and prints one
-// line on the chief with every rank's binding.
+// Collective over `world` unless mode is kOff: gathers the masks and binds; the result's
+// summary holds every rank's binding on one line, for the command to print where its
+// start-up output goes (so --quiet and eval --json stay clean).
 CoreBinding bind_cores(BindCores mode, comm::Communicator& world, const Cluster& cluster);
 
 }  // namespace mirrored::distribute
