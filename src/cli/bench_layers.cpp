@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "parse_options.h"
 #include "mirrored/core/log.h"
 #include "mirrored/core/timer.h"
 #include "mirrored/data/dataset.h"
@@ -25,32 +26,6 @@
 
 namespace mirrored::cli {
 namespace {
-
-struct LayerOptions {
-  int64_t steps = 20;
-  int64_t warmup = 3;
-};
-
-Args take_layer_options(const Args& args, LayerOptions& options) {
-  Args rest;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const bool steps = args[i] == "--steps", warmup = args[i] == "--warmup";
-    if (!steps && !warmup) {
-      rest.push_back(args[i]);
-      continue;
-    }
-    if (i + 1 >= args.size()) throw InputError(str_cat("command line: ", args[i], " needs a value"), ExitCode::kUsage);
-    const std::string& text = args[++i];
-    char* end = nullptr;
-    const long long value = std::strtoll(text.c_str(), &end, 10);
-    if (text.empty() || *end != '\0' || value < (steps ? 1 : 0))
-      throw InputError(
-          str_cat("command line: ", args[i - 1], " = '", text, "': expected an integer >= ", steps ? 1 : 0),
-          ExitCode::kUsage);
-    (steps ? options.steps : options.warmup) = value;
-  }
-  return rest;
-}
 
 std::string fixed(double value, int digits) {
   char text[64];
@@ -104,9 +79,9 @@ double forward_flops(nn::Model& model, size_t index, const Shape& output_sample,
 }  // namespace
 
 int bench_layers(int&, char**&, const Args& args) {
-  LayerOptions options;
+  StepCounts counts{20, 3};
   bool help = false;
-  const train::TrainConfig config = train::parse_train_config(take_layer_options(args, options), &help);
+  const train::TrainConfig config = train::parse_train_config(take_step_counts(args, counts), &help);
   if (help) {
     std::puts("usage: mirrored bench layers --config FILE [--steps N (20)] [--warmup N (3)] [--KEY VALUE ...]\n"
               "Times each layer's forward and backward on one process (medians over N steps) and\n"
@@ -132,8 +107,8 @@ int bench_layers(int&, char**&, const Args& args) {
   const size_t layers = model.num_layers();
   std::vector<std::vector<double>> forward_s(layers), backward_s(layers);
   std::vector<Shape> output_shapes(layers);
-  for (int64_t step = 0; step < options.warmup + options.steps; ++step) {
-    const bool timed = step >= options.warmup;
+  for (int64_t step = 0; step < counts.warmup + counts.steps; ++step) {
+    const bool timed = step >= counts.warmup;
     const Tensor* x = &images;
     for (size_t i = 0; i < layers; ++i) {
       Stopwatch clock;
@@ -157,8 +132,8 @@ int bench_layers(int&, char**&, const Args& args) {
   const double sgemm_after = sgemm_gflops();
   const double sgemm = 0.5 * (sgemm_before + sgemm_after);
   chief_print(str_cat("mirrored bench layers: model ", train::option_value(config, "model"), ", batch ",
-                      images.shape()[0], ", ", threads, " thread(s), medians over ", options.steps, " steps after ",
-                      options.warmup, " warm-up; sgemm 512^3: ", fixed(sgemm, 1), " GFLOP/s (", fixed(sgemm_before, 1),
+                      images.shape()[0], ", ", threads, " thread(s), medians over ", counts.steps, " steps after ",
+                      counts.warmup, " warm-up; sgemm 512^3: ", fixed(sgemm, 1), " GFLOP/s (", fixed(sgemm_before, 1),
                       " before the layers, ", fixed(sgemm_after, 1), " after)"));
   chief_print("  layer            output        fwd_ms  bwd_ms  MFLOP(f+b)  GFLOP/s  %sgemm");
   double total_s = 0.0, total_flops = 0.0, gemm_s = 0.0;

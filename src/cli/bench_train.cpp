@@ -18,6 +18,7 @@
 
 #include "bench_scaling.h"
 #include "commands.h"
+#include "parse_options.h"
 #include "mirrored/core/cpu_affinity.h"
 #include "mirrored/core/log.h"
 #include "mirrored/core/timer.h"
@@ -32,37 +33,9 @@ namespace mirrored::cli {
 namespace {
 
 struct BenchOptions {
-  int64_t steps = 50;
-  int64_t warmup = 5;
+  StepCounts counts{50, 5};
   bool scaling = false;  // also time 1 replica and print the scaling efficiency
 };
-
-// Takes --steps, --warmup and --scaling out of `args` (the last of each wins); the rest
-// is a training configuration.
-Args take_bench_options(const Args& args, BenchOptions& options) {
-  Args rest;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--scaling") {
-      options.scaling = true;
-      continue;
-    }
-    const bool steps = args[i] == "--steps", warmup = args[i] == "--warmup";
-    if (!steps && !warmup) {
-      rest.push_back(args[i]);
-      continue;
-    }
-    if (i + 1 >= args.size()) throw InputError(str_cat("command line: ", args[i], " needs a value"), ExitCode::kUsage);
-    const std::string& text = args[++i];
-    char* end = nullptr;
-    const long long value = std::strtoll(text.c_str(), &end, 10);
-    if (text.empty() || *end != '\0' || value < (steps ? 1 : 0))
-      throw InputError(
-          str_cat("command line: ", args[i - 1], " = '", text, "': expected an integer >= ", steps ? 1 : 0),
-          ExitCode::kUsage);
-    (steps ? options.steps : options.warmup) = value;
-  }
-  return rest;
-}
 
 long minor_page_faults() {
   rusage usage{};
@@ -225,7 +198,7 @@ void report_scaling(distribute::Runtime& runtime, const Args& train_args, int64_
 int bench_train(int& argc, char**& argv, const Args& args) {
   BenchOptions bench;
   bool help = false;
-  const Args train_args = take_bench_options(args, bench);
+  const Args train_args = take_step_counts(args, bench.counts, {{"--scaling", &bench.scaling}});
   const train::TrainConfig config = train::parse_train_config(train_args, &help);
   if (help) {
     std::puts("usage: mirrored bench train --config FILE [--steps N (50)] [--warmup N (5)] [--scaling] [--KEY VALUE ...]\n"
@@ -238,25 +211,25 @@ int bench_train(int& argc, char**& argv, const Args& args) {
   }
   distribute::Runtime runtime(argc, argv, train::library_options(config).runtime);
   if (!runtime.core_binding().summary.empty()) chief_info(runtime.core_binding().summary);
-  const int64_t warmup = std::max<int64_t>(bench.warmup, 1);  // step 0 pays one-time costs
-  train::Trainer trainer(config, runtime, {.write_files = false, .evaluate = false, .steps = warmup + bench.steps});
+  const int64_t warmup = std::max<int64_t>(bench.counts.warmup, 1);  // step 0 pays one-time costs
+  train::Trainer trainer(config, runtime, {.write_files = false, .evaluate = false, .steps = warmup + bench.counts.steps});
   auto& strategy = trainer.strategy();
   const int64_t samples_per_step = config.batch_size * config.accumulate_steps;
-  auto timer = std::make_unique<StepTimer>(warmup, bench.steps, samples_per_step);
+  auto timer = std::make_unique<StepTimer>(warmup, bench.counts.steps, samples_per_step);
   const StepTimer& timing = *timer;
   trainer.add_callback(std::move(timer));
 
   chief_print(str_cat("mirrored bench train: model ", train::option_value(config, "model"), ", ",
                       strategy.num_replicas_in_sync(), " replica(s) x ", strategy.per_replica_batch(config.batch_size),
                       " = global batch ", config.batch_size, ", ", kernels::cpu_threads(), " thread(s)/rank, ",
-                      bench.steps, " timed steps after ", warmup, " warm-up, precision ",
+                      bench.counts.steps, " timed steps after ", warmup, " warm-up, precision ",
                       train::option_value(config, "precision")));
   chief_print(str_cat("  ", trainer.model().reducer().buckets().size(), " gradient bucket(s), overlap ",
                       train::option_value(config, "overlap"), ", compression ",
                       train::option_value(config, "grad_compression"), ", allreduce ",
                       strategy.allreduce() == distribute::Allreduce::kHierarchical ? "hierarchical" : "flat", ", accumulate ", config.accumulate_steps));
   trainer.fit();
-  if (bench.scaling) report_scaling(runtime, train_args, bench.steps, warmup, timing.samples_per_sec());
+  if (bench.scaling) report_scaling(runtime, train_args, bench.counts.steps, warmup, timing.samples_per_sec());
   return 0;
 }
 

@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "commands.h"
+#include "parse_options.h"
 #include "mirrored/core/error.h"
 #include "mirrored/core/log.h"
 #include "mirrored/data/idx.h"
@@ -13,25 +14,6 @@ namespace mirrored::cli {
 namespace po = boost::program_options;
 namespace {
 
-// Parses `args` against `desc`; false when --help was printed instead.
-bool parse(const Args& args, const po::options_description& desc, const po::positional_options_description* positional,
-           po::variables_map& values, const char* command) {
-  try {
-    po::command_line_parser parser(args);
-    parser.options(desc);
-    if (positional != nullptr) parser.positional(*positional);
-    po::store(parser.run(), values);
-    if (values.count("help")) {
-      std::cout << desc << "\n";
-      return false;
-    }
-    po::notify(values);
-  } catch (const po::error& e) {
-    throw InputError(str_cat("data ", command, ": ", e.what()), ExitCode::kUsage);
-  }
-  return true;
-}
-
 int import_idx_command(const Args& args) {
   po::options_description desc("mirrored data import-idx options");
   desc.add_options()("help,h", "print this help")(
@@ -39,7 +21,7 @@ int import_idx_command(const Args& args) {
       "labels", po::value<std::string>()->required(), "IDX labels file, gzip'd or plain ([N] uint8)")(
       "out", po::value<std::string>()->required(), "HDF5 file to write (/images, /labels)");
   po::variables_map values;
-  if (!parse(args, desc, nullptr, values, "import-idx")) return 0;
+  if (!parse_options(args, desc, nullptr, values, "data import-idx")) return 0;
   const auto out = values["out"].as<std::string>();
   const int64_t count = data::import_idx(values["images"].as<std::string>(), values["labels"].as<std::string>(), out);
   chief_print(str_cat("wrote ", count, " samples to ", out));
@@ -60,7 +42,7 @@ int import_text_command(const Args& args) {
   po::positional_options_description positional;
   positional.add("input", -1);
   po::variables_map values;
-  if (!parse(args, desc, &positional, values, "import-text")) return 0;
+  if (!parse_options(args, desc, &positional, values, "data import-text")) return 0;
 
   if (!values.count("input")) {
     throw InputError("data import-text: no input files (expected text files or a .whl after the options)",

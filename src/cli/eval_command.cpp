@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "commands.h"
+#include "parse_options.h"
 #include "mirrored/core/error.h"
 #include "mirrored/core/log.h"
 #include "mirrored/data/token_dataset.h"
@@ -57,16 +58,7 @@ bool parse_eval_args(const Args& args, EvalArgs& out) {
       "batch", po::value(&out.batch), "evaluation batch per replica (default: the run's eval_batch_size)")(
       "json", "print the result as one JSON line");
   po::variables_map values;
-  try {
-    po::store(po::command_line_parser(args).options(desc).run(), values);
-    if (values.count("help")) {
-      std::cout << desc << "\n";
-      return false;
-    }
-    po::notify(values);
-  } catch (const po::error& e) {
-    throw InputError(str_cat("eval: ", e.what(), " (mirrored eval --help)"), ExitCode::kUsage);
-  }
+  if (!parse_options(args, desc, nullptr, values, "eval")) return false;
   if (values.count("batch") && out.batch < 1)
     throw InputError(str_cat("eval: --batch ", out.batch, ": expected an integer >= 1"), ExitCode::kUsage);
   out.json = values.count("json") > 0;

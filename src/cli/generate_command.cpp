@@ -20,6 +20,7 @@
 #include <sstream>
 
 #include "commands.h"
+#include "parse_options.h"
 #include "mirrored/core/error.h"
 #include "mirrored/core/rng.h"
 #include "mirrored/io/checkpoint_file.h"
@@ -58,16 +59,7 @@ bool parse_generate_args(const Args& args, GenerateArgs& out) {
       "top_k", po::value(&out.top_k)->default_value(0), "sample among the K most likely tokens (0: all)")(
       "seed", po::value(&out.seed)->default_value(0), "seed of the sampler");
   po::variables_map values;
-  try {
-    po::store(po::command_line_parser(args).options(desc).run(), values);
-    if (values.count("help")) {
-      std::cout << desc << "\n";
-      return false;
-    }
-    po::notify(values);
-  } catch (const po::error& e) {
-    throw InputError(str_cat("generate: ", e.what(), " (mirrored generate --help)"), ExitCode::kUsage);
-  }
+  if (!parse_options(args, desc, nullptr, values, "generate")) return false;
   if (out.tokens < 0)
     throw InputError(str_cat("generate: --tokens ", out.tokens, ": expected an integer >= 0"), ExitCode::kUsage);
   if (!(out.temperature >= 0.0) || !std::isfinite(out.temperature))

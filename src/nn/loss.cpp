@@ -3,15 +3,24 @@
 #include <algorithm>
 
 namespace mirrored::nn {
+namespace {
 
-CrossEntropyLoss::Value CrossEntropyLoss::forward(const Tensor& logits, const Tensor& targets,
-                                                  bool with_grad) {
+// The rows the kernels see: logits [..., C] as [count, C], targets [...] as [count].
+int64_t row_count(const Tensor& logits, const Tensor& targets) {
   const Shape& shape = logits.shape();
   MIRRORED_CHECK(logits.rank() >= 2 && Shape(shape.begin(), shape.end() - 1) == targets.shape(),
                  "CrossEntropyLoss expects logits [..., C] and targets [...] with the same leading dimensions, got ",
                  shape_str(shape), " and ", shape_str(targets.shape()));
+  return logits.numel() / std::max<int64_t>(shape.back(), 1);
+}
+
+}  // namespace
+
+CrossEntropyLoss::Value CrossEntropyLoss::forward(const Tensor& logits, const Tensor& targets,
+                                                  bool with_grad) {
+  const Shape& shape = logits.shape();
   const int64_t classes = shape.back();
-  const int64_t count = logits.numel() / std::max<int64_t>(classes, 1);
+  const int64_t count = row_count(logits, targets);
   // The kernel sees rows: [N, C] views of the same storage.
   const Tensor rows = logits.reshape({count, classes});
   const Tensor row_targets = targets.reshape({count});
@@ -35,11 +44,8 @@ CrossEntropyLoss::Value CrossEntropyLoss::forward(const Tensor& logits, const Te
 
 void CrossEntropyLoss::forward_to(const Tensor& logits, const Tensor& targets, Tensor& mean_loss) {
   const Shape& shape = logits.shape();
-  MIRRORED_CHECK(logits.rank() >= 2 && Shape(shape.begin(), shape.end() - 1) == targets.shape(),
-                 "CrossEntropyLoss expects logits [..., C] and targets [...] with the same leading dimensions, got ",
-                 shape_str(shape), " and ", shape_str(targets.shape()));
   const int64_t classes = shape.back();
-  const int64_t count = logits.numel() / std::max<int64_t>(classes, 1);
+  const int64_t count = row_count(logits, targets);
   ensure_shape(dlogits_, shape, DType::kF32, logits.device());
   Tensor grad_rows = dlogits_.reshape({count, classes});
   const float grad_scale = count > 0 ? 1.0f / static_cast<float>(count) : 0.0f;  // as forward()
