@@ -6,8 +6,9 @@
 # the same job, so each pair shares the machine's conditions; the table gives medians
 # over REPEATS jobs.
 #   tests/bench/scaling_table.sh [build/mirrored]
-# Environment: MODELS ("mlp cnn resnet"), RANKS ("2 4"), REPEATS (3), and timed steps per
-# model: STEPS_MLP (300), STEPS_CNN (40), STEPS_RESNET (10). EXTRA: more bench options
+# Environment: MODELS ("mlp cnn resnet"; gpt runs launch/configs/shakespeare_gpt.ini),
+# RANKS ("2 4"), REPEATS (3), and timed steps per model: STEPS_MLP (300), STEPS_CNN (40),
+# STEPS_RESNET (10), STEPS_GPT (30). EXTRA: more bench options
 # for every run (e.g. "--bind_cores off"). Default settings otherwise: threads = cores /
 # ranks on the host, overlap = auto, bind_cores = auto.
 # Needs data/fashion-mnist/*.h5 (launch/import_fmnist.sh).
@@ -26,6 +27,7 @@ steps_of() {
     mlp) echo "${STEPS_MLP:-300}" ;;
     cnn) echo "${STEPS_CNN:-40}" ;;
     resnet) echo "${STEPS_RESNET:-10}" ;;
+    gpt) echo "${STEPS_GPT:-30}" ;;
     *) echo 40 ;;
   esac
 }
@@ -40,6 +42,7 @@ load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 declare -A baseline speed efficiency
 for model in $models; do
   config=launch/configs/fmnist_$model.ini
+  [[ $model == gpt ]] && config=launch/configs/shakespeare_gpt.ini
   [[ -f $config ]] || { echo "no $config" >&2; exit 1; }
   for n in $ranks; do
     for ((r = 0; r < repeats; r++)); do
