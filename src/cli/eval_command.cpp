@@ -170,16 +170,7 @@ void print_result(const EvalArgs& options, const train::EvalResult& result, int 
   const bool tokens = result.kind == train::EvalKind::kLanguageModel;
   if (options.json) {
     io::JsonRecord record = {{"kind", std::string("eval")}, {"checkpoint", options.checkpoint}, {"data", options.data}};
-    if (tokens) {  // the keys of the trainer's eval records
-      record.emplace_back("val_loss", result.loss);
-      record.emplace_back("perplexity", result.perplexity());
-      record.emplace_back("bits_per_byte", result.bits_per_byte());
-      record.emplace_back("val_windows", result.samples);
-    } else {
-      record.emplace_back("test_loss", result.loss);
-      record.emplace_back("test_accuracy", result.accuracy);
-      record.emplace_back("test_samples", result.samples);
-    }
+    train::append_eval_fields(record, result);  // the keys of the trainer's eval records
     chief_print(io::to_json(record));
     return;
   }

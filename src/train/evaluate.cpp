@@ -49,4 +49,17 @@ EvalResult evaluate(distribute::MirroredStrategy& strategy, distribute::Distribu
   return score(strategy, model, data, EvalKind::kLanguageModel);
 }
 
+void append_eval_fields(io::JsonRecord& record, const EvalResult& result) {
+  if (result.kind == EvalKind::kLanguageModel) {
+    record.emplace_back("val_loss", result.loss);
+    record.emplace_back("perplexity", result.perplexity());
+    record.emplace_back("bits_per_byte", result.bits_per_byte());
+    record.emplace_back("val_windows", result.samples);
+  } else {
+    record.emplace_back("test_loss", result.loss);
+    record.emplace_back("test_accuracy", result.accuracy);
+    record.emplace_back("test_samples", result.samples);
+  }
+}
+
 }  // namespace mirrored::train

@@ -39,18 +39,8 @@ void MetricsLogger::on_log(TrainContext& ctx, const LogPoint& point) {
 }
 
 void MetricsLogger::on_evaluate(TrainContext& ctx, const EvalPoint& point) {
-  const EvalResult& eval = point.eval;
   io::JsonRecord record = {{"kind", std::string("eval")}, {"step", point.step}, {"epoch", point.epoch + 1}};
-  if (eval.kind == EvalKind::kLanguageModel) {
-    record.emplace_back("val_loss", eval.loss);
-    record.emplace_back("perplexity", eval.perplexity());
-    record.emplace_back("bits_per_byte", eval.bits_per_byte());
-    record.emplace_back("val_windows", eval.samples);
-  } else {
-    record.emplace_back("test_loss", eval.loss);
-    record.emplace_back("test_accuracy", eval.accuracy);
-    record.emplace_back("test_samples", eval.samples);
-  }
+  append_eval_fields(record, point.eval);
   ctx.run_dir.log_metrics(record);
 }
 

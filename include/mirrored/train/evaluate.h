@@ -3,6 +3,7 @@
 
 #include "mirrored/distribute/distributed_token_dataset.h"
 #include "mirrored/distribute/strategy.h"
+#include "mirrored/io/jsonl_writer.h"
 
 namespace mirrored::train {
 
@@ -24,5 +25,10 @@ EvalResult evaluate(distribute::MirroredStrategy& strategy, distribute::Distribu
 // The same over fixed validation windows: the loss is the mean over every scored token.
 EvalResult evaluate(distribute::MirroredStrategy& strategy, distribute::DistributedModel& model,
                     distribute::TokenEvalDataset& data);
+
+// The result's fields as metrics.jsonl eval records and `mirrored eval --json` name them:
+// test_loss, test_accuracy, test_samples; for a language model val_loss, perplexity,
+// bits_per_byte, val_windows.
+void append_eval_fields(io::JsonRecord& record, const EvalResult& result);
 
 }  // namespace mirrored::train
