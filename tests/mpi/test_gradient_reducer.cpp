@@ -17,6 +17,7 @@
 #include "mirrored/nn/builders.h"
 #include "mirrored/nn/loss.h"
 #include "mpi_env.h"
+#include "relative_difference.h"
 
 using namespace mirrored;
 
@@ -59,15 +60,6 @@ distribute::ReducerOptions small_buckets(distribute::Overlap overlap) {
 }
 distribute::ReducerOptions small_buckets(bool overlap) {
   return small_buckets(overlap ? distribute::Overlap::kThread : distribute::Overlap::kOff);
-}
-
-double max_relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
-  double diff = 0, scale = 1e-6;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff = std::max(diff, static_cast<double>(std::fabs(a[i] - b[i])));
-    scale = std::max(scale, static_cast<double>(std::fabs(a[i])));
-  }
-  return diff / scale;
 }
 }  // namespace
 

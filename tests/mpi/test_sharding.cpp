@@ -13,6 +13,7 @@
 #include "mirrored/nn/loss.h"
 #include "mirrored/optim/optimizer.h"
 #include "mpi_env.h"
+#include "relative_difference.h"
 
 using namespace mirrored;
 using comm::DataType;
@@ -165,13 +166,14 @@ Trained train(bool shard, int kind, int steps, distribute::Overlap overlap = dis
   return out;
 }
 
-double max_relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
-  double diff = 0, scale = 1e-6;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff = std::max(diff, static_cast<double>(std::fabs(a[i] - b[i])));
-    scale = std::max(scale, static_cast<double>(std::fabs(a[i])));
-  }
-  return diff / scale;
+// This replica's gradients of batch 0, before they are reduced.
+void backward_one_batch(distribute::MirroredStrategy& strategy, distribute::DistributedModel& model) {
+  nn::CrossEntropyLoss loss;
+  Tensor x, y;
+  fill_batch(x, y, strategy.replica_id(), 0);
+  model.zero_grad();
+  loss.forward(model.forward(x, nn::Mode::kTrain), y);
+  model.backward(loss.grad());
 }
 }  // namespace
 
@@ -229,12 +231,7 @@ TEST(ShardedOptimizer, NonFiniteGradientsReachEveryReplica) {
   distribute::MirroredStrategy strategy(test_runtime());
   auto model = strategy.scope([] { return nn::mlp({{24, 16}, kClasses}); },
                               {{kFeatures}, 5, reducer(true, distribute::Overlap::kOff), 1});
-  nn::CrossEntropyLoss loss;
-  Tensor x, y;
-  fill_batch(x, y, strategy.replica_id(), 0);
-  model.zero_grad();
-  loss.forward(model.forward(x, nn::Mode::kTrain), y);
-  model.backward(loss.grad());
+  backward_one_batch(strategy, model);
   // The last rank's gradient goes bad in the part the chief owns.
   if (strategy.replica_id() == world().size() - 1)
     model.parameters().flat_grads().data<float>()[0] = std::numeric_limits<float>::infinity();
@@ -252,12 +249,7 @@ TEST(ShardedOptimizer, NormFromShardsEqualsTheWholeNorm) {
     distribute::MirroredStrategy strategy(test_runtime());
     auto model = strategy.scope([] { return nn::mlp({{24, 16}, kClasses}); },
                                 {{kFeatures}, 5, reducer(shard, distribute::Overlap::kOff), 1});
-    nn::CrossEntropyLoss loss;
-    Tensor x, y;
-    fill_batch(x, y, strategy.replica_id(), 0);
-    model.zero_grad();
-    loss.forward(model.forward(x, nn::Mode::kTrain), y);
-    model.backward(loss.grad());
+    backward_one_batch(strategy, model);
     model.synchronize_gradients();
     EXPECT_EQ(model.gradients_sharded(), shard && world().size() > 1);
     const auto owned = model.owned_gradient_range();
