@@ -28,15 +28,17 @@ echo "ok: world size 1, 2 and 4 agree; world size 2 twice is bit-identical"
 #    zero up to rounding (softmax ignores a constant added to every score of a query), and
 #    Adam rescales that rounding noise into full-size steps, so parameter-wise the world
 #    sizes differ there (measured 1e-3 relative) while the model does not: the validation
-#    loss agrees to 1e-4 relative (measured: to all 9 printed digits).
+#    loss agrees to 1e-3 relative. The gap is chaotic, so it depends on the corpus (this
+#    README) and the seed: over 10 corpus/seed pairs at world size 2 and 4 it was 1e-9 in
+#    the median and 1.06e-4 at worst, so 1e-3 leaves a tenfold margin on other CPUs.
 adamw=("${model[@]}" --optimizer adamw --lr 3e-3 --weight_decay 0.1 --max_steps 30 --eval_every 10 --log_every 5
        --checkpoint.every_steps 10)
 "$MIRRORED" train "${adamw[@]}" --out "$WORK/a1" > /dev/null
 mpirun_np 2 train "${adamw[@]}" --out "$WORK/a2" > /dev/null
 loss1=$(json_field "$WORK/a1/metrics.jsonl" eval val_loss)
 loss2=$(json_field "$WORK/a2/metrics.jsonl" eval val_loss)
-awk -v a="$loss1" -v b="$loss2" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0 && d <= 1e-4 * a) }' ||
-  fail "AdamW validation loss at world size 1 ($loss1) and 2 ($loss2) differ by more than 1e-4 relative"
+awk -v a="$loss1" -v b="$loss2" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0 && d <= 1e-3 * a) }' ||
+  fail "AdamW validation loss at world size 1 ($loss1) and 2 ($loss2) differ by more than 1e-3 relative"
 echo "ok: AdamW validation loss at world size 1 and 2: $loss1 / $loss2"
 
 # 3. The records: evaluations every 10 steps with val_loss, perplexity = exp(val_loss) and
