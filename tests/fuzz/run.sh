@@ -8,11 +8,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$(pwd)
+source tests/sanitizer_flags.sh
 seconds=${FUZZ_SECONDS:-20}
 targets=("$@")
 ((${#targets[@]})) || targets=(idx hdf5_dataset config)
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DMIRRORED_CUDA=OFF -DMIRRORED_FUZZ=ON -DMIRRORED_BUILD_TESTS=OFF \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo > build-fuzz.configure.log 2>&1 || { cat build-fuzz.configure.log; exit 1; }
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo "${SANITIZER_FLAGS[@]}" > build-fuzz.configure.log 2>&1 || { cat build-fuzz.configure.log; exit 1; }
 rm -f build-fuzz.configure.log
 cmake --build build-fuzz -j"$(nproc)" --target "${targets[@]/#/fuzz_}"
 mkdir -p build-fuzz/findings
