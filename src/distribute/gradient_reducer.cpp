@@ -37,6 +37,11 @@ Overlap resolve_overlap(Overlap requested, int cores, int ranks_on_host, int com
   return cores > ranks_on_host * compute_threads ? Overlap::kThread : Overlap::kInline;
 }
 
+bool waits_may_spin(Overlap mode, int cores, int ranks_on_host, int compute_threads) {
+  const int waiting_threads = mode == Overlap::kThread ? 1 : 0;  // inline and off wait on the compute thread
+  return cores >= ranks_on_host * (compute_threads + waiting_threads);
+}
+
 double peer_wait_seconds(const CommStats& stats, comm::Communicator& comm) {
   const size_t buckets = stats.entry_times.size();
   std::vector<double> all(buckets * static_cast<size_t>(comm.size()));
@@ -98,9 +103,11 @@ GradientReducer::GradientReducer(nn::ParameterArena& arena, comm::Communicator& 
                      " (NCCL on ", grads.device().str(), ", ", comm_.size(), " ranks)"));
   } else {
     mode_ = resolve_overlap(options_.overlap, cores, options_.ranks_on_host, compute_threads);
+    spin_ = waits_may_spin(mode_, cores, options_.ranks_on_host, compute_threads);
     announce(str_cat("gradient overlap: ", overlap_name(mode_), " (", options_.ranks_on_host, " rank(s) x ",
                      compute_threads, " thread(s) on ", cores, " cores",
-                     options_.overlap == Overlap::kAuto ? ", auto" : "", ")"));
+                     options_.overlap == Overlap::kAuto ? ", auto" : "", "); waits for peers ",
+                     spin_ ? "spin" : "poll and sleep"));
   }
   if (mode_ == Overlap::kThread) worker_ = std::thread([this] { worker_loop(); });
   begin_step(1);
@@ -197,13 +204,22 @@ void GradientReducer::progress() {
 void GradientReducer::drain() {
   progress();
   while (!in_flight_.empty()) {
-    // The polling wait, not MPI_Wait's spin: where ranks share cores with each other (or
-    // with anything else), a rank spinning for a slower peer takes the core that peer
-    // needs to catch up.
-    in_flight_.front().work->wait(comm::Work::Clock::time_point::max());
+    wait_for(*in_flight_.front().work);
     complete(in_flight_.front());
     in_flight_.pop_front();
     progress();
+  }
+}
+
+void GradientReducer::wait_for(comm::Work& work) const {
+  // MPI's own wait spins in its progress engine: the lowest latency, and the only way a
+  // nonblocking all-reduce advances between its rounds and fragments. Where this rank's
+  // waiting thread has no core of its own, spinning would take the core a slower peer (or
+  // backward) needs to catch up, so there the wait polls and sleeps between tests.
+  if (spin_) {
+    work.wait();
+  } else {
+    work.wait(comm::Work::Clock::time_point::max());
   }
 }
 
@@ -238,9 +254,7 @@ void GradientReducer::worker_loop() {
     }
     try {
       InFlight flight = start(bucket);
-      // The polling wait (tests with sleeps between them), so a thread waiting for slower
-      // peers yields its core to backward instead of spinning inside a blocking call.
-      flight.work->wait(comm::Work::Clock::time_point::max());
+      wait_for(*flight.work);
       complete(flight);
     } catch (...) {
       std::lock_guard lock(mutex_);

@@ -14,6 +14,7 @@
 #include "mirrored/comm/local_communicator.h"
 #include "mirrored/comm/mpi_check.h"
 #include "mirrored/comm/mpi_communicator.h"
+#include "mirrored/comm/mpi_tuning.h"
 #include "mirrored/core/cuda_memory.h"
 #include "mirrored/core/log.h"
 #include "mirrored/core/process.h"
@@ -110,6 +111,7 @@ Runtime::Runtime(int& argc, char**& argv, RuntimeOptions options) {
     // Communication runs on its own thread while the main thread computes and also calls
     // collectives (loss reduction), so every thread may call MPI.
     int thread_level = 0;
+    comm::choose_nonblocking_allreduce_algorithm();
     MIRRORED_MPI_CHECK(MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &thread_level));
     owns_mpi_ = true;
     if (thread_level < MPI_THREAD_MULTIPLE) {

@@ -105,6 +105,16 @@ TEST(GradientReducer, AutoOverlapNeedsAFreeCore) {
   EXPECT_EQ(reducer.overlap(), Overlap::kOff);
 }
 
+TEST(GradientReducer, WaitsSpinOnlyWhereTheWaitingThreadHasACore) {
+  using distribute::Overlap;
+  using distribute::waits_may_spin;
+  EXPECT_TRUE(waits_may_spin(Overlap::kInline, 2, 2, 1));   // 2 ranks x 1 thread on 2 cores
+  EXPECT_FALSE(waits_may_spin(Overlap::kInline, 2, 4, 1));  // 4 ranks on 2 cores: oversubscribed
+  EXPECT_FALSE(waits_may_spin(Overlap::kOff, 2, 2, 2));     // 2 ranks x 2 threads on 2 cores
+  EXPECT_TRUE(waits_may_spin(Overlap::kThread, 4, 2, 1));   // a core per compute and comm thread
+  EXPECT_FALSE(waits_may_spin(Overlap::kThread, 3, 2, 1));  // the comm threads would share one core
+}
+
 TEST(Bf16, RoundsToNearestEvenAndKeepsSpecialValues) {
   EXPECT_EQ(bf16_to_float(float_to_bf16(1.0f)), 1.0f);
   EXPECT_EQ(bf16_to_float(float_to_bf16(-3.5f)), -3.5f);

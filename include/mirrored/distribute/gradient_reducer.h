@@ -53,6 +53,11 @@ const char* overlap_name(Overlap mode);  // "auto", "off", "thread", "inline"
 // inline. Other modes are returned unchanged.
 Overlap resolve_overlap(Overlap requested, int cores, int ranks_on_host, int compute_threads);
 
+// Whether waiting for peers may spin (the backend's blocking wait) rather than poll with
+// sleeps: only where every rank on the host has a core for each compute thread and, with
+// a communication thread (a resolved `mode`), one more for it.
+bool waits_may_spin(Overlap mode, int cores, int ranks_on_host, int compute_threads);
+
 struct ReducerOptions {
   BucketCaps caps;
   Overlap overlap = Overlap::kAuto;
@@ -138,12 +143,14 @@ class GradientReducer {
   void complete(InFlight& flight);
   void progress();           // inline: completes what is done, starts what may start
   void drain();              // inline and off: waits for every launched bucket
+  void wait_for(comm::Work& work) const;  // spins or polls, as spin_ says
   void worker_loop();        // thread: start, wait, complete, one bucket at a time
 
   nn::ParameterArena& arena_;
   comm::Communicator& comm_;
   ReducerOptions options_;
   Overlap mode_ = Overlap::kOff;
+  bool spin_ = false;  // waits_may_spin(); on a GPU the NCCL wait always polls
   bool sharded_ = false;
   optim::ArenaRange owned_;
   std::vector<size_t> shard_counts_;
