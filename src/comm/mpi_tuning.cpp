@@ -7,8 +7,7 @@ namespace mirrored::comm {
 const char* choose_nonblocking_allreduce_algorithm() {
   constexpr const char* kVariable = "OMPI_MCA_coll_libnbc_iallreduce_algorithm";
   if (const char* chosen = std::getenv(kVariable); chosen != nullptr && *chosen != '\0') return chosen;
-  // Not overwriting: a user's choice stands.
-  setenv(kVariable, "ring", 0);
+  setenv(kVariable, "ring", 1);
   return "ring";
 }
 

@@ -111,7 +111,7 @@ Runtime::Runtime(int& argc, char**& argv, RuntimeOptions options) {
     // Communication runs on its own thread while the main thread computes and also calls
     // collectives (loss reduction), so every thread may call MPI.
     int thread_level = 0;
-    comm::choose_nonblocking_allreduce_algorithm();
+    nonblocking_allreduce_ = comm::choose_nonblocking_allreduce_algorithm();
     MIRRORED_MPI_CHECK(MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &thread_level));
     owns_mpi_ = true;
     if (thread_level < MPI_THREAD_MULTIPLE) {

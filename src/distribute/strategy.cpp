@@ -53,7 +53,8 @@ MirroredStrategy::MirroredStrategy(Runtime& runtime, StrategyOptions options)
                        " ranks)"));
   } else if (cluster.world_size() > 1) {
     chief_info(str_cat("gradient all-reduce: flat (", cluster.world_size(), " ranks on ", cluster.num_nodes(),
-                       " node(s))"));
+                       " node(s)", runtime.uses_mpi() ? ", Open MPI nonblocking algorithm " : "",
+                       runtime.nonblocking_allreduce_algorithm(), ")"));
   }
 }
 

@@ -70,6 +70,9 @@ class Runtime {
   const CoreBinding& core_binding() const { return core_binding_; }
   Device device() const { return device_; }
   bool uses_mpi() const { return owns_mpi_; }
+  // Open MPI's nonblocking all-reduce algorithm in force (comm/mpi_tuning.h); empty
+  // without MPI.
+  const std::string& nonblocking_allreduce_algorithm() const { return nonblocking_allreduce_; }
   int rank() const { return cluster_.rank(); }
   int world_size() const { return cluster_.world_size(); }
 
@@ -84,6 +87,7 @@ class Runtime {
 
  private:
   bool owns_mpi_ = false;
+  std::string nonblocking_allreduce_;
   Cluster cluster_;
   CoreBinding core_binding_;
   Device device_;
