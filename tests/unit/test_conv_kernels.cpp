@@ -3,6 +3,7 @@
 // chunked im2col path (several chunks, and a last chunk of one sample).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <vector>
 
 #include "gradcheck.h"
@@ -123,6 +124,38 @@ TEST(PoolKernel, MaxPoolPicksTheMaximumAndRoutesTheGradient) {
   Tensor dx({1, 1, 4, 4});
   kernels::max_pool2d_backward(Tensor::from({1, 2, 3, 4}, {1, 1, 2, 2}), arg, {2, 2, 2, 0}, dx);
   EXPECT_EQ(dx.to_vector(), std::vector<float>({0, 1, 0, 2, 0, 0, 0, 0, 0, 3, 0, 4, 0, 0, 0, 0}));
+}
+
+TEST(PoolKernel, TwoByTwoPoolingMatchesTheDefinitionWithTiesAndNaNs) {
+  // The CPU's vectorised 2x2 path: rows of 10 outputs (whole vectors and a remainder), an
+  // odd height and width (a last row and column no window reads), values with ties in
+  // most windows and NaNs at every position of a window. The definition: scan the window
+  // row by row, the first element first, and move only to a strictly greater value.
+  const int64_t planes = 6, h = 7, w = 21, oh = 3, ow = 10;
+  Rng rng(11);
+  std::vector<float> xs(static_cast<size_t>(planes * h * w));
+  for (float& v : xs) v = static_cast<float>(rng.below(3));
+  for (size_t i = 0; i < xs.size(); i += 13) xs[i] = std::nanf("");
+  const Tensor x = Tensor::from(xs, {1, planes, h, w});
+  Tensor y({1, planes, oh, ow}), arg({1, planes, oh, ow}, DType::kI32);
+  kernels::max_pool2d_forward(x, {2, 2, 2, 0}, y, arg);
+  const Tensor dy = random_tensor({1, planes, oh, ow}, rng);
+  Tensor dx = Tensor::from(std::vector<float>(xs.size(), 9.0f), {1, planes, h, w});  // overwritten
+  kernels::max_pool2d_backward(dy, arg, {2, 2, 2, 0}, dx);
+  std::vector<float> expected_dx(xs.size(), 0.0f);
+  for (int64_t p = 0; p < planes; ++p)
+    for (int64_t oy = 0; oy < oh; ++oy)
+      for (int64_t ox = 0; ox < ow; ++ox) {
+        int64_t best = 2 * oy * w + 2 * ox;
+        for (int64_t at : {best + 1, best + w, best + w + 1})
+          if (xs[static_cast<size_t>(p * h * w + at)] > xs[static_cast<size_t>(p * h * w + best)]) best = at;
+        const int64_t o = (p * oh + oy) * ow + ox;
+        const float want = xs[static_cast<size_t>(p * h * w + best)], got = y.data<float>()[o];
+        EXPECT_TRUE(std::isnan(want) ? std::isnan(got) : got == want) << "output " << o;
+        EXPECT_EQ(arg.data<int32_t>()[o], best) << "output " << o;
+        expected_dx[static_cast<size_t>(p * h * w + best)] = dy.data<float>()[o];
+      }
+  EXPECT_EQ(dx.to_vector(), expected_dx);
 }
 
 TEST(PoolKernel, PaddingNeverWinsAMaxAndCountsInAnAverage) {

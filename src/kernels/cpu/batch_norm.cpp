@@ -3,6 +3,7 @@
 // are added across planes in double: the result is exact enough that a batch split over
 // replicas and summed gives the statistics of the whole batch to float precision.
 #include <cmath>
+#include <vector>
 
 #include "cpu_kernels.h"
 
@@ -27,20 +28,25 @@ float lane_sum(int64_t n, F f) {
 
 }  // namespace
 
+// The per-plane sums are added into each channel's double in batch order, as they always
+// were; the loops run sample by sample so that the data streams through memory in order
+// rather than jumping a whole sample ahead for every plane of a channel.
 void batch_norm_sums(const float* x, const float* shift, int64_t n, int64_t c, int64_t plane, float* sums) {
-  for (int64_t ch = 0; ch < c; ++ch) {
-    double s1 = 0.0, s2 = 0.0;
-    const float sh = shift[ch];
-    for (int64_t b = 0; b < n; ++b) {
+  std::vector<double> s1(static_cast<size_t>(c), 0.0), s2(static_cast<size_t>(c), 0.0);
+  for (int64_t b = 0; b < n; ++b) {
+    for (int64_t ch = 0; ch < c; ++ch) {
+      const float sh = shift[ch];
       const float* p = x + (b * c + ch) * plane;
-      s1 += lane_sum(plane, [&](int64_t i) { return p[i] - sh; });
-      s2 += lane_sum(plane, [&](int64_t i) {
+      s1[ch] += lane_sum(plane, [&](int64_t i) { return p[i] - sh; });
+      s2[ch] += lane_sum(plane, [&](int64_t i) {
         const float d = p[i] - sh;
         return d * d;
       });
     }
-    sums[ch] = static_cast<float>(s1);
-    sums[c + ch] = static_cast<float>(s2);
+  }
+  for (int64_t ch = 0; ch < c; ++ch) {
+    sums[ch] = static_cast<float>(s1[ch]);
+    sums[c + ch] = static_cast<float>(s2[ch]);
   }
   sums[2 * c] = static_cast<float>(n * plane);
 }
@@ -83,17 +89,19 @@ void batch_norm_apply(const float* x, const float* mean, const float* invstd, co
 
 void batch_norm_backward_sums(const float* x, const float* dy, const float* mean, const float* invstd, int64_t n,
                               int64_t c, int64_t plane, float* grad_sums) {
-  for (int64_t ch = 0; ch < c; ++ch) {
-    double s1 = 0.0, s2 = 0.0;
-    const float m = mean[ch];
-    for (int64_t b = 0; b < n; ++b) {
+  std::vector<double> s1(static_cast<size_t>(c), 0.0), s2(static_cast<size_t>(c), 0.0);
+  for (int64_t b = 0; b < n; ++b) {
+    for (int64_t ch = 0; ch < c; ++ch) {
+      const float m = mean[ch];
       const float* p = x + (b * c + ch) * plane;
       const float* g = dy + (b * c + ch) * plane;
-      s1 += lane_sum(plane, [&](int64_t i) { return g[i]; });
-      s2 += lane_sum(plane, [&](int64_t i) { return g[i] * (p[i] - m); });
+      s1[ch] += lane_sum(plane, [&](int64_t i) { return g[i]; });
+      s2[ch] += lane_sum(plane, [&](int64_t i) { return g[i] * (p[i] - m); });
     }
-    grad_sums[ch] = static_cast<float>(s1);
-    grad_sums[c + ch] = static_cast<float>(s2 * invstd[ch]);
+  }
+  for (int64_t ch = 0; ch < c; ++ch) {
+    grad_sums[ch] = static_cast<float>(s1[ch]);
+    grad_sums[c + ch] = static_cast<float>(s2[ch] * invstd[ch]);
   }
   grad_sums[2 * c] = static_cast<float>(n * plane);
 }
@@ -102,13 +110,13 @@ void batch_norm_backward_input(const float* x, const float* dy, const float* mea
                                const float* gamma, const float* grad_sums, int64_t n, int64_t c, int64_t plane,
                                float* dx) {
   const float count = grad_sums[2 * c];
-  for (int64_t ch = 0; ch < c; ++ch) {
-    const float g = gamma[ch] * invstd[ch];
-    const float mean_dy = grad_sums[ch] / count;
-    // xhat * mean(dy xhat) = (x - mean) * invstd * mean(dy xhat)
-    const float k = invstd[ch] * grad_sums[c + ch] / count;
-    const float m = mean[ch];
-    for (int64_t b = 0; b < n; ++b) {
+  for (int64_t b = 0; b < n; ++b) {
+    for (int64_t ch = 0; ch < c; ++ch) {
+      const float g = gamma[ch] * invstd[ch];
+      const float mean_dy = grad_sums[ch] / count;
+      // xhat * mean(dy xhat) = (x - mean) * invstd * mean(dy xhat)
+      const float k = invstd[ch] * grad_sums[c + ch] / count;
+      const float m = mean[ch];
       const float* p = x + (b * c + ch) * plane;
       const float* d = dy + (b * c + ch) * plane;
       float* q = dx + (b * c + ch) * plane;

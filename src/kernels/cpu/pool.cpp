@@ -9,33 +9,43 @@ namespace mirrored::kernels::cpu {
 
 namespace {
 // The common 2x2, stride 2, unpadded case: two input rows per output row, no clipping.
+// One output row at a time, in a loop GCC vectorises: the even and odd columns come from
+// de-interleaving loads. The same row-major scan with a strict '>' as the general loop
+// (and the CUDA kernel), so the first maximum wins and a NaN never replaces the running
+// maximum nor is replaced, exactly as there. A pairwise tournament (the larger of each
+// row, then of the two) would differ: a NaN at the bottom left would hide the element
+// after it. No branches: which element wins is data, and a mispredicted branch costs more
+// than the whole comparison. std::max(best, v) is (best < v ? v : best), exactly "v wins
+// when v > best"; the index follows the same comparison as a bit mask (with conditional
+// operators GCC left a branch in the loop and did not vectorise it).
+void max_pool2x2_row(const float* __restrict r0, const float* __restrict r1, int32_t base, int32_t w, int32_t ow,
+                     float* __restrict out, int32_t* __restrict arg) {
+  for (int32_t ox = 0; ox < ow; ++ox) {
+    const int32_t at = base + 2 * ox;
+    float best = r0[2 * ox];
+    int32_t best_at = at;
+    const auto take = [&](float v, int32_t v_at) {
+      const int32_t wins = v > best ? -1 : 0;
+      best = std::max(best, v);
+      best_at = (v_at & wins) | (best_at & ~wins);
+    };
+    take(r0[2 * ox + 1], at + 1);
+    take(r1[2 * ox], at + w);
+    take(r1[2 * ox + 1], at + w + 1);
+    out[ox] = best;
+    arg[ox] = best_at;
+  }
+}
+
 void max_pool2x2(const float* x, const PoolShape& s, float* y, int32_t* argmax) {
   const int64_t in_plane = s.h * s.w, out_plane = s.oh * s.ow;
+  const auto w = static_cast<int32_t>(s.w), ow = static_cast<int32_t>(s.ow);
   for (int64_t p = 0; p < s.planes; ++p) {
     const float* in = x + p * in_plane;
     for (int64_t oy = 0; oy < s.oh; ++oy) {
       const float* r0 = in + 2 * oy * s.w;
-      const float* r1 = r0 + s.w;
-      float* out = y + p * out_plane + oy * s.ow;
-      int32_t* arg = argmax + p * out_plane + oy * s.ow;
-      const auto base = static_cast<int32_t>(2 * oy * s.w);
-      const auto w = static_cast<int32_t>(s.w);
-      for (int64_t ox = 0; ox < s.ow; ++ox) {
-        const auto c = static_cast<int32_t>(2 * ox);
-        // Row-major scan order with strict '>', as the general loop: the first maximum wins.
-        // No branches: which element wins is data, and a mispredicted branch costs more
-        // than the whole comparison. Written as conditional operators, GCC turned the last
-        // choice into a branch (the cnn's first pooling ran at ~12 ns per output); the
-        // maxima are std::max, whose (a < b ? b : a) is exactly "b wins when b > a", and the
-        // index moves by the 0/1 outcome of the same comparisons.
-        const float a = r0[c], b = r0[c + 1], d = r1[c], e = r1[c + 1];
-        const auto top_right = static_cast<int32_t>(b > a), bottom_right = static_cast<int32_t>(e > d);
-        const float top = std::max(a, b), bottom = std::max(d, e);
-        const int32_t top_at = base + c + top_right, bottom_at = base + w + c + bottom_right;
-        const auto lower = static_cast<int32_t>(bottom > top);
-        out[ox] = std::max(top, bottom);
-        arg[ox] = top_at + lower * (bottom_at - top_at);
-      }
+      max_pool2x2_row(r0, r0 + s.w, static_cast<int32_t>(2 * oy * s.w), w, ow, y + p * out_plane + oy * s.ow,
+                      argmax + p * out_plane + oy * s.ow);
     }
   }
 }
@@ -74,11 +84,13 @@ void max_pool2d_forward(const float* x, const PoolShape& s, float* y, int32_t* a
 
 void max_pool2d_backward(const float* dy, const int32_t* argmax, int64_t planes, int64_t in_plane,
                          int64_t out_plane, float* dx) {
-  std::memset(dx, 0, static_cast<size_t>(planes * in_plane) * sizeof(float));
+  // Plane by plane, zeroing each just before its scatter, so the scatter's read-modify-
+  // writes find the plane in L1 rather than after a memset of the whole batch.
   for (int64_t p = 0; p < planes; ++p) {
     float* d = dx + p * in_plane;
     const float* g = dy + p * out_plane;
     const int32_t* arg = argmax + p * out_plane;
+    std::memset(d, 0, static_cast<size_t>(in_plane) * sizeof(float));
     for (int64_t o = 0; o < out_plane; ++o) d[arg[o]] += g[o];
   }
 }
