@@ -1,6 +1,6 @@
 // Optimizer updates over a flat parameter buffer, one fused pass each; the per-element
 // formulas are in kernels/optimizer_math.h, shared with the CUDA kernels.
-#include "avx2_dispatch.h"
+#include "simd_dispatch.h"
 #include "cpu_kernels.h"
 #include "mirrored/kernels/optimizer_math.h"
 
@@ -24,7 +24,7 @@ MIRRORED_ALWAYS_INLINE void adam_update_simd_body(float* __restrict param, const
                                              const AdamStep& s) {
   for (int64_t i = 0; i < n; ++i) param[i] = adam_element_step(param[i], grad[i], m[i], v[i], s);
 }
-MIRRORED_AVX2_DISPATCH(adam_update_simd,
+MIRRORED_SIMD_DISPATCH(adam_update_simd,
                        (float* param, const float* grad, float* m, float* v, int64_t n, const AdamStep& s),
                        (param, grad, m, v, n, s))
 }  // namespace
