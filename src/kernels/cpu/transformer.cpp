@@ -91,8 +91,8 @@ MIRRORED_ALWAYS_INLINE void layer_norm_forward_body(const float* x, const float*
   }
 }
 
-// One pass with running sums here: the per-channel dgamma and dbeta updates already fill
-// the vector units, and interleaved partial sums measured slower.
+// One pass with running sums, as it was: interleaved partial sums, as in the forward,
+// measured slower here, where the row's loop also updates dgamma and dbeta.
 MIRRORED_ALWAYS_INLINE void layer_norm_backward_body(const float* x, const float* dy, const float* gamma,
                                                      const float* mean, const float* rstd, int64_t rows, int64_t c,
                                                      float* dx, float* dgamma, float* dbeta) {
