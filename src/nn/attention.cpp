@@ -45,22 +45,29 @@ void CausalSelfAttention::attach(const RunContext* context) {
 const Tensor& CausalSelfAttention::forward(const Tensor& x, Mode mode) {
   MIRRORED_CHECK(x.rank() == 3, "CausalSelfAttention expects [B, T, C], got ", shape_str(x.shape()));
   const int64_t b = x.dim(0), t = x.dim(1), c = x.dim(2);
-  const Tensor& qkv = qkv_->forward(x, mode);
+  const Tensor& qkv = timed_part(part_timer_, "attn.qkv", [&]() -> const Tensor& { return qkv_->forward(x, mode); });
   ensure_shape(attended_, {b, t, c}, DType::kF32, x.device());
   ensure_shape(probs_, {b, heads_, t, t}, DType::kF32, x.device());
-  kernels::attention_forward(qkv, heads_, attended_, probs_);
-  const Tensor& y = projection_->forward(attended_, mode);
-  return dropout_ ? dropout_->forward(y, mode) : y;
+  timed_part(part_timer_, "attn.core", [&] { kernels::attention_forward(qkv, heads_, attended_, probs_); });
+  const Tensor& y =
+      timed_part(part_timer_, "attn.proj", [&]() -> const Tensor& { return projection_->forward(attended_, mode); });
+  if (!dropout_) return y;
+  return timed_part(part_timer_, "attn.dropout", [&]() -> const Tensor& { return dropout_->forward(y, mode); });
 }
 
 const Tensor& CausalSelfAttention::backward(const Tensor& dy, bool need_input_grad) {
-  const Tensor& dprojected = dropout_ ? dropout_->backward(dy, true) : dy;
-  const Tensor& dattended = projection_->backward(dprojected, true);
+  const Tensor& dprojected =
+      dropout_ ? timed_part(part_timer_, "attn.dropout", [&]() -> const Tensor& { return dropout_->backward(dy, true); })
+               : dy;
+  const Tensor& dattended = timed_part(part_timer_, "attn.proj",
+                                       [&]() -> const Tensor& { return projection_->backward(dprojected, true); });
   // qkv_'s output is still the last forward's (nothing ran it since).
   const Tensor& qkv = qkv_->forward_output();
   ensure_shape(dqkv_, qkv.shape(), DType::kF32, dy.device());
-  kernels::attention_backward(qkv, probs_, dattended, heads_, dqkv_, workspace_);
-  return qkv_->backward(dqkv_, need_input_grad);
+  timed_part(part_timer_, "attn.core",
+             [&] { kernels::attention_backward(qkv, probs_, dattended, heads_, dqkv_, workspace_); });
+  return timed_part(part_timer_, "attn.qkv",
+                    [&]() -> const Tensor& { return qkv_->backward(dqkv_, need_input_grad); });
 }
 
 }  // namespace mirrored::nn

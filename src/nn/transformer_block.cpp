@@ -58,35 +58,55 @@ void TransformerBlock::attach(const RunContext* context) {
   for_each_layer([&](Layer& layer) { layer.attach(context); });
 }
 
+void TransformerBlock::set_part_timer(PartTimer* timer) {
+  part_timer_ = timer;
+  attention_->set_part_timer(timer);
+}
+
 const Tensor& TransformerBlock::forward(const Tensor& x, Mode mode) {
+  // Each step wrapped for `bench layers` (part_timer.h); untimed when no timer is set.
+  auto part = [&](const char* name, Layer& layer, const Tensor& in) -> const Tensor& {
+    return timed_part(part_timer_, name, [&]() -> const Tensor& { return layer.forward(in, mode); });
+  };
   // h = x + attention(ln1(x))
-  const Tensor& attended = attention_->forward(ln1_->forward(x, mode), mode);
-  ensure_shape(residual_, x.shape(), DType::kF32, x.device());
-  kernels::add(x, attended, residual_);
+  const Tensor& attended = attention_->forward(part("ln1", *ln1_, x), mode);
+  timed_part(part_timer_, "residual", [&] {
+    ensure_shape(residual_, x.shape(), DType::kF32, x.device());
+    kernels::add(x, attended, residual_);
+  });
   // out = h + mlp(ln2(h))
-  const Tensor* m = &fc_->forward(ln2_->forward(residual_, mode), mode);
-  m = &gelu_->forward(*m, mode);
-  m = &fc_projection_->forward(*m, mode);
-  if (dropout_) m = &dropout_->forward(*m, mode);
-  ensure_shape(output_, x.shape(), DType::kF32, x.device());
-  kernels::add(residual_, *m, output_);
+  const Tensor* m = &part("mlp.fc", *fc_, part("ln2", *ln2_, residual_));
+  m = &part("mlp.gelu", *gelu_, *m);
+  m = &part("mlp.proj", *fc_projection_, *m);
+  if (dropout_) m = &part("mlp.dropout", *dropout_, *m);
+  timed_part(part_timer_, "residual", [&] {
+    ensure_shape(output_, x.shape(), DType::kF32, x.device());
+    kernels::add(residual_, *m, output_);
+  });
   return output_;
 }
 
 const Tensor& TransformerBlock::backward(const Tensor& dy, bool need_input_grad) {
+  auto part = [&](const char* name, Layer& layer, const Tensor& grad, bool need) -> const Tensor& {
+    return timed_part(part_timer_, name, [&]() -> const Tensor& { return layer.backward(grad, need); });
+  };
   // The residual passes dy through; the MLP branch adds its input gradient to it.
-  const Tensor* g = dropout_ ? &dropout_->backward(dy, true) : &dy;
-  g = &fc_projection_->backward(*g, true);
-  g = &gelu_->backward(*g, true);
-  g = &fc_->backward(*g, true);
-  g = &ln2_->backward(*g, true);
-  ensure_shape(dresidual_, dy.shape(), DType::kF32, dy.device());
-  kernels::add(dy, *g, dresidual_);
+  const Tensor* g = dropout_ ? &part("mlp.dropout", *dropout_, dy, true) : &dy;
+  g = &part("mlp.proj", *fc_projection_, *g, true);
+  g = &part("mlp.gelu", *gelu_, *g, true);
+  g = &part("mlp.fc", *fc_, *g, true);
+  g = &part("ln2", *ln2_, *g, true);
+  timed_part(part_timer_, "residual", [&] {
+    ensure_shape(dresidual_, dy.shape(), DType::kF32, dy.device());
+    kernels::add(dy, *g, dresidual_);
+  });
   g = &attention_->backward(dresidual_, true);
-  g = &ln1_->backward(*g, need_input_grad);
+  g = &part("ln1", *ln1_, *g, need_input_grad);
   if (!need_input_grad) return dinput_;
-  ensure_shape(dinput_, dy.shape(), DType::kF32, dy.device());
-  kernels::add(dresidual_, *g, dinput_);
+  timed_part(part_timer_, "residual", [&] {
+    ensure_shape(dinput_, dy.shape(), DType::kF32, dy.device());
+    kernels::add(dresidual_, *g, dinput_);
+  });
   return dinput_;
 }
 

@@ -10,6 +10,7 @@
 #include "gradcheck.h"
 #include "mirrored/core/error.h"
 #include "mirrored/kernels/kernels.h"
+#include "mirrored/kernels/transformer_math.h"
 
 namespace mirrored {
 namespace {
@@ -169,6 +170,22 @@ TEST_P(TransformerKernelsOn, GeluForwardAndBackwardMatchTheTanhFormula) {
   }
   EXPECT_LT(relative_error(host_values(y), as_floats(ey)), kTight);
   EXPECT_LT(relative_error(host_values(dx), as_floats(edx)), kTight);
+}
+
+// The CPU kernel runs in the widest SIMD clone this CPU has (kernels/cpu/simd_dispatch.h);
+// each must give the bits of the shared scalar formula, compiled here for the baseline.
+// 1003 values: full vectors of every width, and a tail.
+TEST(TransformerKernels, GeluOnTheCpuIsTheSharedFormulaBitForBit) {
+  Rng rng(11);
+  const Tensor x = random_tensor({1003}, rng, -6.0f, 6.0f), dy = random_tensor(x.shape(), rng);
+  Tensor y(x.shape()), dx(x.shape());
+  kernels::gelu_forward(x, y);
+  kernels::gelu_backward(x, dy, dx);
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const float v = x.data<float>()[i];
+    ASSERT_EQ(y.data<float>()[i], kernels::gelu(v)) << "x = " << v;
+    ASSERT_EQ(dx.data<float>()[i], dy.data<float>()[i] * kernels::gelu_derivative(v)) << "x = " << v;
+  }
 }
 
 // The reference: per (b, h), s = q k^T / sqrt(hs) masked to j <= t, p = softmax, o = p v;

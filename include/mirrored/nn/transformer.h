@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "mirrored/nn/layer.h"
+#include "mirrored/nn/part_timer.h"
 
 namespace mirrored::nn {
 
@@ -121,6 +122,8 @@ class CausalSelfAttention final : public Layer {
   void attach(const RunContext* context) override;
   const Tensor& forward(const Tensor& x, Mode mode) override;
   const Tensor& backward(const Tensor& dy, bool need_input_grad) override;
+  // Times its parts (qkv, attention core, projection) into `timer`; null: none.
+  void set_part_timer(PartTimer* timer) { part_timer_ = timer; }
 
  private:
   int64_t heads_;
@@ -128,6 +131,7 @@ class CausalSelfAttention final : public Layer {
   std::unique_ptr<TokenLinear> qkv_, projection_;  // created by build(), once the width is known
   std::unique_ptr<Dropout> dropout_;  // null when dropout == 0
   Tensor attended_, probs_, dqkv_, workspace_;
+  PartTimer* part_timer_ = nullptr;
 };
 
 // A pre-LayerNorm GPT block: x + attention(ln1(x)), then h + mlp(ln2(h)) with
@@ -143,6 +147,9 @@ class TransformerBlock final : public Layer {
   void attach(const RunContext* context) override;
   const Tensor& forward(const Tensor& x, Mode mode) override;
   const Tensor& backward(const Tensor& dy, bool need_input_grad) override;
+  // Times its parts (each sublayer, the attention's included, and the residual adds) into
+  // `timer`; null: none.
+  void set_part_timer(PartTimer* timer);
 
  private:
   float projection_std_;
@@ -152,6 +159,7 @@ class TransformerBlock final : public Layer {
   std::unique_ptr<Gelu> gelu_;
   std::unique_ptr<Dropout> dropout_;  // null when dropout == 0
   Tensor residual_, output_, dresidual_, dinput_;
+  PartTimer* part_timer_ = nullptr;
 
   template <typename F>
   void for_each_layer(F&& f);

@@ -1,5 +1,6 @@
 // Optimizer updates over a flat parameter buffer, one fused pass each; the per-element
 // formulas are in kernels/optimizer_math.h, shared with the CUDA kernels.
+#include "simd_dispatch.h"
 #include "cpu_kernels.h"
 #include "mirrored/kernels/optimizer_math.h"
 
@@ -15,10 +16,22 @@ void sgd_update(float* param, const float* grad, float* velocity, int64_t n, con
     param[i] = sgd_momentum_step(param[i], grad[i], velocity[i], lr, momentum, wd, hyper.nesterov);
 }
 
+namespace {
+// The four buffers are separate arena regions; __restrict lets the loop vectorise
+// without run-time overlap checks.
+MIRRORED_ALWAYS_INLINE void adam_update_simd_body(float* __restrict param, const float* __restrict grad,
+                                             float* __restrict m, float* __restrict v, int64_t n,
+                                             const AdamStep& s) {
+  for (int64_t i = 0; i < n; ++i) param[i] = adam_element_step(param[i], grad[i], m[i], v[i], s);
+}
+MIRRORED_SIMD_DISPATCH(adam_update_simd,
+                       (float* param, const float* grad, float* m, float* v, int64_t n, const AdamStep& s),
+                       (param, grad, m, v, n, s))
+}  // namespace
+
 void adam_update(float* param, const float* grad, float* m, float* v, int64_t n, const AdamHyper& hyper,
                  int64_t step) {
-  const AdamStep s = adam_step(hyper, step);
-  for (int64_t i = 0; i < n; ++i) param[i] = adam_element_step(param[i], grad[i], m[i], v[i], s);
+  adam_update_simd(param, grad, m, v, n, adam_step(hyper, step));
 }
 
 }  // namespace mirrored::kernels::cpu
