@@ -6,6 +6,7 @@
 
 #include "mirrored/comm/mpi_check.h"
 #include "mean.h"
+#include "mpi_ring_reduce_scatter.h"
 #include "mirrored/comm/mpi_types.h"
 
 namespace mirrored::comm {
@@ -36,13 +37,6 @@ MpiCommunicator::~MpiCommunicator() {
 }
 
 namespace {
-// On completion, `bytes` move from `from` to `to` (an in-place reduce-scatter's piece).
-struct PieceMove {
-  const void* from = nullptr;
-  void* to = nullptr;
-  size_t bytes = 0;
-};
-
 // A nonblocking MPI collective: its request, the arrays MPI reads until it completes, and
 // the division that turns a summed piece into a mean once it has.
 class MpiWork final : public Work {
@@ -55,9 +49,9 @@ class MpiWork final : public Work {
     int ranks = 1;
   };
   MpiWork(CollectiveWatchdog* watchdog, const char* operation, size_t count, MPI_Request request, Mean mean,
-          std::vector<int> counts = {}, std::vector<int> offsets = {}, PieceMove move = PieceMove())
+          std::vector<int> counts = {}, std::vector<int> offsets = {})
       : watch_(watchdog, operation, count), operation_(operation), request_(request), mean_(mean),
-        counts_(std::move(counts)), offsets_(std::move(offsets)), move_(move) {}
+        counts_(std::move(counts)), offsets_(std::move(offsets)) {}
   ~MpiWork() override {
     if (!done_ && std::uncaught_exceptions() == 0)
       rank_warning(str_cat("an MPI ", operation_, " was dropped while in flight"));
@@ -78,7 +72,6 @@ class MpiWork final : public Work {
 
  private:
   void finish() {
-    if (move_.bytes > 0 && move_.from != move_.to) std::memmove(move_.to, move_.from, move_.bytes);
     divide_for_mean(mean_.buffer, mean_.count, mean_.type, mean_.op, mean_.ranks);
     done_ = true;
   }
@@ -88,9 +81,22 @@ class MpiWork final : public Work {
   MPI_Request request_;
   Mean mean_;
   std::vector<int> counts_, offsets_;  // MPI may read them until completion
-  PieceMove move_;
   bool done_ = false;
 };
+
+// Pieces for the ring, checked as MPI counts.
+RingPieces ring_pieces(const std::vector<size_t>& counts, int ranks) {
+  MIRRORED_CHECK(counts.size() == static_cast<size_t>(ranks), "reduce-scatter with ", counts.size(),
+                 " counts over ", ranks, " ranks");
+  RingPieces pieces{counts, {}};
+  size_t offset = 0;
+  for (const size_t count : counts) {
+    (void)mpi_count(count);
+    pieces.offsets.push_back(offset);
+    offset += count;
+  }
+  return pieces;
+}
 
 // MPI's int counts, and offsets as prefix sums; `equal` when every count is the same.
 struct MpiCounts {
@@ -132,39 +138,20 @@ std::unique_ptr<Work> MpiCommunicator::allreduce_async(void* buffer, size_t coun
 std::unique_ptr<Work> MpiCommunicator::reduce_scatter_async(const void* send, void* recv,
                                                             const std::vector<size_t>& counts, DataType type,
                                                             ReduceOp op) {
-  const MPI_Op mpi_op = mpi_reduce_op(type, op);
-  MpiCounts c = mpi_counts(counts, size_, "reduce-scatter");
-  const size_t mine = counts[static_cast<size_t>(rank_)];
-  MPI_Request request;
-  if (c.equal) {
-    MIRRORED_MPI_CHECK(
-        MPI_Ireduce_scatter_block(send, recv, c.counts.front(), mpi_datatype(type), mpi_op, comm_, &request));
-  } else {
-    MIRRORED_MPI_CHECK(
-        MPI_Ireduce_scatter(send, recv, c.counts.data(), mpi_datatype(type), mpi_op, comm_, &request));
-  }
-  return std::make_unique<MpiWork>(watchdog_, "reduce-scatter", c.total, request,
-                                   MpiWork::Mean{recv, mine, type, op, size_}, std::move(c.counts));
+  return start_ring_reduce_scatter(comm_, next_ring_tag(), watchdog_, send, recv, ring_pieces(counts, size_), type, op);
 }
 
 std::unique_ptr<Work> MpiCommunicator::reduce_scatter_inplace_async(void* buffer, const std::vector<size_t>& counts,
                                                                    DataType type, ReduceOp op) {
-  const MPI_Op mpi_op = mpi_reduce_op(type, op);
-  MpiCounts c = mpi_counts(counts, size_, "reduce-scatter");
-  const size_t mine = counts[static_cast<size_t>(rank_)];
-  auto* piece = static_cast<char*>(buffer) +
-                static_cast<size_t>(c.offsets[static_cast<size_t>(rank_)]) * datatype_size(type);
-  MPI_Request request;
-  if (c.equal) {
-    MIRRORED_MPI_CHECK(MPI_Ireduce_scatter_block(MPI_IN_PLACE, buffer, c.counts.front(), mpi_datatype(type), mpi_op,
-                                                 comm_, &request));
-  } else {
-    MIRRORED_MPI_CHECK(
-        MPI_Ireduce_scatter(MPI_IN_PLACE, buffer, c.counts.data(), mpi_datatype(type), mpi_op, comm_, &request));
-  }
-  return std::make_unique<MpiWork>(watchdog_, "reduce-scatter", c.total, request,
-                                   MpiWork::Mean{piece, mine, type, op, size_}, std::move(c.counts),
-                                   std::vector<int>{}, PieceMove{buffer, piece, mine * datatype_size(type)});
+  return start_ring_reduce_scatter_inplace(comm_, next_ring_tag(), watchdog_, buffer, ring_pieces(counts, size_), type,
+                                           op);
+}
+
+int MpiCommunicator::next_ring_tag() {
+  // Every rank starts its collectives in the same order, so the same count gives the same
+  // tag; pieces of two reduce-scatters in flight at once never match each other's receives.
+  constexpr int kTags = 1 << 14;  // MPI guarantees tags up to 32767
+  return static_cast<int>(ring_collectives_++ % kTags);
 }
 
 std::unique_ptr<Work> MpiCommunicator::allgather_inplace_async(void* buffer, const std::vector<size_t>& counts,

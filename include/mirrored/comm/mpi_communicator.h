@@ -5,6 +5,8 @@
 // one is given, so a missing peer ends the job instead of hanging it.
 #include <mpi.h>
 
+#include <cstdint>
+
 #include "mirrored/comm/communicator.h"
 #include "mirrored/comm/watchdog.h"
 
@@ -27,10 +29,12 @@ class MpiCommunicator final : public Communicator {
   void broadcast(void* buffer, size_t count, DataType type, int root) override;
   void allgather(const void* send, void* recv, size_t count, DataType type) override;
   void barrier() override;
-  // MPI_Ireduce_scatter(_block) and MPI_Iallgather(v) in place; progressed like allreduce_async.
+  // Reduce-scatter: a ring of point-to-point messages (src/comm/mpi_ring_reduce_scatter.h
+  // says why not MPI_Ireduce_scatter); all-gather: MPI_Iallgather(v) in place. Both are
+  // progressed like allreduce_async.
   std::unique_ptr<Work> reduce_scatter_async(const void* send, void* recv, const std::vector<size_t>& counts,
                                              DataType type, ReduceOp op) override;
-  // MPI_IN_PLACE leaves the piece at the buffer's start; it is moved to its offset on completion.
+  // This rank's piece is left at its offset in `buffer`; the other pieces hold partial sums.
   std::unique_ptr<Work> reduce_scatter_inplace_async(void* buffer, const std::vector<size_t>& counts, DataType type,
                                                      ReduceOp op) override;
   std::unique_ptr<Work> allgather_inplace_async(void* buffer, const std::vector<size_t>& counts,
@@ -43,6 +47,8 @@ class MpiCommunicator final : public Communicator {
   CollectiveWatchdog* watchdog_ = nullptr;
   int rank_ = 0;
   int size_ = 1;
+  uint64_t ring_collectives_ = 0;  // reduce-scatters started: their message tags
+  int next_ring_tag();
 };
 
 }  // namespace mirrored::comm
