@@ -18,6 +18,7 @@
 
 #include "commands.h"
 #include "parse_options.h"
+#include "mirrored/core/strings.h"
 #include "mirrored/core/log.h"
 #include "mirrored/core/timer.h"
 #include "mirrored/data/dataset.h"
@@ -33,12 +34,6 @@
 
 namespace mirrored::cli {
 namespace {
-
-std::string fixed(double value, int digits) {
-  char text[64];
-  std::snprintf(text, sizeof(text), "%.*f", digits, value);
-  return text;
-}
 
 double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());

@@ -19,6 +19,7 @@
 #include "bench_scaling.h"
 #include "commands.h"
 #include "parse_options.h"
+#include "mirrored/core/strings.h"
 #include "mirrored/core/cpu_affinity.h"
 #include "mirrored/core/log.h"
 #include "mirrored/core/timer.h"
@@ -41,12 +42,6 @@ long minor_page_faults() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   return usage.ru_minflt;
-}
-
-std::string fixed(double value, int digits) {
-  char text[64];
-  std::snprintf(text, sizeof(text), "%.*f", digits, value);
-  return text;
 }
 
 // The gradient reducer's statistics summed over the timed steps. Entry times are kept

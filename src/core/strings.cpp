@@ -1,5 +1,7 @@
 #include "mirrored/core/strings.h"
 
+#include <cstdio>
+
 namespace mirrored {
 
 std::vector<std::string> split(std::string_view text, char separator) {
@@ -20,6 +22,12 @@ std::string trim(std::string_view text) {
   if (first == std::string_view::npos) return {};
   const size_t last = text.find_last_not_of(space);
   return std::string(text.substr(first, last - first + 1));
+}
+
+std::string fixed(double value, int digits) {
+  char text[64];
+  std::snprintf(text, sizeof(text), "%.*f", digits, value);
+  return text;
 }
 
 }  // namespace mirrored

@@ -1,3 +1,4 @@
+#include "mirrored/core/strings.h"
 #include "mirrored/train/progress.h"
 
 #include <sys/ioctl.h>
@@ -12,12 +13,6 @@ namespace mirrored::train {
 namespace {
 
 constexpr double kRedrawSeconds = 0.1;  // a bar redrawn faster than this only costs time
-
-std::string fixed(double value, int digits) {
-  char text[64];
-  std::snprintf(text, sizeof(text), "%.*f", digits, value);
-  return text;
-}
 
 std::string rate(double samples_per_sec) {
   if (samples_per_sec >= 1e4) return fixed(samples_per_sec / 1e3, 1) + "k";

@@ -1,3 +1,4 @@
+#include "mirrored/core/strings.h"
 #include "mirrored/train/standard_callbacks.h"
 
 #include <cstdio>
@@ -9,12 +10,6 @@
 
 namespace mirrored::train {
 namespace {
-std::string fixed(double value, int digits) {
-  char text[64];
-  std::snprintf(text, sizeof(text), "%.*f", digits, value);
-  return text;
-}
-
 // The evaluation on one console line.
 std::string eval_text(const EvalResult& eval) {
   if (eval.kind == EvalKind::kLanguageModel)

@@ -29,5 +29,7 @@ std::string join(const Range& items, std::string_view separator) {
 
 std::vector<std::string> split(std::string_view text, char separator);
 std::string trim(std::string_view text);
+// `value` with exactly `digits` digits after the point (printf's %.*f): fixed(0.5, 3) is "0.500".
+std::string fixed(double value, int digits);
 
 }  // namespace mirrored
