@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "conv_backends.h"
+#include "dnnl_context.h"
 #include "mirrored/core/error.h"
 #include "mirrored/core/strings.h"
 
@@ -34,17 +35,6 @@ using dnnl::memory;
 using tag = memory::format_tag;
 using dt = memory::data_type;
 using Args = std::unordered_map<int, memory>;
-
-struct Context {
-  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
-  dnnl::stream stream{engine};
-};
-
-// One engine and stream per process, made on first use.
-Context& context() {
-  static Context ctx;
-  return ctx;
-}
 
 memory::dim dim(int64_t v) { return static_cast<memory::dim>(v); }
 
@@ -57,7 +47,7 @@ struct Operand {
 
   Operand() = default;
   Operand(const memory::desc& plain, const memory::desc& wanted, bool input, bool output) {
-    auto& ctx = context();
+    auto& ctx = dnnl_context();
     user = memory(plain, ctx.engine, DNNL_MEMORY_NONE);
     reordered = wanted != plain;
     if (!reordered) {
@@ -71,12 +61,12 @@ struct Operand {
   // The primitive's view of `data`, reordered in when an input.
   const memory& in(const float* data) {
     user.set_data_handle(const_cast<float*>(data));
-    if (to_blocked) to_blocked->execute(context().stream, user, blocked);
+    if (to_blocked) to_blocked->execute(dnnl_context().stream, user, blocked);
     return blocked;
   }
   void bind(float* data) { user.set_data_handle(data); }
   void out() {
-    if (to_user) to_user->execute(context().stream, blocked, user);
+    if (to_user) to_user->execute(dnnl_context().stream, blocked, user);
   }
 };
 
@@ -154,7 +144,7 @@ dnnl::convolution_forward::primitive_desc forward_pd(const Plan& p, bool bias) {
                                                     dnnl::algorithm::convolution_direct, p.x_in, p.w_in,
                                                     bias ? p.b_plain : memory::desc(), p.y_any, p.strides,
                                                     p.pads, p.pads);
-  return {desc, context().engine};
+  return {desc, dnnl_context().engine};
 }
 
 const dnnl::convolution_forward::primitive_desc& hint(Plan& p) {
@@ -171,7 +161,7 @@ Forward& forward(Plan& p, bool bias) {
                     Operand(p.y_plain, pd.dst_desc(), false, true), memory(), {}});
   f->args = {{DNNL_ARG_SRC, f->x.blocked}, {DNNL_ARG_WEIGHTS, f->w.blocked}, {DNNL_ARG_DST, f->y.blocked}};
   if (bias) {
-    f->bias = memory(p.b_plain, context().engine, DNNL_MEMORY_NONE);
+    f->bias = memory(p.b_plain, dnnl_context().engine, DNNL_MEMORY_NONE);
     f->args.emplace(DNNL_ARG_BIAS, f->bias);
   }
   return *f;
@@ -182,7 +172,7 @@ BackwardData& backward_data(Plan& p) {
   if (b) return *b;
   const auto desc = dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, p.x_any, p.w_in,
                                                           p.y_in, p.strides, p.pads, p.pads);
-  const dnnl::convolution_backward_data::primitive_desc pd(desc, context().engine, hint(p));
+  const dnnl::convolution_backward_data::primitive_desc pd(desc, dnnl_context().engine, hint(p));
   b.emplace(BackwardData{dnnl::convolution_backward_data(pd), Operand(p.y_plain, pd.diff_dst_desc(), true, false),
                          Operand(p.w_plain, pd.weights_desc(), true, false),
                          Operand(p.x_plain, pd.diff_src_desc(), false, true), {}});
@@ -197,14 +187,14 @@ BackwardWeights& backward_weights(Plan& p, const ConvShape& s) {
   const auto desc = dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, p.x_in,
                                                              p.w_any, p.b_plain, p.y_in, p.strides, p.pads,
                                                              p.pads);
-  const dnnl::convolution_backward_weights::primitive_desc pd(desc, context().engine, hint(p));
+  const dnnl::convolution_backward_weights::primitive_desc pd(desc, dnnl_context().engine, hint(p));
   b.emplace(BackwardWeights{dnnl::convolution_backward_weights(pd), Operand(p.x_plain, pd.src_desc(), true, false),
                             Operand(p.y_plain, pd.diff_dst_desc(), true, false),
                             Operand(p.w_plain, pd.diff_weights_desc(), false, true),
                             std::vector<float>(static_cast<size_t>(s.oc * s.c * s.kh * s.kw)),
                             std::vector<float>(static_cast<size_t>(s.oc)), memory(), {}});
   b->dw.bind(b->dw_sum.data());
-  b->db = memory(p.b_plain, context().engine, b->db_sum.data());
+  b->db = memory(p.b_plain, dnnl_context().engine, b->db_sum.data());
   b->args = {{DNNL_ARG_SRC, b->x.blocked}, {DNNL_ARG_DIFF_DST, b->dy.blocked},
              {DNNL_ARG_DIFF_WEIGHTS, b->dw.blocked}, {DNNL_ARG_DIFF_BIAS, b->db}};
   return *b;
@@ -236,7 +226,7 @@ void onednn_conv2d_forward(const float* x, const float* weight, const float* bia
                            Precision precision) {
   guarded("oneDNN convolution forward", s, [&] {
     Forward& f = forward(plan(s, precision), bias != nullptr);
-    auto& stream = context().stream;
+    auto& stream = dnnl_context().stream;
     f.x.in(x);
     f.w.in(weight);
     if (bias) f.bias.set_data_handle(const_cast<float*>(bias));
@@ -251,7 +241,7 @@ void onednn_conv2d_backward(const float* x, const float* weight, const float* dy
                             float* dweight, float* dbias, Precision precision) {
   guarded("oneDNN convolution backward", s, [&] {
     Plan& p = plan(s, precision);
-    auto& stream = context().stream;
+    auto& stream = dnnl_context().stream;
     if (dweight || dbias) {
       BackwardWeights& b = backward_weights(p, s);
       b.x.in(x);

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "bf16_backends.h"
+#include "dnnl_context.h"
 #include "mirrored/core/error.h"
 
 namespace mirrored::kernels::cpu {
@@ -26,16 +27,6 @@ namespace {
 
 using dnnl::memory;
 using dt = memory::data_type;
-
-struct Context {
-  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
-  dnnl::stream stream{engine};
-};
-
-Context& context() {
-  static Context ctx;
-  return ctx;
-}
 
 struct Product {
   dnnl::matmul primitive;
@@ -68,7 +59,7 @@ Product& product(const Key& key) {
     ops.append_sum(beta);
     attr.set_post_ops(ops);
   }
-  auto& ctx = context();
+  auto& ctx = dnnl_context();
   const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), attr, ctx.engine);
   auto p = std::make_unique<Product>(Product{dnnl::matmul(pd), memory(a_md, ctx.engine, DNNL_MEMORY_NONE),
                                              memory(b_md, ctx.engine, DNNL_MEMORY_NONE),
@@ -103,8 +94,8 @@ void onednn_gemm_bf16(bool transpose_a, bool transpose_b, int64_t m, int64_t n, 
     p.a.set_data_handle(rounded(0, a, transpose_a ? k : m, transpose_a ? m : k, lda));
     p.b.set_data_handle(rounded(1, b, transpose_b ? n : k, transpose_b ? k : n, ldb));
     p.c.set_data_handle(c);
-    p.primitive.execute(context().stream, p.args);
-    context().stream.wait();
+    p.primitive.execute(dnnl_context().stream, p.args);
+    dnnl_context().stream.wait();
   } catch (const dnnl::error& e) {
     MIRRORED_CHECK(false, "oneDNN bf16 matmul failed for m ", m, ", n ", n, ", k ", k, ", transposes ",
                    transpose_a, transpose_b, ", lda ", lda, ", ldb ", ldb, ", ldc ", ldc, ": ", e.what(),
