@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
         [&] { return train::build_model(options.model, train_set->sample_shape, train_set->num_classes); },
         {train_set->sample_shape, config.seed, options.reducer, options.accumulate_steps});
     // This replica's part of the parameters: all of them, or its shard with optimizer.shard.
-    auto optimizer = train::make_optimizer(options.optimizer, model.parameters(), model.optimizer_shard());
+    auto optimizer = train::make_optimizer(options.optimizer, model.parameters(), model.shard());
     mirrored::nn::CrossEntropyLoss loss_fn;
 
     // The losses stay on the model's device until they are printed, every 100 steps: a

@@ -40,18 +40,27 @@ class CompletedWork final : public Work {
   bool wait(Clock::time_point) override { return true; }
 };
 
-// Polling cadence of the default wait(): immediate tries catch collectives that are about
-// to complete; then 50 us sleeps keep latency low without taking a core.
-constexpr int kSpinsBeforeSleeping = 200;
+constexpr int kTriesBeforeSleeping = 200;
 constexpr auto kPollInterval = std::chrono::microseconds(50);
 }  // namespace
 
 std::unique_ptr<Work> completed_work() { return std::make_unique<CompletedWork>(); }
 
+void pause_between_polls(int& polls) {
+  if (++polls > kTriesBeforeSleeping) std::this_thread::sleep_for(kPollInterval);
+}
+
+std::vector<size_t> piece_offsets(const std::vector<size_t>& counts, int ranks, const char* operation) {
+  MIRRORED_CHECK(counts.size() == static_cast<size_t>(ranks), operation, " with ", counts.size(), " counts over ",
+                 ranks, " ranks");
+  std::vector<size_t> offsets{0};
+  for (const size_t count : counts) offsets.push_back(offsets.back() + count);
+  return offsets;
+}
+
 bool Work::wait(Clock::time_point deadline) {
-  for (int spins = 0; !test(); ++spins) {
+  for (int polls = 0; !test(); pause_between_polls(polls)) {
     if (Clock::now() >= deadline) return false;
-    if (spins > kSpinsBeforeSleeping) std::this_thread::sleep_for(kPollInterval);
   }
   return true;
 }

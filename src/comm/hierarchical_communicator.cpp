@@ -15,24 +15,23 @@ void free_comm(MPI_Comm& comm) {
 }  // namespace
 
 HierarchicalCommunicator::HierarchicalCommunicator(MPI_Comm comm, CollectiveWatchdog* watchdog, int node_color)
-    : watchdog_(watchdog) {
+    : flat_(std::make_unique<MpiCommunicator>(comm, watchdog)), watchdog_(watchdog) {
   MIRRORED_CHECK(node_color >= 0 || node_color == kSharedMemoryNodes, "node colour ", node_color,
                  " must be >= 0 or kSharedMemoryNodes");
-  MIRRORED_MPI_CHECK(MPI_Comm_dup(comm, &world_));
-  MIRRORED_MPI_CHECK(MPI_Comm_set_errhandler(world_, MPI_ERRORS_RETURN));
-  MIRRORED_MPI_CHECK(MPI_Comm_rank(world_, &rank_));
-  MIRRORED_MPI_CHECK(MPI_Comm_size(world_, &size_));
+  const MPI_Comm world = flat_->handle();
+  rank_ = flat_->rank();
+  size_ = flat_->size();
   // Keys are world ranks, so every level keeps the world's rank order: the leader of a
   // node is its lowest world rank, and leaders are ordered as their nodes' first ranks.
   if (node_color == kSharedMemoryNodes) {
-    MIRRORED_MPI_CHECK(MPI_Comm_split_type(world_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node_));
+    MIRRORED_MPI_CHECK(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node_));
   } else {
-    MIRRORED_MPI_CHECK(MPI_Comm_split(world_, node_color, rank_, &node_));
+    MIRRORED_MPI_CHECK(MPI_Comm_split(world, node_color, rank_, &node_));
   }
   MIRRORED_MPI_CHECK(MPI_Comm_set_errhandler(node_, MPI_ERRORS_RETURN));
   MIRRORED_MPI_CHECK(MPI_Comm_rank(node_, &node_rank_));
   MIRRORED_MPI_CHECK(MPI_Comm_size(node_, &node_size_));
-  MIRRORED_MPI_CHECK(MPI_Comm_split(world_, node_rank_ == 0 ? 0 : MPI_UNDEFINED, rank_, &leaders_));
+  MIRRORED_MPI_CHECK(MPI_Comm_split(world, node_rank_ == 0 ? 0 : MPI_UNDEFINED, rank_, &leaders_));
   if (leaders_ != MPI_COMM_NULL) {
     MIRRORED_MPI_CHECK(MPI_Comm_set_errhandler(leaders_, MPI_ERRORS_RETURN));
     MIRRORED_MPI_CHECK(MPI_Comm_size(leaders_, &num_nodes_));
@@ -49,7 +48,6 @@ HierarchicalCommunicator::~HierarchicalCommunicator() {
   if (finalized) return;
   free_comm(leaders_);
   free_comm(node_);
-  free_comm(world_);
 }
 
 void HierarchicalCommunicator::allreduce(void* buffer, size_t count, DataType type, ReduceOp op) {
@@ -151,22 +149,6 @@ std::unique_ptr<Work> HierarchicalCommunicator::allreduce_async(void* buffer, si
     pending_ = false;
     throw;
   }
-}
-
-void HierarchicalCommunicator::broadcast(void* buffer, size_t count, DataType type, int root) {
-  CollectiveWatchdog::Scope watch(watchdog_, "broadcast", count);
-  MIRRORED_MPI_CHECK(MPI_Bcast(buffer, mpi_count(count), mpi_datatype(type), root, world_));
-}
-
-void HierarchicalCommunicator::allgather(const void* send, void* recv, size_t count, DataType type) {
-  CollectiveWatchdog::Scope watch(watchdog_, "allgather", count);
-  MIRRORED_MPI_CHECK(MPI_Allgather(send, mpi_count(count), mpi_datatype(type), recv, mpi_count(count),
-                                   mpi_datatype(type), world_));
-}
-
-void HierarchicalCommunicator::barrier() {
-  CollectiveWatchdog::Scope watch(watchdog_, "barrier", 0);
-  MIRRORED_MPI_CHECK(MPI_Barrier(world_));
 }
 
 }  // namespace mirrored::comm

@@ -86,16 +86,10 @@ class MpiWork final : public Work {
 
 // Pieces for the ring, checked as MPI counts.
 RingPieces ring_pieces(const std::vector<size_t>& counts, int ranks) {
-  MIRRORED_CHECK(counts.size() == static_cast<size_t>(ranks), "reduce-scatter with ", counts.size(),
-                 " counts over ", ranks, " ranks");
-  RingPieces pieces{counts, {}};
-  size_t offset = 0;
-  for (const size_t count : counts) {
-    (void)mpi_count(count);
-    pieces.offsets.push_back(offset);
-    offset += count;
-  }
-  return pieces;
+  for (const size_t count : counts) (void)mpi_count(count);
+  std::vector<size_t> offsets = piece_offsets(counts, ranks, "reduce-scatter");
+  offsets.pop_back();  // the ring needs each piece's start only
+  return RingPieces{counts, std::move(offsets)};
 }
 
 // MPI's int counts, and offsets as prefix sums; `equal` when every count is the same.
@@ -106,14 +100,13 @@ struct MpiCounts {
 };
 
 MpiCounts mpi_counts(const std::vector<size_t>& counts, int ranks, const char* operation) {
-  MIRRORED_CHECK(counts.size() == static_cast<size_t>(ranks), operation, " with ", counts.size(), " counts over ",
-                 ranks, " ranks");
+  const std::vector<size_t> offsets = piece_offsets(counts, ranks, operation);
   MpiCounts out;
-  for (const size_t count : counts) {
-    out.counts.push_back(mpi_count(count));
-    out.offsets.push_back(mpi_count(out.total));
-    out.total += count;
-    out.equal = out.equal && count == counts.front();
+  out.total = offsets.back();
+  for (size_t r = 0; r < counts.size(); ++r) {
+    out.counts.push_back(mpi_count(counts[r]));
+    out.offsets.push_back(mpi_count(offsets[r]));
+    out.equal = out.equal && counts[r] == counts.front();
   }
   (void)mpi_count(out.total);
   return out;

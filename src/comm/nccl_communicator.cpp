@@ -56,15 +56,6 @@ bool on_device(const void* ptr) {
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// Spin briefly (small collectives finish in microseconds), then back off so a long wait
-// does not burn a core the data loader could use.
-void pause(int& polls) {
-  if (++polls < 2000) {
-    std::this_thread::yield();
-  } else {
-    std::this_thread::sleep_for(std::chrono::microseconds(100));
-  }
-}
 }  // namespace
 
 struct NcclCommunicator::State {
@@ -112,7 +103,7 @@ struct NcclCommunicator::State {
   // Nonblocking NCCL: a call returns ncclInProgress until the communicator has taken it.
   void await_ready(const char* operation, size_t count, Clock::time_point started) {
     bool warned = false;
-    for (int polls = 0; in_progress(operation); pause(polls)) check_deadline(operation, count, started, warned);
+    for (int polls = 0; in_progress(operation); pause_between_polls(polls)) check_deadline(operation, count, started, warned);
   }
 
   // Gates our stream on the compute stream's work so far, issues one NCCL call on it and
@@ -134,7 +125,7 @@ struct NcclCommunicator::State {
     done.record(stream.get());
     const auto started = Clock::now();
     bool warned = false;
-    for (int polls = 0; !done.done(); pause(polls)) {
+    for (int polls = 0; !done.done(); pause_between_polls(polls)) {
       (void)in_progress(operation);  // throws on an asynchronous error
       check_deadline(operation, count, started, warned);
     }
@@ -329,19 +320,6 @@ void NcclCommunicator::allgather(const void* send, void* recv, size_t count, Dat
 }
 
 namespace {
-// Offsets of the pieces (prefix sums of `counts`), checked against the world size.
-std::vector<size_t> piece_offsets(const std::vector<size_t>& counts, int ranks, const char* operation) {
-  MIRRORED_CHECK(counts.size() == static_cast<size_t>(ranks), operation, " with ", counts.size(), " counts over ",
-                 ranks, " ranks");
-  std::vector<size_t> offsets;
-  size_t total = 0;
-  for (const size_t count : counts) {
-    offsets.push_back(total);
-    total += count;
-  }
-  return offsets;
-}
-
 bool all_equal(const std::vector<size_t>& counts) {
   return std::all_of(counts.begin(), counts.end(), [&](size_t c) { return c == counts.front(); });
 }
@@ -358,7 +336,7 @@ std::unique_ptr<Work> NcclCommunicator::reduce_scatter_async(const void* send, v
   const auto offsets = piece_offsets(counts, size_, "reduce-scatter");
   const size_t bytes = datatype_size(type);
   State& s = *state_;
-  const size_t total = offsets.back() + counts.back();
+  const size_t total = offsets.back();
   s.enqueue("reduce-scatter", total, [&] {
     if (all_equal(counts))
       return ncclReduceScatter(send, recv, counts.front(), to_nccl(type), to_nccl(op), s.comm, s.stream.get());
@@ -384,7 +362,7 @@ std::unique_ptr<Work> NcclCommunicator::reduce_scatter_inplace_async(void* buffe
   auto* base = static_cast<char*>(buffer);
   char* mine = base + offsets[static_cast<size_t>(rank_)] * bytes;
   State& s = *state_;
-  const size_t total = offsets.back() + counts.back();
+  const size_t total = offsets.back();
   s.enqueue("reduce-scatter", total, [&] {
     if (all_equal(counts))
       return ncclReduceScatter(base, mine, counts.front(), to_nccl(type), to_nccl(op), s.comm, s.stream.get());
@@ -409,7 +387,7 @@ std::unique_ptr<Work> NcclCommunicator::allgather_inplace_async(void* buffer, co
   const size_t bytes = datatype_size(type);
   auto* base = static_cast<char*>(buffer);
   State& s = *state_;
-  const size_t total = offsets.back() + counts.back();
+  const size_t total = offsets.back();
   s.enqueue("all-gather", total, [&] {
     if (all_equal(counts))
       return ncclAllGather(base + offsets[static_cast<size_t>(rank_)] * bytes, base, counts.front(), to_nccl(type),

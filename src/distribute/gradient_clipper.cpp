@@ -5,18 +5,23 @@
 
 namespace mirrored::distribute {
 
-void GradientClipper::clip(Tensor& grads, float max_norm, comm::Communicator* shards) {
+void GradientClipper::sum_squares(const Tensor& grads, float max_norm) {
   MIRRORED_CHECK(max_norm > 0.0f, "grad_clip ", max_norm, " must be > 0");
   if (!sum_squares_.defined() || sum_squares_.device() != grads.device()) {
     sum_squares_ = Tensor({1}, DType::kF32, grads.device());
     norm_ = Tensor({1}, DType::kF32, grads.device());
   }
   kernels::sum_squares(grads, sum_squares_, workspace_);
-  if (shards != nullptr && shards->size() > 1) {
-    MIRRORED_CHECK(grads.device().is_cpu() || shards->backend() == "nccl", "gradient clipping over shards on ",
-                   grads.device().str(), " needs the device communicator, not '", shards->backend(), "'");
-    shards->allreduce(sum_squares_.data<float>(), 1, comm::ReduceOp::kSum);
-  }
+}
+
+void GradientClipper::clip(Tensor& grads, float max_norm, const ShardPlan& plan, comm::Communicator& comm) {
+  sum_squares(grads, max_norm);
+  plan.sum_over_shards(sum_squares_, comm);
+  kernels::scale_by_clip(grads, sum_squares_, max_norm, norm_);
+}
+
+void GradientClipper::clip(Tensor& grads, float max_norm) {
+  sum_squares(grads, max_norm);
   kernels::scale_by_clip(grads, sum_squares_, max_norm, norm_);
 }
 

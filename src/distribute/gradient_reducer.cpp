@@ -56,28 +56,20 @@ double peer_wait_seconds(const CommStats& stats, comm::Communicator& comm) {
 }
 
 GradientReducer::GradientReducer(nn::ParameterArena& arena, comm::Communicator& comm, ReducerOptions options)
-    : arena_(arena), comm_(comm), options_(options), buckets_(plan_buckets(arena, options.caps)) {
+    : arena_(arena),
+      comm_(comm),
+      options_(options),
+      plan_(ShardPlan::make(arena.flat_grads().numel(), comm.size(), options.shard)),
+      buckets_(plan_buckets(arena, options.caps)) {
   size_t layers = 0;
   for (const auto& info : arena.infos()) layers = std::max(layers, info.layer + 1);
   bucket_of_layer_.assign(layers, -1);
   const Tensor& grads = arena.flat_grads();
-  sharded_ = options_.shard && comm_.size() > 1;
-  owned_ = {0, grads.numel()};
-  shard_counts_ = {static_cast<size_t>(grads.numel())};
-  if (sharded_) {
+  if (plan_.sharded()) {
     MIRRORED_CHECK(options_.compression == GradCompression::kNone,
                    "sharded gradients are reduce-scattered in float32: no compression");
-    std::vector<int64_t> bounds;
-    shard_counts_.clear();
-    for (int r = 0; r < comm_.size(); ++r) {
-      const optim::ArenaRange shard = optim::balanced_shard(grads.numel(), r, comm_.size());
-      bounds.push_back(shard.begin);
-      shard_counts_.push_back(static_cast<size_t>(shard.numel()));
-    }
-    bounds.push_back(grads.numel());
-    owned_ = optim::balanced_shard(grads.numel(), comm_.rank(), comm_.size());
-    hook_ = make_reduce_scatter_hook(grads, std::move(bounds), comm_.rank());
-    const auto [fewest, most] = std::minmax_element(shard_counts_.begin(), shard_counts_.end());
+    hook_ = make_reduce_scatter_hook(grads, plan_.bounds(), comm_.rank());
+    const auto [fewest, most] = std::minmax_element(plan_.counts().begin(), plan_.counts().end());
     chief_info(str_cat("optimizer state sharded over ", comm_.size(), " replicas (", *fewest,
                        *most == *fewest ? std::string() : str_cat(" to ", *most),
                        " parameters each): gradient buckets reduce-scattered, updated shards all-gathered"));
@@ -87,7 +79,7 @@ GradientReducer::GradientReducer(nn::ParameterArena& arena, comm::Communicator& 
   for (size_t b = 0; b < buckets_.size(); ++b) {
     for (size_t layer : buckets_[b].layers) bucket_of_layer_[layer] = static_cast<int>(b);
     span_names_.push_back(
-        str_cat(sharded_ ? "reduce-scatter bucket " : "allreduce bucket ", b, " (", buckets_[b].numel(), " floats)"));
+        str_cat(plan_.sharded() ? "reduce-scatter bucket " : "allreduce bucket ", b, " (", buckets_[b].numel(), " floats)"));
   }
   pending_layers_.assign(buckets_.size(), 0);
 

@@ -74,14 +74,15 @@ DistributedModel MirroredStrategy::mirror(std::unique_ptr<nn::Model> model, cons
   if (is_chief()) model->initialize(options.seed);
   model->set_random_seed(options.seed);  // dropout masks, on every replica
   Tensor& params = model->parameters().flat_params();
-  MIRRORED_CHECK(params.device().is_cpu() || device_comm_.backend() == "nccl", "parameters on ",
-                 params.device().str(), " but the device communicator is '", device_comm_.backend(), "'");
+  MIRRORED_CHECK(params.device().is_cpu() || device_comm_.capabilities().device_buffers, "parameters on ",
+                 params.device().str(), " but the device communicator ('", device_comm_.backend(),
+                 "') takes host buffers only");
   device_comm_.broadcast(params.data<float>(), static_cast<size_t>(params.numel()), 0);
   ReducerOptions reducer = options.reducer;
-  if (reducer.shard && gradients_.size() > 1 && gradients_.backend() == "mpi-hierarchical")
-    throw InputError("optimizer.shard = true: allreduce = auto chose the hierarchical all-reduce (several nodes), "
-                     "which has no reduce-scatter; set allreduce = flat",
-                     ExitCode::kUsage);
+  // Sharded on several nodes (allreduce = auto chose the hierarchical communicator): its
+  // reduce-scatter and all-gather are the flat ones, which already move one piece per rank.
+  MIRRORED_CHECK(!reducer.shard || gradients_.capabilities().sharded_collectives, "optimizer.shard = true: the '",
+                 gradients_.backend(), "' communicator has no reduce-scatter");
   reducer.ranks_on_host = runtime_.cluster().local_size();
   return DistributedModel(std::move(model), gradients_, device_comm_, reducer, options.accumulate_steps);
 }

@@ -143,20 +143,6 @@ Choice choose_on_chief(const TrainContext& ctx) {
   return choice;
 }
 
-// Every replica's optimizer shard, in rank order (collective).
-std::vector<optim::ArenaRange> optimizer_shards(comm::Communicator& comm, const optim::Optimizer& optimizer) {
-  const auto begins = comm.allgather_value<int64_t>(optimizer.shard().begin);
-  const auto ends = comm.allgather_value<int64_t>(optimizer.shard().end);
-  std::vector<optim::ArenaRange> shards;
-  for (size_t r = 0; r < begins.size(); ++r) shards.push_back({begins[r], ends[r]});
-  return shards;
-}
-
-// True when every replica holds the whole state (unsharded).
-bool replicated(const std::vector<optim::ArenaRange>& shards, int64_t numel) {
-  return std::all_of(shards.begin(), shards.end(), [&](const auto& s) { return s.begin == 0 && s.end == numel; });
-}
-
 void broadcast_into(comm::Communicator& comm, std::vector<float>& values, Tensor& target) {
   values.resize(static_cast<size_t>(target.numel()));
   comm.broadcast(values.data(), values.size(), 0);
@@ -193,27 +179,10 @@ bool checkpoint_step(const TrainConfig& config, int64_t step) {
 
 std::vector<io::CheckpointTensor> gather_optimizer_state(TrainContext& ctx) {
   comm::Communicator& comm = ctx.strategy.communicator();
-  const int64_t numel = ctx.model.parameters().numel();
-  const auto shards = optimizer_shards(comm, ctx.optimizer);
+  const distribute::ShardPlan& plan = ctx.model.shard_plan();
   std::vector<io::CheckpointTensor> gathered;
-  for (const auto& [name, tensor] : ctx.optimizer.state()) {
-    io::CheckpointTensor entry{name, {numel}, {}};
-    if (replicated(shards, numel)) {
-      if (ctx.strategy.is_chief()) entry.values = flat_values(*tensor);
-    } else {
-      // Shard by shard from its owner: the chief holds the logical tensor once, the others
-      // one shard at a time.
-      if (ctx.strategy.is_chief()) entry.values.resize(static_cast<size_t>(numel));
-      std::vector<float> piece;
-      for (size_t r = 0; r < shards.size(); ++r) {
-        piece = static_cast<int>(r) == comm.rank() ? flat_values(*tensor)
-                                                   : std::vector<float>(static_cast<size_t>(shards[r].numel()));
-        comm.broadcast(piece.data(), piece.size(), static_cast<int>(r));
-        if (ctx.strategy.is_chief()) std::copy(piece.begin(), piece.end(), entry.values.begin() + shards[r].begin);
-      }
-    }
-    gathered.push_back(std::move(entry));
-  }
+  for (const auto& [name, tensor] : ctx.optimizer.state())
+    gathered.push_back({name, {plan.numel()}, plan.gather_to_chief(*tensor, comm)});
   return gathered;
 }
 
@@ -271,27 +240,10 @@ ResumePoint restore_checkpoint(TrainContext& ctx) {
     broadcast_into(comm, values, arena.flat_buffers());
   }
   // The file holds the logical (unsharded) layout; each replica keeps its shard of it.
-  const auto shards = optimizer_shards(comm, ctx.optimizer);
   auto state = ctx.optimizer.state();
   for (size_t i = 0; i < state.size(); ++i) {
-    if (replicated(shards, arena.numel())) {
-      if (ctx.strategy.is_chief()) values = checkpoint.optimizer_state[i].values;
-      broadcast_into(comm, values, *state[i].second);
-      continue;
-    }
-    for (size_t r = 0; r < shards.size(); ++r) {
-      const auto begin = static_cast<size_t>(shards[r].begin);
-      if (ctx.strategy.is_chief()) {
-        const auto& stored = checkpoint.optimizer_state[i].values;
-        values.assign(stored.begin() + static_cast<std::ptrdiff_t>(begin),
-                      stored.begin() + static_cast<std::ptrdiff_t>(begin + static_cast<size_t>(shards[r].numel())));
-      } else {
-        values.resize(static_cast<size_t>(shards[r].numel()));
-      }
-      comm.broadcast(values.data(), values.size(), 0);
-      if (static_cast<int>(r) == comm.rank())
-        kernels::copy(Tensor::from(values, {shards[r].numel()}), *state[i].second);
-    }
+    if (ctx.strategy.is_chief()) values = checkpoint.optimizer_state[i].values;
+    ctx.model.shard_plan().scatter_from_chief(values, *state[i].second, comm);
   }
   ctx.optimizer.set_steps(counters[1]);
 

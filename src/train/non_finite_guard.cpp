@@ -17,13 +17,14 @@ std::string loss_text(const std::optional<float>& loss) {
 
 NonFiniteGuard::NonFiniteGuard(const TrainConfig& config, bool is_chief) : config_(config), is_chief_(is_chief) {}
 
-void NonFiniteGuard::flag(const Tensor& grads, optim::Optimizer& optimizer, int64_t step) {
+void NonFiniteGuard::flag(distribute::DistributedModel& model, optim::Optimizer& optimizer, int64_t step) {
+  const Tensor& grads = model.parameters().flat_grads();
   if (!flag_.defined() || flag_.device() != grads.device()) {
     flag_ = Tensor({1}, DType::kI32, grads.device());
     tally_ = Tensor({2}, DType::kI32, grads.device());
     every_step_ = grads.device().is_cpu();
   }
-  kernels::flag_non_finite(grads, flag_);
+  model.flag_non_finite(flag_);
   // Under stop no update may follow a bad one until the host has seen it.
   kernels::tally_non_finite(flag_, tally_, step, config_.nan_policy == NanPolicy::kStop);
   optimizer.skip_when(&flag_);

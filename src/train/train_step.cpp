@@ -45,7 +45,7 @@ StepResult train_step(distribute::DistributedModel& model, optim::Optimizer& opt
   {
     Timeline::Span span(hooks.timeline, kOptimizer, "optimizer");
     // Flagged before clipping: a NaN would make the norm, and so every gradient, NaN.
-    if (hooks.guard) hooks.guard->flag(model.parameters().flat_grads(), optimizer, step + 1);
+    if (hooks.guard) hooks.guard->flag(model, optimizer, step + 1);
     if (hooks.grad_clip > 0.0f) model.clip_gradient_norm(hooks.grad_clip);
     optimizer.step();
     model.gather_parameters();  // sharded: every replica's updated shard, to every replica

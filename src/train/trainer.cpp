@@ -116,7 +116,7 @@ Trainer::Trainer(const TrainConfig& config, distribute::Runtime& runtime, Traine
                                    {sample_shape, config.seed, s.lib.reducer, s.lib.accumulate_steps}));
   warn_about_slow_precision(s.lib.model, runtime.device(), s.strategy.is_chief());
   if (!config.timeline.empty()) s.model->set_timeline(&s.timeline);
-  s.optimizer = make_optimizer(s.lib.optimizer, s.model->parameters(), s.model->optimizer_shard());
+  s.optimizer = make_optimizer(s.lib.optimizer, s.model->parameters(), s.model->shard());
   s.run_dir.emplace(s.config, s.strategy.is_chief() && options.write_files);
   s.plan_steps();
   s.lr_schedule.emplace(s.lib.lr_schedule.in_steps(s.steps_per_epoch));

@@ -134,7 +134,7 @@ Trained train(bool shard, int kind, int steps, distribute::Overlap overlap = dis
   auto model = strategy.scope([] { return nn::mlp({{24, 16}, kClasses}); },
                               {{kFeatures}, 5, reducer(shard, overlap), accumulate});
   std::unique_ptr<optim::Optimizer> optimizer;
-  const auto range = model.optimizer_shard();
+  const auto range = model.shard();
   if (kind == 0) {
     optimizer = std::make_unique<optim::Sgd>(model.parameters(),
                                              kernels::SgdHyper{.lr = 0.1f, .momentum = 0.9f, .weight_decay = 0.01f},
@@ -159,7 +159,7 @@ Trained train(bool shard, int kind, int steps, distribute::Overlap overlap = dis
     model.gather_parameters();
   }
   out.params = model.parameters().flat_params().to_vector();
-  out.owned = model.owned_gradient_range();
+  out.owned = model.shard();
   const auto grads = model.parameters().flat_grads().to_vector();
   out.owned_grads.assign(grads.begin() + out.owned.begin, grads.begin() + out.owned.end);
   out.state_bytes = optimizer->state_bytes();
@@ -226,7 +226,7 @@ TEST(ShardedOptimizer, EachReplicaHoldsItsShareOfTheOptimizerState) {
   EXPECT_EQ(total, plain.state_bytes) << "the shards partition the state";
 }
 
-TEST(ShardedOptimizer, NonFiniteGradientsReachEveryReplica) {
+TEST(ShardedOptimizer, NonFiniteGradientsAreFlaggedOnEveryReplica) {
   if (world().size() < 2) GTEST_SKIP() << "needs two ranks";
   distribute::MirroredStrategy strategy(test_runtime());
   auto model = strategy.scope([] { return nn::mlp({{24, 16}, kClasses}); },
@@ -236,9 +236,14 @@ TEST(ShardedOptimizer, NonFiniteGradientsReachEveryReplica) {
   if (strategy.replica_id() == world().size() - 1)
     model.parameters().flat_grads().data<float>()[0] = std::numeric_limits<float>::infinity();
   model.synchronize_gradients();
-  const auto owned = model.owned_gradient_range();
+  // Every replica's flag says so, though only the chief's shard holds the Inf; nothing is
+  // written into the gradients.
+  Tensor flag({1}, DType::kI32);
+  model.flag_non_finite(flag);
+  EXPECT_EQ(flag.data<int32_t>()[0], 1) << "rank " << strategy.replica_id();
+  const auto owned = model.shard();
   Tensor mine = model.parameters().flat_grads().view(owned.begin, {owned.numel()});
-  EXPECT_FALSE(kernels::all_finite(mine)) << "rank " << strategy.replica_id();
+  EXPECT_EQ(kernels::all_finite(mine), strategy.replica_id() != 0) << "rank " << strategy.replica_id();
 }
 
 // The gradient-clipping seam: a global norm formed from each replica's owned range and one
@@ -251,8 +256,8 @@ TEST(ShardedOptimizer, NormFromShardsEqualsTheWholeNorm) {
                                 {{kFeatures}, 5, reducer(shard, distribute::Overlap::kOff), 1});
     backward_one_batch(strategy, model);
     model.synchronize_gradients();
-    EXPECT_EQ(model.gradients_sharded(), shard && world().size() > 1);
-    const auto owned = model.owned_gradient_range();
+    EXPECT_EQ(model.shard_plan().sharded(), shard && world().size() > 1);
+    const auto owned = model.shard();
     const auto grads = model.parameters().flat_grads().to_vector();
     float squares = 0.0f;
     for (int64_t i = owned.begin; i < owned.end; ++i) {
@@ -260,7 +265,7 @@ TEST(ShardedOptimizer, NormFromShardsEqualsTheWholeNorm) {
       squares += g * g;
     }
     Tensor total = Tensor::from({squares}, {1});
-    model.sum_over_shards(total);
+    model.shard_plan().sum_over_shards(total, model.shard_communicator());
     norms[shard ? 1 : 0] = std::sqrt(static_cast<double>(total.to_vector()[0]));
   }
   EXPECT_GT(norms[0], 0.0);

@@ -174,7 +174,7 @@ class Guard : public TrainStep {
   }
   void step(train::NonFiniteGuard& guard, float first_gradient, int64_t step) {
     set_gradients(first_gradient);
-    guard.flag(replica_.model.parameters().flat_grads(), replica_.optimizer, step);
+    guard.flag(replica_.model, replica_.optimizer, step);
     replica_.optimizer.step();
   }
   std::vector<float> params() { return replica_.model.parameters().flat_params().to_vector(); }

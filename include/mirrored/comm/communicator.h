@@ -53,12 +53,31 @@ class Work {
 // A handle that is complete from the start, for collectives a backend runs at once.
 std::unique_ptr<Work> completed_work();
 
+// The one wait policy of every backend's polling wait: a few hundred immediate tries catch
+// collectives that are about to complete (microseconds), then short sleeps, so a long wait
+// for slow peers leaves its core to the threads that compute. `polls` counts the tries.
+void pause_between_polls(int& polls);
+
+// Where each rank's piece lies in a buffer cut into pieces of counts[r] elements: the
+// prefix sums of `counts` (counts.size() + 1 entries; the last is the total). Checked
+// against `ranks`, the communicator's size, naming `operation`.
+std::vector<size_t> piece_offsets(const std::vector<size_t>& counts, int ranks, const char* operation);
+
+// What a backend can do. Callers ask for a capability, never compare backend() names: a
+// third backend then works wherever its capabilities say it may.
+struct Capabilities {
+  bool device_buffers = false;       // buffers may live in GPU memory (NCCL)
+  bool nonblocking = false;          // allreduce_async returns before the collective completes
+  bool sharded_collectives = false;  // reduce_scatter(_inplace)_async and allgather_inplace_async
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  virtual std::string backend() const = 0;  // "mpi", "mpi-hierarchical", "local", "nccl"
+  virtual std::string backend() const = 0;  // "mpi", "mpi-hierarchical", "local", "nccl": for messages
+  virtual Capabilities capabilities() const = 0;
 
   // In place. kMean is defined for floating types only: the sum over ranks, then divided
   // by size() (never each input divided first, whose rounding differs).
@@ -77,12 +96,14 @@ class Communicator {
 
   // Variable-count collectives for sharded state (ZeRO): counts[r] elements belong to rank
   // r, at offset counts[0] + ... + counts[r-1] of the full buffer; `counts` has size()
-  // entries, the same on every rank. A backend without them throws (the default).
+  // entries, the same on every rank. A backend without them (capabilities().
+  // sharded_collectives false) throws.
   //
   // Reduce-scatter: `send` holds the full buffer on every rank; rank r receives in `recv`
   // (counts[rank()] elements, not overlapping `send`) the reduction over ranks of its piece.
-  // kMean as for allreduce: the sum, then one division. Equal counts use the library's
-  // block form (MPI_Reduce_scatter_block, ncclReduceScatter).
+  // kMean as for allreduce: the sum, then one division. MPI runs it as a ring of
+  // point-to-point messages (mpi_ring_reduce_scatter.h says why); NCCL uses
+  // ncclReduceScatter for equal counts and one ncclReduce per piece otherwise.
   virtual std::unique_ptr<Work> reduce_scatter_async(const void* send, void* recv, const std::vector<size_t>& counts,
                                                      DataType type, ReduceOp op);
   void reduce_scatter(const void* send, void* recv, const std::vector<size_t>& counts, DataType type, ReduceOp op) {

@@ -7,16 +7,20 @@
 //
 // Nodes come from MPI_Comm_split_type(MPI_COMM_TYPE_SHARED), i.e. the ranks that share
 // memory; tests (and callers that know better) may pass an explicit node colour instead.
-// The result equals the flat all-reduce's up to float summation order. Broadcast,
-// all-gather and barrier are not bandwidth-bound here and run flat on the whole world.
+// The result equals the flat all-reduce's up to float summation order. Everything else
+// (broadcast, all-gather, barrier, and the reduce-scatter and all-gather of sharded
+// optimizer state) is the flat MPI communicator's, which this one wraps: a reduce-scatter
+// already sends each rank only its piece, so a second level would save no traffic.
 //
 // Every blocking operation is one watched collective (one CollectiveWatchdog::Scope), so
 // the watchdog's per-rank counts stay equal on leaders and non-leaders alike.
 #include <mpi.h>
 
 #include <atomic>
+#include <memory>
 
 #include "mirrored/comm/communicator.h"
+#include "mirrored/comm/mpi_communicator.h"
 #include "mirrored/comm/watchdog.h"
 
 namespace mirrored::comm {
@@ -37,6 +41,7 @@ class HierarchicalCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string backend() const override { return "mpi-hierarchical"; }
+  Capabilities capabilities() const override { return flat_->capabilities(); }
   using Communicator::allreduce;  // the typed conveniences
   using Communicator::broadcast;
   void allreduce(void* buffer, size_t count, DataType type, ReduceOp op) override;
@@ -47,15 +52,31 @@ class HierarchicalCommunicator final : public Communicator {
   // max_in_flight()): the gradient reducer starts a bucket once the one before completed.
   std::unique_ptr<Work> allreduce_async(void* buffer, size_t count, DataType type, ReduceOp op) override;
   int max_in_flight() const override { return 1; }
-  void broadcast(void* buffer, size_t count, DataType type, int root) override;
-  void allgather(const void* send, void* recv, size_t count, DataType type) override;
-  void barrier() override;
+  void broadcast(void* buffer, size_t count, DataType type, int root) override {
+    flat_->broadcast(buffer, count, type, root);
+  }
+  void allgather(const void* send, void* recv, size_t count, DataType type) override {
+    flat_->allgather(send, recv, count, type);
+  }
+  void barrier() override { flat_->barrier(); }
+  std::unique_ptr<Work> reduce_scatter_async(const void* send, void* recv, const std::vector<size_t>& counts,
+                                             DataType type, ReduceOp op) override {
+    return flat_->reduce_scatter_async(send, recv, counts, type, op);
+  }
+  std::unique_ptr<Work> reduce_scatter_inplace_async(void* buffer, const std::vector<size_t>& counts, DataType type,
+                                                     ReduceOp op) override {
+    return flat_->reduce_scatter_inplace_async(buffer, counts, type, op);
+  }
+  std::unique_ptr<Work> allgather_inplace_async(void* buffer, const std::vector<size_t>& counts,
+                                                DataType type) override {
+    return flat_->allgather_inplace_async(buffer, counts, type);
+  }
 
   int num_nodes() const { return num_nodes_; }
   bool is_leader() const { return node_rank_ == 0; }
 
  private:
-  MPI_Comm world_ = MPI_COMM_NULL;    // the whole job (a duplicate of the given comm)
+  std::unique_ptr<MpiCommunicator> flat_;  // the whole job (a duplicate of the given comm)
   MPI_Comm node_ = MPI_COMM_NULL;     // the ranks of this node
   MPI_Comm leaders_ = MPI_COMM_NULL;  // rank 0 of every node; MPI_COMM_NULL elsewhere
   CollectiveWatchdog* watchdog_ = nullptr;

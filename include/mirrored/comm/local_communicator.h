@@ -10,6 +10,8 @@ class LocalCommunicator final : public Communicator {
   int rank() const override { return 0; }
   int size() const override { return 1; }
   std::string backend() const override { return "local"; }
+  // Host buffers; every collective completes at once.
+  Capabilities capabilities() const override { return {.sharded_collectives = true}; }
   void allreduce(void* buffer, size_t count, DataType type, ReduceOp op) override;
   void broadcast(void* buffer, size_t count, DataType type, int root) override;
   void allgather(const void* send, void* recv, size_t count, DataType type) override;

@@ -22,6 +22,7 @@ class MpiCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string backend() const override { return "mpi"; }
+  Capabilities capabilities() const override { return {.nonblocking = true, .sharded_collectives = true}; }
   void allreduce(void* buffer, size_t count, DataType type, ReduceOp op) override;
   // MPI_Iallreduce: the handle's test() calls drive its progress (Open MPI progresses
   // nonblocking collectives only inside MPI calls). Any number may be in flight.

@@ -41,6 +41,9 @@ class NcclCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string backend() const override { return "nccl"; }
+  Capabilities capabilities() const override {
+    return {.device_buffers = true, .nonblocking = true, .sharded_collectives = true};
+  }
 
   using Communicator::allreduce;  // the typed conveniences stay visible
   using Communicator::broadcast;

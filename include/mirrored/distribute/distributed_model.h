@@ -9,26 +9,20 @@
 // micro-batches and all replicas.
 //
 // Sharded optimizer state (ZeRO stage 1, ReducerOptions::shard): the flat arena is cut into
-// one contiguous shard per replica. synchronize_gradients() then leaves the mean gradient
-// of this replica's shard only (owned_gradient_range()); the optimizer updates that shard;
+// one contiguous shard per replica (shard_plan.h). synchronize_gradients() then leaves the
+// mean gradient of this replica's shard() only; the optimizer updates that shard;
 // gather_parameters() all-gathers the updated shards so every replica holds the whole model
-// again. Unsharded, the owned range is the whole arena and gather_parameters() does nothing,
-// so a training step written for the sharded case is right for both:
+// again. Unsharded, shard() is the whole arena and gather_parameters() does nothing, so a
+// training step written for the sharded case is right for both:
 //
 //   model.synchronize_gradients();   // reduce-scatter (sharded) or all-reduce
-//   optimizer.step();                // over optimizer_shard()
+//   model.flag_non_finite(flag);     // agreed over shards
+//   model.clip_gradient_norm(c);     // the norm summed over shards
+//   optimizer.step();                // over shard()
 //   model.gather_parameters();       // all-gather (sharded) or nothing
 //
-// Whatever inspects the averaged gradients must look at owned_gradient_range() only and,
-// when gradients_sharded(), combine the per-replica results with one more collective:
-//  - a global norm (gradient clipping): the sum of squares over the owned range, then
-//    sum_over_shards() of that one value, then the square root; every replica gets the
-//    same number as an unsharded run up to summation order; the clip then scales the
-//    owned range (scaling the whole arena is harmless: outside it nothing is used);
-//  - the NaN/Inf test: done here already. After a sharded synchronize_gradients(), a
-//    non-finite value in any replica's shard makes the owned range of every replica
-//    non-finite, so a replica-local test (the NaN guard) decides the same everywhere, as it
-//    does after an all-reduce.
+// Whatever else inspects the averaged gradients must look at shard() only and combine the
+// per-replica results with the shard plan's collectives.
 #include <memory>
 
 #include "mirrored/distribute/gradient_clipper.h"
@@ -65,10 +59,13 @@ class DistributedModel {
   void zero_grad();
   void backward(const Tensor& dloss_dout);
   void synchronize_gradients();
-  // After synchronize_gradients: scales the averaged gradient to a global L2 norm of at
-  // most `max_norm` (GradientClipper), on the device, the same on every replica.
-  // Clips the averaged gradient this replica holds (owned_gradient_range()) by the global
-  // norm; sharded, the partial sums of squares are summed over the replicas first.
+  // After synchronize_gradients: int32 [1] `flag` on the model's device = 1 when any
+  // replica's averaged gradients (its shard()) hold NaN/Inf, else 0; every replica gets the
+  // same value without the host waiting for it (NonFiniteGuard).
+  void flag_non_finite(Tensor& flag);
+  // After synchronize_gradients: scales the averaged gradient this replica holds to a
+  // global L2 norm of at most `max_norm` (GradientClipper), on the device, the same on
+  // every replica; sharded, the partial sums of squares are summed over shards first.
   void clip_gradient_norm(float max_norm);
   // The norm before the last clip (f32 [1] on the model's device; undefined before one).
   const Tensor& gradient_norm() const { return clipper_.norm(); }
@@ -77,18 +74,13 @@ class DistributedModel {
   // (collective); nothing when unsharded.
   void gather_parameters();
 
-  bool gradients_sharded() const { return reducer_->sharded(); }
-  // [begin, end) of the flat gradient (and parameter) arena whose averaged gradient this
-  // replica holds after synchronize_gradients(): its shard, or the whole arena.
-  optim::ArenaRange owned_gradient_range() const { return reducer_->owned_range(); }
-  // The part of the arena this replica's optimizer must update (= owned_gradient_range()).
-  optim::ArenaRange optimizer_shard() const { return reducer_->owned_range(); }
-  // In place, the sum over replicas of per-shard partial results (float32, on the model's
-  // device or the host) when gradients_sharded(); nothing otherwise (every replica already
-  // holds the whole). Collective when sharded.
-  void sum_over_shards(Tensor& values);
-  // Every replica's shard size, in rank order (one entry, the arena, when unsharded).
-  const std::vector<size_t>& shard_sizes() const { return reducer_->shard_counts(); }
+  const ShardPlan& shard_plan() const { return reducer_->shard_plan(); }
+  // [begin, end) of the flat arena whose averaged gradient this replica holds after
+  // synchronize_gradients() and whose parameters its optimizer updates: its shard, or the
+  // whole arena.
+  optim::ArenaRange shard() const { return reducer_->owned_range(); }
+  // The communicator the shard plan's collectives run over (the reducer's).
+  comm::Communicator& shard_communicator() { return *gradients_comm_; }
 
   int accumulate_steps() const { return accumulate_steps_; }
   const CommStats& comm_stats() const { return reducer_->last_step_stats(); }
@@ -111,8 +103,6 @@ class DistributedModel {
   int backward_passes_ = 0;  // since zero_grad()
   comm::Communicator* comm_;
   comm::Communicator* gradients_comm_;
-  // Sharded: makes every replica's owned gradients non-finite when any replica's are.
-  void agree_on_non_finite();
   std::unique_ptr<CommunicatorReducer> cross_replica_;  // the model's layers point at it
   GradientClipper clipper_;
 };

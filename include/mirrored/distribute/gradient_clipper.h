@@ -4,25 +4,28 @@
 // never waits for a GPU: the sum of squares and the factor stay on the device.
 //
 // With sharded optimizer state (ZeRO-1) each replica holds only its shard of the averaged
-// gradient: it clips that range and passes the communicator whose members hold the other
-// shards, which sums the partial sums of squares between the two kernels.
+// gradient: it clips that range, and the shard plan sums the partial sums of squares over
+// the replicas between the two kernels.
 #include "mirrored/comm/communicator.h"
 #include "mirrored/core/tensor.h"
+#include "mirrored/distribute/shard_plan.h"
 
 namespace mirrored::distribute {
 
 class GradientClipper {
  public:
-  // Scales `grads` (this replica's range of the averaged gradient) by
-  // min(1, max_norm / (norm + 1e-6)), norm = the L2 norm of the whole gradient.
-  // `shards` (nullable): sums the sum of squares over the replicas holding the other
-  // ranges; null when `grads` is the whole gradient. max_norm > 0.
-  void clip(Tensor& grads, float max_norm, comm::Communicator* shards = nullptr);
+  // Scales `grads` (this replica's shard of the averaged gradient, the whole gradient
+  // when unsharded) by min(1, max_norm / (norm + 1e-6)), norm = the L2 norm of the whole
+  // gradient. `comm` is the communicator the plan's shards live on. max_norm > 0.
+  void clip(Tensor& grads, float max_norm, const ShardPlan& plan, comm::Communicator& comm);
+  // `grads` is the whole gradient (one replica, or an unsharded one).
+  void clip(Tensor& grads, float max_norm);
   // The norm before the last clip, f32 [1] on the gradient's device (undefined before the
   // first clip); reading it waits for a GPU.
   const Tensor& norm() const { return norm_; }
 
  private:
+  void sum_squares(const Tensor& grads, float max_norm);
   Tensor sum_squares_, norm_, workspace_;
 };
 

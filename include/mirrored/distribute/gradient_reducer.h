@@ -33,6 +33,7 @@
 #include "mirrored/core/timeline.h"
 #include "mirrored/distribute/comm_hook.h"
 #include "mirrored/distribute/gradient_buckets.h"
+#include "mirrored/distribute/shard_plan.h"
 #include "mirrored/nn/parameter_arena.h"
 #include "mirrored/optim/update_ranges.h"
 
@@ -118,13 +119,12 @@ class GradientReducer {
   void finish();
 
   const std::vector<Bucket>& buckets() const { return buckets_; }
-  // Sharded: the [begin, end) of the flat gradients whose mean this replica holds after
-  // finish() (the rest holds whatever the in-place reduce-scatter left there: partial sums,
-  // not to be used), and every replica's shard size in
-  // rank order. Unsharded: the whole arena, and one count.
-  bool sharded() const { return sharded_; }
-  optim::ArenaRange owned_range() const { return owned_; }
-  const std::vector<size_t>& shard_counts() const { return shard_counts_; }
+  // Which replica holds the mean of which part of the flat gradients after finish():
+  // sharded, this replica's shard(rank) only (the rest holds whatever the in-place
+  // reduce-scatter left there: partial sums, not to be used); unsharded, the whole arena.
+  const ShardPlan& shard_plan() const { return plan_; }
+  bool sharded() const { return plan_.sharded(); }
+  optim::ArenaRange owned_range() const { return plan_.shard(comm_.rank()); }
   // Bytes of the communication hook's buffers (bf16 wire, or the sharded receive buffer).
   int64_t buffer_bytes() const { return hook_->buffer_bytes(); }
   Overlap overlap() const { return mode_; }  // resolved: kOff, kThread or kInline
@@ -151,9 +151,7 @@ class GradientReducer {
   ReducerOptions options_;
   Overlap mode_ = Overlap::kOff;
   bool spin_ = false;  // waits_may_spin(); on a GPU the NCCL wait always polls
-  bool sharded_ = false;
-  optim::ArenaRange owned_;
-  std::vector<size_t> shard_counts_;
+  ShardPlan plan_;
   std::unique_ptr<CommHook> hook_;
   std::vector<Bucket> buckets_;
   std::vector<int> bucket_of_layer_;       // -1 for layers without parameters

@@ -22,6 +22,7 @@
 #include <string>
 
 #include "mirrored/core/tensor.h"
+#include "mirrored/distribute/distributed_model.h"
 #include "mirrored/optim/optimizer.h"
 #include "mirrored/train/config.h"
 
@@ -33,9 +34,10 @@ class NonFiniteGuard {
   using LossOf = std::function<std::optional<float>(int64_t step)>;
 
   NonFiniteGuard(const TrainConfig& config, bool is_chief);
-  // Before the optimizer step of update `step` (1-based): flags non-finite `grads` on their
-  // device and makes `optimizer` skip the update when they are. No host wait.
-  void flag(const Tensor& grads, optim::Optimizer& optimizer, int64_t step);
+  // Before the optimizer step of update `step` (1-based): flags non-finite averaged
+  // gradients of `model` (agreed over shards) on their device and makes `optimizer` skip
+  // the update when they are. No host wait.
+  void flag(distribute::DistributedModel& model, optim::Optimizer& optimizer, int64_t step);
   // True where reading the flag costs no wait (the gradients live on the CPU).
   bool settles_every_step() const { return every_step_; }
   // Reads what flag() recorded since the last settle and applies nan_policy: stop throws

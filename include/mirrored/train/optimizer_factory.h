@@ -8,7 +8,7 @@
 
 namespace mirrored::train {
 
-// `shard`: the part of the arena this replica updates (DistributedModel::optimizer_shard());
+// `shard`: the part of the arena this replica updates (DistributedModel::shard());
 // the default (end < 0) is the whole arena.
 std::unique_ptr<optim::Optimizer> make_optimizer(const OptimizerSpec& spec, nn::ParameterArena& arena,
                                                  optim::ArenaRange shard = {0, -1});
