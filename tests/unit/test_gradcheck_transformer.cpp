@@ -204,7 +204,10 @@ TEST(GradcheckTransformer, GptDropoutMasksDependOnTheGlobalSampleOnly) {
   const std::vector<float> whole = run(tokens, 0);
   const std::vector<float> second = run(second_half, 1);
   const size_t row = static_cast<size_t>(spec.context * spec.vocab);
-  EXPECT_EQ(second, std::vector<float>(whole.begin() + half * row, whole.end()));
+  // Equal up to the GEMMs' rounding: a BLAS may pick another kernel (and summation order)
+  // for half the rows. A different dropout mask would move outputs by ~1e-1, not 1e-6.
+  ASSERT_EQ(second.size(), whole.size() - half * row);
+  for (size_t i = 0; i < second.size(); ++i) ASSERT_NEAR(second[i], whole[half * row + i], 1e-5f) << "output " << i;
   // And dropout is on: the same rows without it differ.
   nn::Model plain = nn::gpt(spec);
   plain.build({spec.context});
