@@ -1,0 +1,50 @@
+#pragma once
+// Sums over ranks whose bits do not depend on how the terms are spread over ranks: the
+// building block of a world-size-invariant reduction (the same model at any world size).
+//
+// A float sum depends on its order, and an all-reduce's order depends on the world size
+// and the library's algorithm. An integer sum does not: it is exact in any order. So each
+// segment of the buffer (a parameter tensor, say) is put on one fixed-point grid set by
+// the largest magnitude of that segment over every term on every rank (a max all-reduce,
+// also exact in any order), every term is rounded to that grid once, the integers are
+// added (locally, then an int64 all-reduce), and the total is rounded to float once.
+//
+// Grid: with |x| < 2^e for every term of a segment and T terms in all, the quantum is
+// 2^(e + ceil(log2 T) - 62), so no partial sum can leave int64. A term is then exact to
+// 2^(ceil(log2 T) - 63) of the segment's largest magnitude (2^-59 for 12 terms): far
+// closer than a float32 sum, whose every addition rounds to 2^-24 of the partial sum.
+// Values below half a quantum round to zero: a term 2^60 times smaller than the
+// segment's largest contributes nothing (a float32 sum drops such a term as well).
+//
+// Non-finite terms (NaN, Inf) have no grid: when any rank holds one in a segment, that
+// segment is summed in float32 instead (an all-reduce), so NaN and Inf propagate as in a
+// plain all-reduce and a NaN guard sees them everywhere; only finite sums are exact.
+//
+// The result is the same bits for the same multiset of terms whatever the world size,
+// the order of terms on a rank or the order of ranks. -0 sums to +0.
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "mirrored/comm/communicator.h"
+
+namespace mirrored::comm {
+
+struct ExactSumLayout {
+  // Segment s is [offsets[s], offsets[s + 1]) of the buffer; offsets.front() == 0 and
+  // offsets.back() == the buffer's length. Each segment gets a grid of its own.
+  std::vector<size_t> offsets;
+  // Terms summed over all ranks together (the same on every rank): sets the headroom.
+  int64_t total_terms = 1;
+};
+
+// out[i] = the sum of terms[t][i] over this rank's terms and every other rank's, rounded
+// to float once per segment's grid. `terms` may be empty on a rank (it contributes
+// nothing). Host buffers. Collective over `comm`: two all-reduces (one small).
+void exact_sum(const std::vector<const float*>& terms, const ExactSumLayout& layout, float* out,
+               Communicator& comm);
+
+// The same for one value per term (losses, counts): `values` holds this rank's terms.
+double exact_sum(const std::vector<double>& values, int64_t total_terms, Communicator& comm);
+
+}  // namespace mirrored::comm

@@ -1,0 +1,145 @@
+// The order-independent sum (comm/exact_sum.h) on one process: adversarial inputs, order
+// independence, and accuracy against float64 on real gradients. tests/mpi/test_exact_sum.cpp
+// spreads the same terms over ranks.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "mirrored/comm/exact_sum.h"
+#include "mirrored/comm/local_communicator.h"
+#include "mirrored/nn/builders.h"
+#include "mirrored/nn/loss.h"
+
+namespace mirrored {
+namespace {
+
+std::vector<float> sum_of(const std::vector<std::vector<float>>& terms, std::vector<size_t> offsets = {}) {
+  comm::LocalCommunicator local;
+  const size_t count = terms.front().size();
+  if (offsets.empty()) offsets = {0, count};
+  std::vector<const float*> pointers;
+  for (const auto& t : terms) pointers.push_back(t.data());
+  std::vector<float> out(count);
+  comm::exact_sum(pointers, {offsets, static_cast<int64_t>(terms.size())}, out.data(), local);
+  return out;
+}
+
+float exact_double(const std::vector<std::vector<float>>& terms, size_t i) {
+  long double sum = 0;  // exact here: every case below fits a long double's 64 bits
+  for (const auto& t : terms) sum += t[i];
+  return static_cast<float>(sum);
+}
+
+TEST(ExactSum, CancellationKeepsTheSmallTerm) {
+  // In float32, (1e8 + 1) - 1e8 is 0; the exact sum is 1.
+  EXPECT_EQ(sum_of({{1e8f}, {1.0f}, {-1e8f}}), std::vector<float>{1.0f});
+}
+
+TEST(ExactSum, TermsFarApartRoundOnceAtTheEnd) {
+  const float big = std::ldexp(1.0f, 40), small = 1.0f;
+  std::vector<std::vector<float>> terms = {{big}};
+  for (int i = 0; i < 1 << 20; i += 1 << 15) terms.push_back({small});  // 32 ones
+  // 2^40 + 32 is a float (24 bits reach 2^40 / 2^17 = 8); a float32 running sum drops
+  // every single 1 (half an ulp of 2^40 is 2^16).
+  EXPECT_EQ(sum_of(terms)[0], big + 32.0f);
+  float running = big;
+  for (size_t t = 1; t < terms.size(); ++t) running += terms[t][0];
+  EXPECT_EQ(running, big) << "the float32 sum this improves on";
+}
+
+TEST(ExactSum, DenormalsSumExactly) {
+  const float tiny = std::numeric_limits<float>::denorm_min();
+  EXPECT_EQ(sum_of({{tiny}, {tiny}, {3 * tiny}}), std::vector<float>{5 * tiny});
+  EXPECT_EQ(sum_of({{tiny}, {-tiny}}), std::vector<float>{0.0f});
+}
+
+TEST(ExactSum, SignedZerosSumToPositiveZero) {
+  const auto out = sum_of({{-0.0f, 0.0f}, {-0.0f, -0.0f}});
+  EXPECT_EQ(out[0], 0.0f);
+  EXPECT_FALSE(std::signbit(out[0]));
+  EXPECT_FALSE(std::signbit(out[1]));
+}
+
+TEST(ExactSum, NonFiniteTermsPropagateInTheirSegmentOnly) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  // Segments {0, 1}, {2}, {3}: NaN in the first, +Inf in the second, both infinities in the
+  // third (NaN, as IEEE addition gives), and the fourth finite and exact.
+  const auto out = sum_of({{nan, 1.0f, inf, inf, 1e8f}, {1.0f, 2.0f, 1.0f, -inf, 1.0f}, {0, 0, 0, 0, -1e8f}},
+                          {0, 2, 3, 4, 5});
+  EXPECT_TRUE(std::isnan(out[0]));
+  EXPECT_EQ(out[1], 3.0f) << "the rest of a NaN's segment is summed in float32";
+  EXPECT_EQ(out[2], inf);
+  EXPECT_TRUE(std::isnan(out[3]));
+  EXPECT_EQ(out[4], 1.0f);
+}
+
+TEST(ExactSum, OrderOfTermsDoesNotChangeTheBits) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal;
+  std::vector<std::vector<float>> terms(12, std::vector<float>(257));
+  for (auto& t : terms)
+    for (auto& x : t) x = normal(rng) * std::ldexp(1.0f, static_cast<int>(rng() % 40) - 20);
+  const auto first = sum_of(terms, {0, 100, 257});
+  for (int shuffle = 0; shuffle < 5; ++shuffle) {
+    std::shuffle(terms.begin(), terms.end(), rng);
+    EXPECT_EQ(sum_of(terms, {0, 100, 257}), first);
+  }
+}
+
+// Per-micro-batch gradients of a real model (an mlp on random images), the shape a
+// world-size-invariant reduction sums: the exact sum is at least as close to the float64
+// sum as a float32 all-reduce's, elementwise in total and at its worst.
+TEST(ExactSum, AtLeastAsCloseToFloat64AsAFloat32SumOnRealGradients) {
+  nn::Model model = nn::mlp({{64, 32}, 10});
+  model.build({1, 8, 8});
+  model.initialize(3);
+  nn::CrossEntropyLoss loss;
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal;
+  std::vector<std::vector<float>> grads;
+  for (int micro = 0; micro < 12; ++micro) {
+    Tensor x({16, 1, 8, 8}, DType::kF32), y({16}, DType::kI32);
+    for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = normal(rng);
+    for (int64_t i = 0; i < y.numel(); ++i) y.data<int32_t>()[i] = static_cast<int32_t>(rng() % 10);
+    model.parameters().zero_grads();
+    loss.forward(model.forward(x, nn::Mode::kTrain), y);
+    model.backward(loss.grad());
+    grads.push_back(model.parameters().flat_grads().to_vector());
+  }
+  // One segment (one grid) per parameter tensor.
+  std::vector<size_t> offsets{static_cast<size_t>(model.parameters().numel())};
+  for (const auto& info : model.parameters().infos()) offsets.push_back(static_cast<size_t>(info.offset));
+  std::sort(offsets.begin(), offsets.end());
+  const auto exact = sum_of(grads, offsets);
+  double exact_error = 0, float_error = 0, exact_worst = 0, float_worst = 0;
+  for (size_t i = 0; i < exact.size(); ++i) {
+    double reference = 0;
+    float running = 0;
+    for (const auto& g : grads) {
+      reference += g[i];
+      running += g[i];
+    }
+    exact_error += std::abs(exact[i] - reference);
+    float_error += std::abs(running - reference);
+    exact_worst = std::max(exact_worst, std::abs(exact[i] - reference));
+    float_worst = std::max(float_worst, std::abs(running - reference));
+    ASSERT_EQ(exact[i], exact_double(grads, i)) << "element " << i << ": one rounding of the exact sum";
+  }
+  EXPECT_GT(float_error, 0.0) << "a case where float32 order matters";
+  EXPECT_LE(exact_error, float_error);
+  EXPECT_LE(exact_worst, float_worst);
+}
+
+TEST(ExactSum, ScalarSumsAreExactAndOrderFree) {
+  comm::LocalCommunicator local;
+  EXPECT_EQ(comm::exact_sum({1e16, 1.0, -1e16}, 3, local), 1.0);
+  EXPECT_EQ(comm::exact_sum({0.1, 0.2, 0.3}, 3, local), comm::exact_sum({0.3, 0.1, 0.2}, 3, local));
+  EXPECT_TRUE(std::isnan(comm::exact_sum({1.0, std::nan("")}, 2, local)));
+}
+
+}  // namespace
+}  // namespace mirrored
