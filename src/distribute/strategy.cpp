@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "mirrored/core/log.h"
+#include "mirrored/distribute/replica_agreement.h"
 
 namespace mirrored::distribute {
 namespace {
@@ -71,6 +72,11 @@ int64_t MirroredStrategy::per_replica_batch(int64_t global_batch) const {
 
 DistributedModel MirroredStrategy::mirror(std::unique_ptr<nn::Model> model, const ModelOptions& options) {
   model->build(options.input_shape, device());
+  // Before the first collective that depends on the model's size: ranks started with
+  // different models or settings stop here, named, instead of hanging in the broadcast.
+  require_same_replicas(
+      describe_replica(model->parameters(), options.reducer, options.accumulate_steps, model->context().precision),
+      comm_);
   if (is_chief()) model->initialize(options.seed);
   model->set_random_seed(options.seed);  // dropout masks, on every replica
   Tensor& params = model->parameters().flat_params();
