@@ -39,7 +39,6 @@ std::vector<std::string> split_lines(const std::string& text) {
 std::vector<std::string> describe_replica(const nn::ParameterArena& arena, const ReducerOptions& reducer,
                                           int accumulate_steps, Precision precision) {
   std::vector<std::string> lines;
-  lines.push_back(str_cat("parameters: ", arena.size(), " tensors, ", arena.numel(), " elements"));
   for (const auto& info : arena.infos())
     lines.push_back(str_cat("parameter ", info.name, ": shape ", shape_text(info.shape), " at ", info.offset));
   for (size_t i = 0; i < arena.num_buffers(); ++i)
@@ -53,6 +52,8 @@ std::vector<std::string> describe_replica(const nn::ParameterArena& arena, const
   lines.push_back(str_cat("optimizer.shard: ", reducer.shard ? "true" : "false"));
   lines.push_back(str_cat("grad_compression: ", reducer.compression == GradCompression::kBf16 ? "bf16" : "none"));
   lines.push_back(str_cat("accumulate_steps: ", accumulate_steps));
+  // Last: a model with the same first tensors and more of them is named by its count.
+  lines.push_back(str_cat("parameters: ", arena.size(), " tensors, ", arena.numel(), " elements"));
   return lines;
 }
 

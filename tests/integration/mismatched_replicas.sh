@@ -18,7 +18,8 @@ mpmd() {  # mpmd NAME TEXT ARGS_OF_THE_LAST_RANK... : ranks 0..N-2 run $base, th
   grep -qF -- "$text" "$WORK/$name.out" || { cat "$WORK/$name.out"; fail "$name: message lacks '$text'"; }
   ((took <= 30)) || fail "$name: took $took s (limit 30 s)"
 }
-mpmd hidden "rank 1 differs from rank 0 in parameters:" 2 --model.hidden 64
-grep -qF "on the chief vs" "$WORK/hidden.out" || { cat "$WORK/hidden.out"; fail "hidden: no values named"; }
+mpmd hidden "rank 1 differs from rank 0 in parameter 0." 2 --model.hidden 64
+grep -qF "weight: 'shape [256,784] at 0' on the chief vs 'shape [64,784] at 0'" "$WORK/hidden.out" ||
+  { cat "$WORK/hidden.out"; fail "hidden: the shapes are not named"; }
 mpmd precision "rank 2 differs from rank 0 in precision: 'fp32' on the chief vs 'bf16'" 3 --precision bf16
 echo "PASS: mismatched replicas are named within seconds"
