@@ -15,6 +15,12 @@ void require_reachable(const Tensor& values, const comm::Communicator& comm, con
                  "'");
 }
 
+// Rank `rank`'s piece of `numel` elements cut into `replicas` contiguous pieces whose
+// sizes differ by at most one.
+optim::ArenaRange balanced(int64_t numel, int rank, int replicas) {
+  return {numel * rank / replicas, numel * (rank + 1) / replicas};
+}
+
 void require_world(const ShardPlan& plan, const comm::Communicator& comm) {
   MIRRORED_CHECK(comm.size() == plan.replicas(), "a shard plan for ", plan.replicas(), " replicas used over ",
                  comm.size(), " ranks");
@@ -29,13 +35,13 @@ ShardPlan ShardPlan::make(int64_t numel, int replicas, bool shard) {
   plan.requested_ = shard;
   plan.sharded_ = shard && replicas > 1;
   for (int r = 0; r < (plan.sharded_ ? replicas : 1); ++r)
-    plan.counts_.push_back(static_cast<size_t>(optim::balanced_shard(numel, r, plan.sharded_ ? replicas : 1).numel()));
+    plan.counts_.push_back(static_cast<size_t>(balanced(numel, r, plan.sharded_ ? replicas : 1).numel()));
   return plan;
 }
 
 optim::ArenaRange ShardPlan::shard(int rank) const {
   MIRRORED_CHECK(rank >= 0 && rank < replicas_, "shard of rank ", rank, " in a plan for ", replicas_, " replicas");
-  return sharded_ ? optim::balanced_shard(numel_, rank, replicas_) : optim::ArenaRange{0, numel_};
+  return sharded_ ? balanced(numel_, rank, replicas_) : optim::ArenaRange{0, numel_};
 }
 
 std::vector<int64_t> ShardPlan::bounds() const {

@@ -35,10 +35,4 @@ std::vector<UpdateRange> intersect(const std::vector<UpdateRange>& ranges, Arena
   return out;
 }
 
-ArenaRange balanced_shard(int64_t numel, int rank, int replicas) {
-  MIRRORED_CHECK(replicas >= 1 && rank >= 0 && rank < replicas && numel >= 0, "shard ", rank, " of ", replicas,
-                 " of ", numel, " elements");
-  return {numel * rank / replicas, numel * (rank + 1) / replicas};
-}
-
 }  // namespace mirrored::optim

@@ -10,6 +10,7 @@
 
 #include "mirrored/kernels/optimizer_math.h"
 #include "mirrored/nn/parameter_arena.h"
+#include "mirrored/distribute/shard_plan.h"
 #include "mirrored/optim/optimizer.h"
 
 namespace mirrored {
@@ -236,20 +237,6 @@ TEST(ParameterGroups, RangesMergeNeighboursWithEqualDecay) {
   EXPECT_EQ(part[2].range, (optim::ArenaRange{10, 11}));
 }
 
-TEST(Shards, BalancedAndCoveringTheArena) {
-  for (const int replicas : {1, 2, 3, 4, 7}) {
-    int64_t next = 0;
-    for (int r = 0; r < replicas; ++r) {
-      const auto shard = optim::balanced_shard(10, r, replicas);
-      EXPECT_EQ(shard.begin, next);
-      EXPECT_GE(shard.numel(), 10 / replicas);
-      EXPECT_LE(shard.numel(), 10 / replicas + 1);
-      next = shard.end;
-    }
-    EXPECT_EQ(next, 10);
-  }
-}
-
 // Shard by shard, the updates equal those over the whole arena, and the state is the
 // whole state's slice.
 TEST(Shards, ShardedUpdatesEqualTheWholeUpdate) {
@@ -265,7 +252,7 @@ TEST(Shards, ShardedUpdatesEqualTheWholeUpdate) {
   std::vector<float> m(kStart.size());
   for (int r = 0; r < replicas; ++r) {
     Problem problem;
-    const auto shard = optim::balanced_shard(problem.arena.numel(), r, replicas);
+    const auto shard = distribute::ShardPlan::make(problem.arena.numel(), replicas, true).shard(r);
     optim::Adam adam(problem.arena, hyper, shard);
     EXPECT_EQ(adam.state_bytes(), 2 * shard.numel() * 4);
     for (int t = 0; t < kSteps; ++t) {

@@ -7,9 +7,8 @@
 // parameters with the same decay merge into one range, so a model of alternating weights
 // and biases costs two kernel launches per layer, not one per element.
 //
-// Sharding (ZeRO stage 1): the arena is cut into one contiguous, balanced shard per replica
-// (boundaries may split a parameter); a replica's optimizer updates the ranges intersected
-// with its shard and keeps state for its shard alone.
+// Sharding (ZeRO stage 1, distribute/shard_plan.h): a replica's optimizer updates the
+// ranges intersected with its shard of the arena and keeps state for its shard alone.
 #include <cstdint>
 #include <vector>
 
@@ -39,9 +38,5 @@ std::vector<UpdateRange> update_ranges(const nn::ParameterArena& arena, float we
 
 // The parts of `ranges` inside `shard` (empty ranges dropped).
 std::vector<UpdateRange> intersect(const std::vector<UpdateRange>& ranges, ArenaRange shard);
-
-// Replica `rank`'s shard of an arena of `numel` elements cut into `replicas` contiguous
-// pieces whose sizes differ by at most one: [numel * rank / replicas, numel * (rank+1) / replicas).
-ArenaRange balanced_shard(int64_t numel, int rank, int replicas);
 
 }  // namespace mirrored::optim
