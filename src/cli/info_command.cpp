@@ -3,8 +3,8 @@
 
 #include "blas_core.h"
 #include "commands.h"
-#include "parse_options.h"
 #include "library_versions.h"
+#include "parse_options.h"
 #include "mirrored/core/cuda_memory.h"
 #include "mirrored/core/device.h"
 #include "mirrored/core/log.h"
@@ -16,7 +16,7 @@ namespace mirrored::cli {
 
 int info_command(int& argc, char**& argv, const Args& args) {
   boost::program_options::options_description desc(
-      "usage: mirrored info   (under mpirun or srun: one line per rank, gathered to rank 0)\n"
+      "usage: mirrored info   (under mpirun or srun: one row per rank in the table, printed by rank 0)\n"
       "Version, build options, libraries, the devices this process would train on and the\n"
       "cluster table.\noptions");
   desc.add_options()("help,h", "print this help");

@@ -99,9 +99,10 @@ std::string refuse_other_run(const TrainConfig& config, const std::string& sourc
   return str_cat("out = '", config.out, "' holds a run with another configuration (", join(changes, ", "),
                  "; newest checkpoint '", source, "'), and resume = auto continues only the same run. "
                  "Give this run its own directory (--out DIR), or start over here with --resume never "
-                 "(its checkpoints are replaced); to continue the old run with the new values anyway, "
+                 "(removing its checkpoints); to continue the old run with the new values anyway, "
                  "name its checkpoint: --resume ", checkpoint_dir(config));
 }
+
 struct Choice {
   // 0: fresh start, 1: restore `checkpoint`, 2: fail with `message` (no usable checkpoint),
   // 3: fail with `message` (another run's directory), 4: the run is finished (`message`)
