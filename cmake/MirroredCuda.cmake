@@ -22,7 +22,25 @@ if(NOT MIRRORED_CUDA STREQUAL "OFF")
     message(FATAL_ERROR "MIRRORED_CUDA=ON but the CUDA Toolkit, NCCL or cuDNN was not found "
                         "(toolkit: ${CUDAToolkit_FOUND}, nccl: ${NCCL_LIBRARY}, cudnn: ${CUDNN_LIBRARY}); "
                         "set CUDAToolkit_ROOT, NCCL_HOME, CUDNN_HOME or MIRRORED_CUDA=OFF")
+  elseif(CUDAToolkit_FOUND)
+    # The toolkit is here, so a GPU build was most likely wanted: say loudly what is missing
+    # (and `mirrored info` repeats it), rather than leave a CPU-only binary to be found out on
+    # the cluster.
+    set(missing)
+    if(NOT NCCL_INCLUDE_DIR OR NOT NCCL_LIBRARY)
+      list(APPEND missing "NCCL (nccl.h, libnccl: export NCCL_HOME, or set -DNCCL_INCLUDE_DIR and -DNCCL_LIBRARY)")
+    endif()
+    if(NOT CUDNN_INCLUDE_DIR OR NOT CUDNN_LIBRARY)
+      list(APPEND missing "cuDNN (cudnn.h, libcudnn: export CUDNN_HOME, or set -DCUDNN_INCLUDE_DIR and -DCUDNN_LIBRARY)")
+    endif()
+    string(REPLACE ";" " and " missing "${missing}")
+    set(MIRRORED_CUDA_NOT_BUILT_REASON "CUDA ${CUDAToolkit_VERSION} found, but ${missing} not found")
+    message(WARNING "\n*** mirrored: CPU-ONLY BUILD. ${MIRRORED_CUDA_NOT_BUILT_REASON}.\n"
+                    "*** This binary cannot use GPUs (device = auto will compute on the CPU). Reconfigure with "
+                    "the paths above, or -DMIRRORED_CUDA=ON to make this an error, or -DMIRRORED_CUDA=OFF to "
+                    "silence it.\n")
   else()
-    message(STATUS "mirrored: CUDA path not built (toolkit, NCCL or cuDNN not found)")
+    set(MIRRORED_CUDA_NOT_BUILT_REASON "no CUDA Toolkit found (set CUDAToolkit_ROOT, or put nvcc on PATH)")
+    message(STATUS "mirrored: CUDA path not built: ${MIRRORED_CUDA_NOT_BUILT_REASON}")
   endif()
 endif()

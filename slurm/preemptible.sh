@@ -2,7 +2,10 @@
 # Runs a launcher command (srun/mpirun ... mirrored train ...) from a batch script so the
 # job survives preemption and time limits:
 #   - Slurm's warning signal (#SBATCH --signal=B:USR1@N) reaches only the batch shell, so
-#     it is forwarded here to the launcher, which passes it on to every rank;
+#     it is forwarded here to the launcher, which passes it on to every rank. The signal is
+#     the one the trainer listens for: `preemption_signal` from the command's flags
+#     (--preemption_signal NAME), else from its --config file, else USR1 (the default);
+#     MIRRORED_PREEMPTION_SIGNAL overrides. Keep #SBATCH --signal=B:<that signal>@N in step.
 #   - the trainer then writes a checkpoint at a step all ranks agree on and exits with
 #     status 7 (preempted), and this script requeues the job (scontrol requeue). The
 #     requeued job runs the same command; resume = auto continues from the checkpoint.
@@ -10,13 +13,41 @@
 set -uo pipefail
 readonly PREEMPTED=7   # mirrored's exit status after a checkpoint-and-stop
 
+# preemption_signal as the trainer will read it: the last flag wins over the config file.
+preemption_signal() {
+  local signal="" config="" previous=""
+  for word in "$@"; do
+    case "$previous" in
+      --preemption_signal) signal=$word ;;
+      --config) config=$word ;;
+    esac
+    case "$word" in
+      --preemption_signal=*) signal=${word#*=} ;;
+      --config=*) config=${word#*=} ;;
+    esac
+    previous=$word
+  done
+  if [[ -z "$signal" && -n "$config" && -r "$config" ]]; then
+    # A top-level key: before the first [section].
+    signal=$(sed -nE '/^\s*\[/q; s/^\s*preemption_signal\s*=\s*([A-Za-z0-9]+).*/\1/p' "$config" | tail -1)
+  fi
+  echo "${signal:-USR1}"
+}
+signal=${MIRRORED_PREEMPTION_SIGNAL:-$(preemption_signal "$@")}
+
+case "$signal" in
+  USR1|USR2|TERM|none) ;;
+  *) echo "preemptible.sh: preemption_signal '$signal': expected USR1, USR2, TERM or none" >&2; exit 2 ;;
+esac
+
 "$@" &
 child=$!
 forward() {
-  echo "preemptible.sh: SIGUSR1 (time limit or preemption ahead): asking the trainer to checkpoint and stop"
-  kill -USR1 "$child" 2>/dev/null || true
+  echo "preemptible.sh: SIG$signal (time limit or preemption ahead): asking the trainer to checkpoint and stop"
+  kill -s "$signal" "$child" 2>/dev/null || true
 }
-trap forward USR1
+# preemption_signal = none: nothing to forward.
+[[ "$signal" == none ]] || trap forward "$signal"
 
 status=0
 while :; do

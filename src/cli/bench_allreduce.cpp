@@ -18,6 +18,7 @@
 #include "mirrored/core/error.h"
 #include "mirrored/core/tensor.h"
 #include "mirrored/core/log.h"
+#include "mirrored/core/process.h"
 #include "mirrored/core/timer.h"
 #include "mirrored/distribute/runtime.h"
 #include "mirrored/io/jsonl_writer.h"
@@ -181,29 +182,42 @@ int64_t count_wrong(Op op, comm::Communicator& world, comm::Communicator& tested
 int bench_allreduce(int& argc, char**& argv, const Args& args) {
   po::options_description desc("mirrored bench allreduce options");
   desc.add_options()("help,h", "print this help")(
-      "min-bytes", po::value<int64_t>()->default_value(1024), "smallest message")(
-      "max-bytes", po::value<int64_t>()->default_value(int64_t{64} << 20), "largest message (sizes double)")(
+      "min_bytes", po::value<int64_t>()->default_value(1024), "smallest message")(
+      "max_bytes", po::value<int64_t>()->default_value(int64_t{64} << 20), "largest message (sizes double)")(
       "iters", po::value<int>()->default_value(20), "timed iterations per size")(
       "warmup", po::value<int>()->default_value(5), "untimed iterations per size")(
       "json", po::value<std::string>(), "also write the rows as JSON lines to this file")(
       "device", po::value<std::string>()->default_value("cpu"),
       "cpu: the MPI communicator on host buffers; cuda: NCCL on device buffers (one GPU per rank)");
+  // The spelling of earlier versions, kept out of --help: every other flag has underscores.
+  po::options_description deprecated;
+  deprecated.add_options()("min-bytes", po::value<int64_t>(), "")("max-bytes", po::value<int64_t>(), "");
+  po::options_description accepted;
+  accepted.add(desc).add(deprecated);
   po::variables_map values;
   try {
-    po::store(po::command_line_parser(args).options(desc).run(), values);
+    po::store(po::command_line_parser(args).options(accepted).run(), values);
     po::notify(values);
   } catch (const po::error& e) {
-    throw InputError(str_cat("bench allreduce: ", e.what()), ExitCode::kUsage);
+    throw InputError(str_cat("bench allreduce: ", e.what(), " (mirrored bench allreduce --help)"), ExitCode::kUsage);
   }
   if (values.count("help")) {
     std::printf("usage: mirrored bench allreduce [options]\n");
     std::cout << desc << "\n";
     return 0;
   }
-  const int64_t min_bytes = values["min-bytes"].as<int64_t>(), max_bytes = values["max-bytes"].as<int64_t>();
+  auto bytes_flag = [&](const char* name, const char* old_name) {
+    if (!values.count(old_name)) return values[name].as<int64_t>();
+    if (!values[name].defaulted())
+      throw InputError(str_cat("bench allreduce: --", name, " and --", old_name, " given together"), ExitCode::kUsage);
+    if (process_identity().rank == 0)
+      rank_warning(str_cat("bench allreduce: --", old_name, " is deprecated; use --", name));
+    return values[old_name].as<int64_t>();
+  };
+  const int64_t min_bytes = bytes_flag("min_bytes", "min-bytes"), max_bytes = bytes_flag("max_bytes", "max-bytes");
   const int iters = values["iters"].as<int>(), warmup = values["warmup"].as<int>();
   if (min_bytes < 4 || max_bytes < min_bytes || iters < 1 || warmup < 0)
-    throw InputError("bench allreduce: expected 4 <= --min-bytes <= --max-bytes, --iters >= 1, --warmup >= 0",
+    throw InputError("bench allreduce: expected 4 <= --min_bytes <= --max_bytes, --iters >= 1, --warmup >= 0",
                      ExitCode::kUsage);
 
   const std::string device_name = values["device"].as<std::string>();

@@ -151,6 +151,8 @@ int data_inspect_command(const Args& args) {
   chief_print(str_cat("samples      ", dataset.size));
   chief_print(str_cat("sample shape ", shape_str(dataset.sample_shape), " (C, H, W)"));
   chief_print(str_cat("num_classes  ", dataset.num_classes));
+  chief_print(str_cat("pixels       ", dataset.float_images.empty() ? "uint8" : "float32", ", model input = pixel ",
+                      dataset.pixel_scale ? str_cat("* ", *dataset.pixel_scale, " (pixel_scale)") : std::string("/ 255")));
   chief_print("label  count  fraction");
   for (size_t c = 0; c < counts.size(); ++c) {
     char line[64];

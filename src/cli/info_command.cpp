@@ -4,6 +4,7 @@
 #include "blas_core.h"
 #include "commands.h"
 #include "library_versions.h"
+#include "parse_options.h"
 #include "mirrored/core/cuda_memory.h"
 #include "mirrored/core/device.h"
 #include "mirrored/core/log.h"
@@ -13,15 +14,30 @@
 
 namespace mirrored::cli {
 
-int info_command(int& argc, char**& argv, const Args& /*args*/) {
+int info_command(int& argc, char**& argv, const Args& args) {
+  boost::program_options::options_description desc(
+      "usage: mirrored info   (under mpirun or srun: one row per rank in the table, printed by rank 0)\n"
+      "Version, build options, libraries, the devices this process would train on and the\n"
+      "cluster table.\noptions");
+  desc.add_options()("help,h", "print this help");
+  boost::program_options::variables_map values;
+  if (!parse_options(args, desc, nullptr, values, "info")) return 0;
   distribute::Runtime runtime(argc, argv, {distribute::Launch::kAuto, distribute::DeviceChoice::kAuto, false});
   std::string gpu_reason;
   const int gpus = cuda_device_count(&gpu_reason);
 
   InfoRows rows = build_rows();
+#ifdef MIRRORED_CUDA_NOT_BUILT
+  const std::string not_built = MIRRORED_CUDA_NOT_BUILT;
+#else
+  const std::string not_built = "MIRRORED_CUDA=OFF or toolkit/NCCL/cuDNN not found";
+#endif
   rows.emplace_back("cuda", cuda_built() ? str_cat("built in (", gpus, " GPU(s) visible",
                                                    gpus ? "" : ": " + gpu_reason, ")")
-                                         : "not built (MIRRORED_CUDA=OFF or toolkit/NCCL/cuDNN not found)");
+                                         : str_cat("NOT BUILT: this binary computes on the CPU only (", not_built,
+                                                   ")"));
+  rows.emplace_back("device = auto", str_cat(runtime.device().is_cuda() ? "one GPU per rank" : "the CPU",
+                                             " (what mirrored train picks here by default; table below)"));
   for (auto& row : library_rows()) rows.push_back(std::move(row));
   rows.emplace_back("blas core", blas_core_description());
   rows.emplace_back("cpu bf16", str_cat(kernels::cpu_native_bf16() ? "native (AVX512-BF16 or AMX)"

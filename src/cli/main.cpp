@@ -1,12 +1,15 @@
 // mirrored: data-parallel training on CPUs and GPUs.
 //   mirrored train --config FILE [--KEY VALUE ...]
-//   mirrored data import-idx --images F --labels F --out F.h5
 //   mirrored eval --checkpoint F --data F
 //   mirrored generate --checkpoint F --prompt TEXT --tokens N --temperature T --top_k K --seed S
+//   mirrored data import-idx --images F --labels F --out F.h5
+//   mirrored data import-text --out DIR FILE...
 //   mirrored data inspect F
 //   mirrored info
-//   mirrored bench allreduce [--min-bytes N --max-bytes N --iters N --warmup N --json FILE]
+//   mirrored bench allreduce [--min_bytes N --max_bytes N --iters N --warmup N --json FILE]
 //   mirrored bench train --config FILE [--steps N] [--warmup N]
+//   mirrored bench layers --config FILE [--steps N] [--warmup N]
+//   mirrored --version
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -22,14 +25,19 @@
 namespace {
 
 constexpr const char* kUsage =
-    "usage: mirrored <command> [options]\n"
+    "usage: mirrored <command> [options]      (mirrored <command> --help for its options)\n"
     "commands:\n"
-    "  train     train a model data-parallel (mirrored train --help)\n"
-    "  eval      accuracy and loss of a parameter file (mirrored eval --help)\n"
-    "  generate  text sampled from a trained gpt (mirrored generate --help)\n"
-    "  data      dataset tools: import-idx, inspect (mirrored data --help)\n"
-    "  info      version, build options and, under mpirun, the cluster table\n"
-    "  bench     benchmarks: allreduce, train (mirrored bench --help)\n";
+    "  train                train a model data-parallel\n"
+    "  eval                 accuracy and loss of a parameter file\n"
+    "  generate             text sampled from a trained gpt\n"
+    "  data import-idx      IDX images and labels (Fashion-MNIST) into HDF5\n"
+    "  data import-text     text files or wheels into byte tokens (HDF5)\n"
+    "  data inspect         what an HDF5 data file holds: datasets, shapes, labels or tokens\n"
+    "  info                 version, build options, devices and, under mpirun, the cluster table\n"
+    "  bench allreduce      nccl-tests style all-reduce table\n"
+    "  bench train          training step time and throughput, by phase\n"
+    "  bench layers         per-layer forward/backward time against FLOPs\n"
+    "  --version            print the version\n";
 
 // Reports the error once and ends every rank. An error every rank raises identically
 // (a bad config) is printed by rank 0 alone; the others give it a moment to get out
@@ -61,11 +69,15 @@ int main(int argc, char** argv) {
     if (command == "bench") return cli::bench_command(argc, argv, args);
     if (command == "eval") return cli::eval_command(argc, argv, args);
     if (command == "generate") return cli::generate_command(args);
+    if (command == "--version" || command == "-V" || command == "version") {
+      std::printf("mirrored %s\n", MIRRORED_VERSION);
+      return 0;
+    }
     if (command == "--help" || command == "-h" || command == "help") {
       std::fputs(kUsage, stdout);
       return 0;
     }
-    throw InputError(str_cat("unknown command '", command, "'; valid commands: train, eval, generate, data, info, bench"), ExitCode::kUsage);
+    throw InputError(str_cat("unknown command '", command, "'; valid commands: train, eval, generate, data, info, bench, --version (mirrored --help)"), ExitCode::kUsage);
   } catch (const Error& error) {
     fail(error);
   } catch (const std::exception& error) {

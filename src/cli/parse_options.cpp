@@ -15,7 +15,9 @@ bool parse_options(const Args& args, const po::options_description& desc,
   try {
     po::command_line_parser parser(args);
     parser.options(desc);
-    if (positional != nullptr) parser.positional(*positional);
+    // Without a description of its own, none: a stray word is an error, not ignored.
+    const po::positional_options_description none;
+    parser.positional(positional != nullptr ? *positional : none);
     po::store(parser.run(), values);
     if (values.count("help")) {
       std::cout << desc << "\n";

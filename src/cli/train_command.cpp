@@ -16,9 +16,10 @@ int train_command(int& argc, char**& argv, const Args& args) {
     std::fputs(train::train_config_help().c_str(), stdout);
     return 0;
   }
-  distribute::Runtime runtime(argc, argv, train::library_options(config).runtime);
+  // Before the runtime, whose start-up lines (device = auto's choice) --quiet silences too.
   if (config.quiet) set_log_level(LogLevel::kQuiet);
   if (config.verbose) set_log_level(LogLevel::kVerbose);
+  distribute::Runtime runtime(argc, argv, train::library_options(config).runtime);
   if (!runtime.core_binding().summary.empty()) chief_info(runtime.core_binding().summary);
   chief_info(str_cat("cluster:\n", runtime.cluster().table()));
   const train::TrainSummary summary = train::run_training(config, runtime);

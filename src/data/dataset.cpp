@@ -26,16 +26,30 @@ void assemble_batch(const Dataset& dataset, std::span<const int64_t> indices, Te
   ensure_shape(images, {n, sample.at(0), sample.at(1), sample.at(2)}, DType::kF32);
   ensure_shape(labels, {n}, DType::kI32);
 
-  const std::array<float, 256>& scale = pixel_scale();
+  // Bytes through a table (pixel / 255 by default, the bits of earlier versions), floats
+  // divided by 255 or multiplied by the file's scale.
+  std::array<float, 256> byte_table = pixel_scale();
+  if (dataset.pixel_scale)
+    for (size_t i = 0; i < byte_table.size(); ++i) byte_table[i] = static_cast<float>(i) * *dataset.pixel_scale;
+  const bool floats = !dataset.float_images.empty();
   float* image_out = images.data<float>();
   int32_t* label_out = labels.data<int32_t>();
   for (int64_t row = 0; row < n; ++row) {
     const int64_t index = indices[static_cast<size_t>(row)];
     MIRRORED_CHECK(index >= 0 && index < dataset.size, "sample index ", index,
                    " outside dataset '", dataset.source, "' of ", dataset.size, " samples");
-    const uint8_t* pixels = dataset.images.data() + index * sample_numel;
     float* out = image_out + row * sample_numel;
-    for (int64_t k = 0; k < sample_numel; ++k) out[k] = scale[pixels[k]];
+    if (floats) {
+      const float* pixels = dataset.float_images.data() + index * sample_numel;
+      if (dataset.pixel_scale) {
+        for (int64_t k = 0; k < sample_numel; ++k) out[k] = pixels[k] * *dataset.pixel_scale;
+      } else {
+        for (int64_t k = 0; k < sample_numel; ++k) out[k] = pixels[k] / 255.0f;
+      }
+    } else {
+      const uint8_t* pixels = dataset.images.data() + index * sample_numel;
+      for (int64_t k = 0; k < sample_numel; ++k) out[k] = byte_table[pixels[k]];
+    }
     label_out[row] = dataset.labels[static_cast<size_t>(index)];
   }
 }

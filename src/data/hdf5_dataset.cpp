@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "mirrored/io/hdf5.h"
 
@@ -67,31 +68,47 @@ std::vector<uint8_t> integer_pixels(const io::H5File& file, int64_t sample_numel
   return pixels;
 }
 
-// Float pixels are accepted when they are whole-number-like values in [0, 255] (an export
-// from a tool that widened uint8) and rounded back to bytes.
-std::vector<uint8_t> float_pixels(const io::H5File& file, int64_t sample_numel) {
-  const std::vector<float> values = file.read_f32(kImages);
-  std::vector<uint8_t> pixels(values.size());
+// Float pixels are kept as stored. With the root attribute pixel_scale they may be any
+// finite values (the scale says what they mean); without it they are pixel values in
+// [0, 255] divided by 255 like bytes, so an export from a tool that widened uint8 trains as
+// the uint8 file would, and data normalised to [0, 1] is refused rather than divided again.
+std::vector<float> float_pixels(const io::H5File& file, int64_t sample_numel, bool scaled) {
+  std::vector<float> values = file.read_f32(kImages);
   bool fractional = false;
   float largest = 0.0f;
   for (size_t i = 0; i < values.size(); ++i) {
     const float v = values[i];
     const int64_t sample = static_cast<int64_t>(i) / sample_numel;
     if (std::isnan(v)) throw problem(file.path(), str_cat(kImages, " contains NaN at sample ", sample));
+    if (scaled) {
+      if (!std::isfinite(v))
+        throw problem(file.path(), str_cat(kImages, " value ", v, " at sample ", sample, " is not finite"));
+      continue;
+    }
     if (!(v >= 0.0f && v <= 255.0f)) {
       throw problem(file.path(), str_cat(kImages, " value ", v, " at sample ", sample,
-                                         " is outside the pixel range [0, 255]"));
+                                         " is outside the pixel range [0, 255] (set the root attribute "
+                                         "pixel_scale to train on other float values as stored, times it)"));
     }
     fractional = fractional || v != std::floor(v);
     largest = std::max(largest, v);
-    pixels[i] = static_cast<uint8_t>(std::lround(v));
   }
-  // Rounding images normalised to [0, 1] would leave a black-and-white blur; refuse instead.
-  if (fractional && largest <= 1.0f) {
+  if (!scaled && fractional && largest <= 1.0f) {
     throw problem(file.path(), str_cat(kImages, " holds floats in [0, 1], which looks normalised;"
-                                                " expected raw pixel values in [0, 255]"));
+                                                " expected raw pixel values in [0, 255], or set the root "
+                                                "attribute pixel_scale = 1 to use them as stored"));
   }
-  return pixels;
+  return values;
+}
+
+// The root attribute pixel_scale: model input = pixel * pixel_scale (default pixel / 255).
+std::optional<float> read_pixel_scale(const io::H5File& file) {
+  if (!file.has_attribute("pixel_scale")) return std::nullopt;
+  const double scale = file.read_real_attribute("pixel_scale");
+  if (!std::isfinite(scale) || scale <= 0.0 || scale > 1e30)
+    throw problem(file.path(), str_cat("attribute pixel_scale = ", scale, ", expected a positive finite number "
+                                       "(model input = pixel * pixel_scale)"));
+  return static_cast<float>(scale);
 }
 
 int read_num_classes(const io::H5File& file) {
@@ -121,7 +138,7 @@ std::vector<uint8_t> read_labels(const io::H5File& file, int num_classes) {
 
 Dataset load_hdf5_dataset(const std::string& path) {
   const io::H5File file = open_dataset_file(path);
-  require(file, kImages, "uint8 images [N, H, W] or [N, C, H, W]");
+  require(file, kImages, "uint8 or float32 images [N, H, W] or [N, C, H, W]");
   require(file, kLabels, "integer labels [N]");
 
   const Shape image_shape = file.shape(kImages);
@@ -160,14 +177,15 @@ Dataset load_hdf5_dataset(const std::string& path) {
   dataset.num_classes = read_num_classes(file);
   dataset.labels = read_labels(file, dataset.num_classes);
 
+  dataset.pixel_scale = read_pixel_scale(file);
   const H5T_class_t image_class = file.type_class(kImages);
   if (image_class == H5T_INTEGER) {
     dataset.images = integer_pixels(file, dataset.sample_numel());
   } else if (image_class == H5T_FLOAT) {
-    dataset.images = float_pixels(file, dataset.sample_numel());
+    dataset.float_images = float_pixels(file, dataset.sample_numel(), dataset.pixel_scale.has_value());
   } else {
     throw problem(path, str_cat(kImages, " holds ", class_name(image_class),
-                                " values, expected uint8 pixels"));
+                                " values, expected uint8 or float32 pixels"));
   }
   return dataset;
 }
@@ -175,6 +193,7 @@ Dataset load_hdf5_dataset(const std::string& path) {
 void write_hdf5_dataset(const std::string& path, const Dataset& dataset) {
   MIRRORED_CHECK(dataset.sample_shape.size() == 3, "sample shape ",
                  shape_str(dataset.sample_shape), " is not [C, H, W]");
+  MIRRORED_CHECK(dataset.float_images.empty(), "write_hdf5_dataset writes uint8 images only");
   MIRRORED_CHECK(static_cast<int64_t>(dataset.images.size()) == dataset.size * dataset.sample_numel(),
                  dataset.images.size(), " image bytes for ", dataset.size, " samples of ",
                  shape_str(dataset.sample_shape));
@@ -189,6 +208,7 @@ void write_hdf5_dataset(const std::string& path, const Dataset& dataset) {
   file.write_u8(kImages, image_shape, dataset.images.data(), /*compress=*/true);
   file.write_u8(kLabels, {dataset.size}, dataset.labels.data());
   file.write_attribute("num_classes", int64_t{dataset.num_classes});
+  if (dataset.pixel_scale) file.write_real_attribute("pixel_scale", *dataset.pixel_scale);
   file.flush();
 }
 

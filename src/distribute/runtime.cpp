@@ -143,6 +143,13 @@ Runtime::Runtime(int& argc, char**& argv, RuntimeOptions options) {
       chief_info(clash.empty() ? "device = auto: not every rank has a GPU; computing on the CPU"
                                : "device = auto: " + clash + "; computing on the CPU");
       device_ = Device::cpu();
+    } else if (options.device == DeviceChoice::kAuto && all_gpu) {
+      chief_info("device = auto: one GPU per rank (device = cpu to compute on the CPU)");
+    } else if (options.device == DeviceChoice::kAuto && !device_.is_cuda() && world_->rank() == 0) {
+      std::string reason;
+      cuda_device_count(&reason);
+      chief_info(str_cat("device = auto: no usable GPU on rank 0 (", reason.empty() ? "none visible" : reason,
+                         "); computing on the CPU"));
     }
   }
   cluster_.gather_devices(*world_, device_.str());

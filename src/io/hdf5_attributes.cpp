@@ -71,6 +71,25 @@ int64_t H5File::read_int_attribute(const std::string& name) const {
   return value;
 }
 
+void H5File::write_real_attribute(const std::string& name, double value) {
+  write_scalar(*this, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &value);
+}
+
+double H5File::read_real_attribute(const std::string& name) const {
+  const H5Handle attribute = open_attribute(*this, name);
+  const std::string target = on(*this, name);
+  const H5Handle type(MIRRORED_H5_CHECK(H5Aget_type(attribute.get()), target), H5Tclose);
+  const H5T_class_t type_class = MIRRORED_H5_CHECK(H5Tget_class(type.get()), target);
+  const H5Handle space(MIRRORED_H5_CHECK(H5Aget_space(attribute.get()), target), H5Sclose);
+  if ((type_class != H5T_INTEGER && type_class != H5T_FLOAT) ||
+      MIRRORED_H5_CHECK(H5Sget_simple_extent_npoints(space.get()), target) != 1) {
+    throw InputError(str_cat("'", path_, "': attribute ", name, " is not a single number"));
+  }
+  double value = 0.0;
+  MIRRORED_H5_CHECK(H5Aread(attribute.get(), H5T_NATIVE_DOUBLE, &value), target);
+  return value;
+}
+
 std::string H5File::read_string_attribute(const std::string& name) const {
   const H5Handle attribute = open_attribute(*this, name);
   const std::string target = on(*this, name);

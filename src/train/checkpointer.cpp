@@ -67,26 +67,46 @@ std::string misfit(const TrainContext& ctx, const io::Checkpoint& checkpoint) {
   return "";
 }
 
-// A resumed run with other hyper-parameters is allowed (like changing lr by hand), but
-// it no longer reproduces the original run: say which values that change the result
-// (the option table's flag) differ. The stored config.ini is read through the same table.
-void warn_about_config_changes(const std::string& source, const std::string& stored, const TrainConfig& current) {
-  std::vector<std::string> changes;
+// The values that change the result (the option table's flag) in which `current` differs
+// from the configuration stored in checkpoint `source`, read through the same table; empty
+// (with a warning) when the stored text cannot be compared.
+std::vector<std::string> config_changes(const std::string& source, const std::string& stored,
+                                        const TrainConfig& current) {
+  if (stored.empty()) return {};  // written before checkpoints held their configuration
   try {
-    changes = result_changes(
+    return result_changes(
         parse_config_text(stored, str_cat("the configuration stored in '", source, "'"), /*ignore_unknown_keys=*/true),
         current);
   } catch (const InputError& e) {
     rank_warning(str_cat("cannot compare the configuration of '", source, "' with this run's: ", e.what()));
-    return;
+    return {};
   }
+}
+
+// A run resumed from a named checkpoint with other hyper-parameters is allowed (like
+// changing lr by hand), but it no longer reproduces the original run: say so.
+void warn_about_config_changes(const std::string& source, const std::string& stored, const TrainConfig& current) {
+  const auto changes = config_changes(source, stored, current);
   if (!changes.empty())
     rank_warning(str_cat("resuming from '", source, "' with a changed configuration (", join(changes, ", "),
                          "): the run will not reproduce the one that wrote it"));
 }
 
+// resume = auto continues only the run that the directory holds: a new run given an old
+// run's --out must not silently pick up its checkpoints.
+std::string refuse_other_run(const TrainConfig& config, const std::string& source,
+                             const std::vector<std::string>& changes) {
+  return str_cat("out = '", config.out, "' holds a run with another configuration (", join(changes, ", "),
+                 "; newest checkpoint '", source, "'), and resume = auto continues only the same run. "
+                 "Give this run its own directory (--out DIR), or start over here with --resume never "
+                 "(removing its checkpoints); to continue the old run with the new values anyway, "
+                 "name its checkpoint: --resume ", checkpoint_dir(config));
+}
+
 struct Choice {
-  int64_t status = 0;  // 0: fresh start, 1: restore `checkpoint`, 2: fail with `message`
+  // 0: fresh start, 1: restore `checkpoint`, 2: fail with `message` (no usable checkpoint),
+  // 3: fail with `message` (another run's directory), 4: the run is finished (`message`)
+  int64_t status = 0;
   std::string message;
   std::string source;
   io::Checkpoint checkpoint;
@@ -118,6 +138,24 @@ Choice choose_on_chief(const TrainContext& ctx) {
     std::string problem;
     try {
       io::Checkpoint checkpoint = io::read_checkpoint(candidates[i]);
+      if (ctx.config.resume == ResumeMode::kAuto) {
+        const auto changes = config_changes(candidates[i], checkpoint.config, ctx.config);
+        if (!changes.empty()) {
+          choice.status = 3;
+          choice.message = refuse_other_run(ctx.config, candidates[i], changes);
+          return choice;
+        }
+        // Its last step saved and final.h5 written: nothing to do (more epochs or max_steps
+        // extend it). Without final.h5 the end was interrupted, and the resume completes it.
+        const std::string final_file = (fs::path(ctx.config.out) / "final.h5").string();
+        if (checkpoint.step >= ctx.total_steps && fs::exists(final_file) && misfit(ctx, checkpoint).empty()) {
+          choice.status = 4;
+          choice.message = str_cat("out = '", ctx.config.out, "': this run is finished (step ", checkpoint.step,
+                                   " of ", ctx.total_steps, ", '", final_file, "'); nothing to train. Raise epochs "
+                                   "or max_steps to extend it, or start a new run with --out DIR or --resume never");
+          return choice;
+        }
+      }
       problem = misfit(ctx, checkpoint);
       if (problem.empty()) {
         choice.status = 1;
@@ -217,11 +255,25 @@ ResumePoint restore_checkpoint(TrainContext& ctx) {
     for (fs::directory_iterator it(checkpoint_dir(ctx.config), error), end; !error && it != end; it.increment(error))
       if (it->path().filename().string().find(".h5.tmp.") != std::string::npos) leftovers.push_back(it->path());
     for (const auto& path : leftovers) fs::remove(path, error);
+    if (ctx.config.resume == ResumeMode::kNever) {
+      // Starting over here: an earlier run's checkpoints (later steps among them) would
+      // otherwise be taken for this run's by the next resume, or outlive its own in `keep`.
+      const auto old = list_checkpoints(checkpoint_dir(ctx.config));
+      if (!old.empty())
+        chief_info(str_cat("resume = never: removing ", old.size(), " checkpoint(s) of an earlier run in '",
+                           checkpoint_dir(ctx.config), "'"));
+      for (const auto& path : old) fs::remove(path, error);
+    }
     choice = choose_on_chief(ctx);
   }
   comm.broadcast(&choice.status, 1, 0);
   choice.message = comm.broadcast_string(choice.message, 0);
   if (choice.status == 2) throw InputError(choice.message, ExitCode::kCheckpoint);
+  if (choice.status == 3) throw InputError(choice.message, ExitCode::kUsage);
+  if (choice.status == 4) {
+    chief_print(choice.message);
+    return {0, "", true};
+  }
   if (choice.status == 0) return {};
 
   const io::Checkpoint& checkpoint = choice.checkpoint;

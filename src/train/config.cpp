@@ -59,11 +59,12 @@ double parse_real(const std::string& origin, const std::string& key, const std::
   return parsed;
 }
 
+// The shortest text that parses back to the same double: 0.05 prints as written, and
+// config.ini still reproduces the run bit for bit.
 std::string print_real(double value) {
-  std::ostringstream out;
-  out.precision(17);
-  out << value;
-  return out.str();
+  char text[32];
+  const auto [end, ec] = std::to_chars(text, text + sizeof(text), value);
+  return ec == std::errc() ? std::string(text, end) : std::string("?");
 }
 
 template <typename T>
@@ -153,7 +154,8 @@ Option optional_string_option(std::string key, std::string help, std::string Tra
 
 // resume: auto, never, or a path (anything else that is not empty).
 Option resume_option() {
-  return {"resume", "auto: newest valid checkpoint in <out>/checkpoints; never; or a checkpoint file/dir",
+  return {"resume", "auto: newest valid checkpoint in <out>/checkpoints, if written with the same result-changing "
+                    "options (else an error); never: start over, removing them; or a checkpoint file/dir",
           [](TrainConfig& c, const std::string& v, const std::string& origin) {
             const std::string value = trim(v);
             if (value.empty()) bad_value(origin, "resume", v, "auto, never or a checkpoint file or directory");
@@ -274,7 +276,8 @@ const std::vector<Option>& options() {
                                       &TrainConfig::launch,
                                       {{"auto", Launch::kAuto}, {"mpi", Launch::kMpi}, {"local", Launch::kLocal}})),
       operational(enum_option<DeviceChoice>(
-          "device", "where each replica computes", &TrainConfig::device,
+          "device", "where each replica computes; auto: a GPU per rank when every rank has one, else the CPU",
+          &TrainConfig::device,
           {{"auto", DeviceChoice::kAuto}, {"cpu", DeviceChoice::kCpu}, {"cuda", DeviceChoice::kCuda}})),
       operational(enum_option<distribute::BindCores>(
           "bind_cores",

@@ -74,7 +74,12 @@ LibraryOptions library_options(const TrainConfig& config) {
   LibraryOptions options;
   options.runtime = {config.launch, config.device, false, config.collective_timeout_s};
   options.runtime.bind_cores = config.bind_cores;
-  options.strategy.allreduce = config.allreduce;
+  // Sharded gradients are reduce-scattered over the flat communicator; the hierarchical one
+  // has no reduce-scatter. So with optimizer.shard, auto means flat on any number of nodes
+  // (explicit hierarchical is refused at parse time).
+  options.strategy.allreduce = config.optimizer_shard && config.allreduce == distribute::Allreduce::kAuto
+                                   ? distribute::Allreduce::kFlat
+                                   : config.allreduce;
   options.reducer = reducer_options(config);
   options.accumulate_steps = static_cast<int>(config.accumulate_steps);
   options.train_data.global_batch = config.batch_size;

@@ -8,16 +8,14 @@
 
 namespace mirrored::train {
 
-RunDirectory::RunDirectory(const TrainConfig& config, bool is_chief) : path_(config.out), active_(is_chief) {
+RunDirectory::RunDirectory(const TrainConfig& config, bool is_chief)
+    : path_(config.out), config_ini_(to_ini(config)), active_(is_chief) {
   if (!active_) return;
   std::error_code error;
   std::filesystem::create_directories(path_, error);
   if (error)
     throw Error(ExitCode::kUsage, str_cat("out = '", path_, "': cannot create the run directory: ", error.message()),
                 true);
-  std::ofstream ini(file("config.ini"));
-  ini << to_ini(config);
-  if (!ini) throw Error(ExitCode::kFailure, str_cat("cannot write '", file("config.ini"), "'"), true);
 }
 
 std::string RunDirectory::file(const std::string& name) const {
@@ -32,6 +30,11 @@ void RunDirectory::log_metrics(const io::JsonRecord& record) {
 
 void RunDirectory::open_metrics(int64_t resumed_step) {
   if (!active_) return;
+  {
+    std::ofstream ini(file("config.ini"));
+    ini << config_ini_;
+    if (!ini) throw Error(ExitCode::kFailure, str_cat("cannot write '", file("config.ini"), "'"), true);
+  }
   const std::string path = file("metrics.jsonl");
   if (resumed_step > 0 && std::filesystem::exists(path)) {
     // Keep whole records (a killed run may have left half a line) up to the resume step.

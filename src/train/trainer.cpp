@@ -143,6 +143,11 @@ void Trainer::for_each_callback(Fn&& fn) {
 TrainSummary Trainer::fit() {
   State& s = *s_;
   begin();
+  if (s.resumed.finished) {  // said so; no training, evaluation or files
+    s.summary.steps = s.resumed.step;
+    s.summary.finished = true;
+    return s.summary;
+  }
   // A resumed run starts at (step / steps_per_epoch, step % steps_per_epoch): the data order
   // is a function of (seed, epoch), so the step count is the whole position.
   for (int64_t epoch = s.resumed.step / s.steps_per_epoch;
@@ -156,6 +161,7 @@ TrainSummary Trainer::fit() {
 void Trainer::begin() {
   State& s = *s_;
   if (s.options.write_files) s.resumed = restore_checkpoint(*s.ctx);
+  if (s.resumed.finished) return;
   s.summary.steps = s.resumed.step;
   s.run_dir->open_metrics(s.resumed.step);
   const MemoryFootprint memory =

@@ -15,7 +15,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const mirrored::data::Dataset dataset = mirrored::data::load_hdf5_dataset(path);
     const bool consistent =
         dataset.size > 0 && dataset.sample_shape.size() == 3 && dataset.sample_numel() > 0 &&
-        static_cast<int64_t>(dataset.images.size()) == dataset.size * dataset.sample_numel() &&
+        // uint8 pixels or float32 ones, never both
+        static_cast<int64_t>(dataset.images.size() + dataset.float_images.size()) ==
+            dataset.size * dataset.sample_numel() &&
+        (dataset.images.empty() || dataset.float_images.empty()) &&
         static_cast<int64_t>(dataset.labels.size()) == dataset.size;
     if (!consistent) __builtin_trap();
     for (uint8_t label : dataset.labels)

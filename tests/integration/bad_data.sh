@@ -19,7 +19,7 @@ bad missing_file "cannot open '$WORK/nope.h5': file does not exist" "$WORK/nope.
 bad directory "it is a directory, not a file" "$WORK/a_directory.h5"
 bad not_hdf5 "'$WORK/text.h5' is not an HDF5 file" "$WORK/text.h5"
 bad truncated "$WORK/truncated.h5" "$WORK/truncated.h5"
-bad missing_images "dataset /images is missing (expected uint8 images" "$WORK/missing_images.h5"
+bad missing_images "dataset /images is missing (expected uint8 or float32 images" "$WORK/missing_images.h5"
 bad missing_labels "dataset /labels is missing (expected integer labels [N])" "$WORK/missing_labels.h5"
 bad wrong_rank "/images has shape [200, 784], expected [N, H, W] or [N, C, H, W]" "$WORK/wrong_rank.h5"
 bad length_mismatch "/images holds 200 samples but /labels holds 199; expected equal lengths" \

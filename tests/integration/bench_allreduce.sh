@@ -5,7 +5,7 @@
 source "$(dirname "$0")/lib.sh"
 np=${1:?usage: bench_allreduce.sh NP}
 status=0
-mpirun_np "$np" bench allreduce --min-bytes 4 --max-bytes 4194304 --iters 3 --warmup 1 \
+mpirun_np "$np" bench allreduce --min_bytes 4 --max_bytes 4194304 --iters 3 --warmup 1 \
   --json "$WORK/rows.jsonl" >"$WORK/out" 2>&1 || status=$?
 cat "$WORK/out"
 [[ $status -eq 0 ]] || fail "bench allreduce at $np ranks exited $status"

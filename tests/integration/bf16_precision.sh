@@ -48,15 +48,17 @@ unset MIRRORED_CPU_BF16
 echo "ok: the portable bf16 method agrees with oneDNN's"
 
 # Resume across precisions: 20 bf16 steps, then fp32 to step 40; 20 fp32 steps, then bf16.
+# precision changes the result, so resume = auto would refuse the directory as another
+# run's: the checkpoints are named (--resume DIR), which continues with a warning.
 resume=(--data.train "$DATA_DIR/test.h5" --data.test "$DATA_DIR/test.h5" --batch_size 64 --epochs 1
         --model.hidden 32 --seed 5 --threads 1 --checkpoint.every_steps 20)
 "$MIRRORED" train "${resume[@]}" --precision bf16 --max_steps 20 --out "$WORK/r.bf16" > /dev/null
-"$MIRRORED" train "${resume[@]}" --precision fp32 --max_steps 40 --out "$WORK/r.bf16" > "$WORK/r1.log" 2>&1 ||
+"$MIRRORED" train "${resume[@]}" --precision fp32 --max_steps 40 --out "$WORK/r.bf16" --resume "$WORK/r.bf16/checkpoints" > "$WORK/r1.log" 2>&1 ||
   { cat "$WORK/r1.log"; fail "fp32 resume of a bf16 checkpoint"; }
 grep -q "resuming from .*ckpt-000000020.h5" "$WORK/r1.log" || { cat "$WORK/r1.log"; fail "did not resume at 20"; }
 grep -q "precision bf16 -> fp32" "$WORK/r1.log" || { cat "$WORK/r1.log"; fail "no warning naming the change"; }
 "$MIRRORED" train "${resume[@]}" --precision fp32 --max_steps 20 --out "$WORK/r.fp32" > /dev/null
-"$MIRRORED" train "${resume[@]}" --precision bf16 --max_steps 40 --out "$WORK/r.fp32" > "$WORK/r2.log" 2>&1 ||
+"$MIRRORED" train "${resume[@]}" --precision bf16 --max_steps 40 --out "$WORK/r.fp32" --resume "$WORK/r.fp32/checkpoints" > "$WORK/r2.log" 2>&1 ||
   { cat "$WORK/r2.log"; fail "bf16 resume of an fp32 checkpoint"; }
 grep -q "resuming from .*ckpt-000000020.h5" "$WORK/r2.log" || { cat "$WORK/r2.log"; fail "did not resume at 20"; }
 [[ -f "$WORK/r.bf16/final.h5" && -f "$WORK/r.fp32/final.h5" ]] || fail "no final.h5 after resuming"

@@ -14,7 +14,7 @@ common=(--config "$SOURCE_DIR/launch/configs/fmnist_mlp.ini" --data.train "$DATA
 
 if [[ $gpus -eq 0 ]]; then
   expect_failure train_cuda_without_gpu "has no usable GPU" 30 2 train "${common[@]}" --device cuda --out "$WORK/a"
-  expect_failure bench_cuda_without_gpu "has no usable GPU" 30 2 bench allreduce --device cuda --max-bytes 4096
+  expect_failure bench_cuda_without_gpu "has no usable GPU" 30 2 bench allreduce --device cuda --max_bytes 4096
   # The device override: an index beyond what is visible, and a malformed one, are usage
   # errors (exit 2) naming the variable, not a CUDA error at the first kernel.
   MIRRORED_CUDA_DEVICE=0 expect_exit 2 override_without_gpu "MIRRORED_CUDA_DEVICE=0 but 0 GPU(s) are visible" 30 1 \
@@ -29,6 +29,10 @@ if [[ $gpus -eq 0 ]]; then
   done
   mpirun_np 1 train "${common[@]}" --device auto --max_steps 20 --epochs 1 --out "$WORK/auto" >"$WORK/auto.log"
   grep -qE '^0 +[^ ]+ +0 +0 +cpu$' "$WORK/auto.log" || { cat "$WORK/auto.log"; fail "device = auto: rank 0 not on the cpu"; }
+  # The default is auto, and it says what it chose at start-up.
+  mpirun_np 1 train "${common[@]}" --max_steps 5 --epochs 1 --out "$WORK/default" >"$WORK/default.log"
+  grep -q "device = auto: no usable GPU on rank 0 (.*); computing on the CPU" "$WORK/default.log" ||
+    { cat "$WORK/default.log"; fail "the default device = auto did not say that it computes on the CPU"; }
   echo "ok: no GPU here; device = cuda refused clearly, device = auto ran on the CPU"
   exit 0
 fi

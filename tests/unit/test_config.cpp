@@ -211,7 +211,7 @@ TEST(Config, ResultChangesListOnlyKeysThatChangeTheTrainedResult) {
   const auto changes = train::result_changes(before, changed);
   ASSERT_EQ(changes.size(), 2u);
   EXPECT_EQ(changes[0], "optimizer sgd -> adam");
-  EXPECT_EQ(changes[1], "lr 0.050000000000000003 -> 0.10000000000000001");
+  EXPECT_EQ(changes[1], "lr 0.05 -> 0.1");  // shortest round-trip text, as written
 }
 
 TEST(Config, StoredIniParsesThroughTheTableIgnoringKeysOfOtherVersions) {
@@ -279,4 +279,22 @@ TEST(Config, OptimizerShardAndTheCombinationsItRefuses) {
   const std::string hierarchical = error_of({"--optimizer.shard", "true", "--allreduce", "hierarchical"});
   EXPECT_NE(hierarchical.find("optimizer.shard = true with allreduce = hierarchical"), std::string::npos)
       << hierarchical;
+}
+
+// allreduce = auto picks hierarchical on several nodes, which cannot reduce-scatter: with
+// a sharded optimizer the library gets flat, so a multi-node sharded run starts.
+// One rank per GPU is the product: GPUs where every rank has one, else the CPU.
+TEST(Config, DeviceDefaultsToAuto) {
+  EXPECT_EQ(parse_train_config({}).device, distribute::DeviceChoice::kAuto);
+  EXPECT_EQ(train::option_value(parse_train_config({}), "device"), "auto");
+  EXPECT_EQ(train::library_options(parse_train_config({})).runtime.device, distribute::DeviceChoice::kAuto);
+}
+
+TEST(LibraryOptions, ShardedOptimizerResolvesAutoAllreduceToFlat) {
+  using distribute::Allreduce;
+  EXPECT_EQ(train::library_options(parse_train_config({"--optimizer.shard", "true"})).strategy.allreduce,
+            Allreduce::kFlat);
+  EXPECT_EQ(train::library_options(parse_train_config({})).strategy.allreduce, Allreduce::kAuto);
+  EXPECT_EQ(train::library_options(parse_train_config({"--allreduce", "hierarchical"})).strategy.allreduce,
+            Allreduce::kHierarchical);
 }

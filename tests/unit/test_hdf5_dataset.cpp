@@ -6,6 +6,7 @@
 
 #include "error_matchers.h"
 #include "mirrored/core/error.h"
+#include "mirrored/data/dataset.h"
 #include "mirrored/data/hdf5_dataset.h"
 #include "mirrored/io/hdf5.h"
 #include "temp_dir.h"
@@ -89,16 +90,100 @@ TEST(Hdf5Dataset, IntegerLabelsOfAnyWidthAreAccepted) {
   EXPECT_EQ(read.num_classes, 3);
 }
 
-TEST(Hdf5Dataset, WholeNumberFloatImagesAreRoundedToBytes) {
+// A float32 export of uint8 pixels trains exactly as the uint8 file: pixel / 255, same bits.
+TEST(Hdf5Dataset, FloatPixelsInByteRangeAreScaledLikeBytes) {
   TempDir dir;
+  const std::vector<float> pixels = {0.0f, 255.0f, 17.0f, 128.5f};
   {
-    H5File file(dir.file("d.h5"), H5File::Access::kTruncate);
-    const std::vector<float> images = {0.0f, 255.0f, 17.0f, 128.0f};
+    H5File file(dir.file("f.h5"), H5File::Access::kTruncate);
     const std::vector<uint8_t> labels = {4};
-    file.write_f32("/images", {1, 2, 2}, images.data());
+    file.write_f32("/images", {1, 2, 2}, pixels.data());
     file.write_u8("/labels", {1}, labels.data());
   }
-  EXPECT_EQ(load_hdf5_dataset(dir.file("d.h5")).images, (std::vector<uint8_t>{0, 255, 17, 128}));
+  const Dataset read = load_hdf5_dataset(dir.file("f.h5"));
+  EXPECT_TRUE(read.images.empty());
+  EXPECT_EQ(read.float_images, pixels);  // kept as stored: 128.5 is not rounded
+  EXPECT_FALSE(read.pixel_scale.has_value());
+  Tensor images, labels;
+  assemble_batch(read, std::vector<int64_t>{0}, images, labels);
+  const std::vector<float> expected = {0.0f, 1.0f, 17.0f / 255.0f, 128.5f / 255.0f};
+  EXPECT_EQ(images.to_vector(), expected);
+  Dataset bytes = read;  // the uint8 file of the whole-number pixels gives the same bits
+  bytes.float_images.clear();
+  bytes.images = {0, 255, 17, 128};
+  assemble_batch(bytes, std::vector<int64_t>{0}, images, labels);
+  EXPECT_EQ(images.to_vector()[2], expected[2]);
+  EXPECT_EQ(images.to_vector()[1], expected[1]);
+}
+
+// pixel_scale = 1: normalised or standardised float images train as stored.
+TEST(Hdf5Dataset, PixelScaleTakesFloatImagesAsStoredTimesTheScale) {
+  TempDir dir;
+  const std::vector<float> pixels = {-1.5f, 0.25f, 0.5f, 3.0f};
+  for (const double scale : {1.0, 0.5}) {
+    {
+      H5File file(dir.file("s.h5"), H5File::Access::kTruncate);
+      const std::vector<uint8_t> labels = {1};
+      file.write_f32("/images", {1, 2, 2}, pixels.data());
+      file.write_u8("/labels", {1}, labels.data());
+      file.write_real_attribute("pixel_scale", scale);
+    }
+    const Dataset read = load_hdf5_dataset(dir.file("s.h5"));
+    ASSERT_TRUE(read.pixel_scale.has_value());
+    EXPECT_EQ(*read.pixel_scale, static_cast<float>(scale));
+    Tensor images, labels;
+    assemble_batch(read, std::vector<int64_t>{0}, images, labels);
+    std::vector<float> expected;
+    for (const float p : pixels) expected.push_back(p * static_cast<float>(scale));
+    EXPECT_EQ(images.to_vector(), expected) << "pixel_scale " << scale;
+  }
+}
+
+// uint8 pixels with pixel_scale: pixel * scale (an integer attribute is a number too).
+TEST(Hdf5Dataset, PixelScaleAppliesToBytes) {
+  TempDir dir;
+  {
+    H5File file(dir.file("b.h5"), H5File::Access::kTruncate);
+    const std::vector<uint8_t> pixels = {0, 1, 2, 255}, labels = {0};
+    file.write_u8("/images", {1, 2, 2}, pixels.data());
+    file.write_u8("/labels", {1}, labels.data());
+    file.write_attribute("pixel_scale", int64_t{1});
+  }
+  Tensor images, labels;
+  assemble_batch(load_hdf5_dataset(dir.file("b.h5")), std::vector<int64_t>{0}, images, labels);
+  EXPECT_EQ(images.to_vector(), (std::vector<float>{0.0f, 1.0f, 2.0f, 255.0f}));
+}
+
+TEST(Hdf5Dataset, BadPixelScaleIsRefusedNamingIt) {
+  TempDir dir;
+  const std::string path = dir.file("p.h5");
+  auto write_with_scale = [&](const auto& set_scale) {
+    H5File file(path, H5File::Access::kTruncate);
+    const std::vector<uint8_t> pixels(8, 7), labels(2, 0);
+    file.write_u8("/images", {2, 2, 2}, pixels.data());
+    file.write_u8("/labels", {2}, labels.data());
+    set_scale(file);
+  };
+  for (const double scale : {0.0, -1.0, std::numeric_limits<double>::infinity()}) {
+    write_with_scale([&](H5File& file) { file.write_real_attribute("pixel_scale", scale); });
+    expect_load_fails(path, {path, "pixel_scale", "expected a positive finite number"});
+  }
+  write_with_scale([](H5File& file) { file.write_attribute("pixel_scale", std::string("1/255")); });
+  expect_load_fails(path, {path, "pixel_scale", "not a single number"});
+}
+
+TEST(Hdf5Dataset, NonFiniteFloatPixelsAreRefusedWithAPixelScale) {
+  TempDir dir;
+  const std::string path = dir.file("n.h5");
+  {
+    H5File file(path, H5File::Access::kTruncate);
+    const std::vector<float> pixels = {0.0f, -INFINITY, 1.0f, 2.0f};
+    const std::vector<uint8_t> labels = {0};
+    file.write_f32("/images", {1, 2, 2}, pixels.data());
+    file.write_u8("/labels", {1}, labels.data());
+    file.write_real_attribute("pixel_scale", 1.0);
+  }
+  expect_load_fails(path, {path, "/images", "-inf", "not finite"});
 }
 
 TEST(Hdf5Dataset, MissingFile) {
@@ -240,7 +325,7 @@ TEST(Hdf5Dataset, NormalisedFloatImagesAreRejected) {
     file.write_f32("/images", {1, 2, 2}, images.data());
     file.write_u8("/labels", {1}, labels.data());
   }
-  expect_load_fails(path, {path, "/images", "normalised", "[0, 255]"});
+  expect_load_fails(path, {path, "/images", "normalised", "[0, 255]", "pixel_scale = 1"});
 }
 
 TEST(Hdf5Dataset, WideIntegerPixelsOutsideByteRange) {

@@ -1,6 +1,8 @@
 #pragma once
-// Labelled images held in memory as stored (uint8), converted to float per batch.
+// Labelled images held in memory as stored (uint8 bytes, or float32 values), converted to
+// float per batch: model input = pixel * pixel_scale, by default pixel / 255.
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -14,13 +16,17 @@ struct Dataset {
   int64_t size = 0;            // number of samples
   Shape sample_shape;          // [C, H, W]
   int num_classes = 10;
-  std::vector<uint8_t> images; // size * C*H*W, row-major
+  std::vector<uint8_t> images; // size * C*H*W, row-major (uint8 pixels; empty for float ones)
+  std::vector<float> float_images;  // the same for float32 pixels (then `images` is empty)
   std::vector<uint8_t> labels; // size, each in [0, num_classes)
+  // Model input = pixel * pixel_scale; unset: pixel / 255 (the file's root attribute
+  // pixel_scale sets it).
+  std::optional<float> pixel_scale;
 
   int64_t sample_numel() const { return shape_numel(sample_shape); }
 };
 
-// Fills `images` [n, C, H, W] float32 (pixel / 255) and `labels` [n] int32 with the samples
+// Fills `images` [n, C, H, W] float32 (pixel / 255, or pixel * pixel_scale) and `labels` [n] int32 with the samples
 // at `indices`, reusing the tensors' storage when it is large enough.
 void assemble_batch(const Dataset& dataset, std::span<const int64_t> indices, Tensor& images,
                     Tensor& labels);

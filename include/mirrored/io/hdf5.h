@@ -61,6 +61,9 @@ class H5File {
   void write_attribute(const std::string& name, const std::string& value);
   bool has_attribute(const std::string& name) const;
   int64_t read_int_attribute(const std::string& name) const;
+  void write_real_attribute(const std::string& name, double value);
+  // A scalar number (integer or floating point) as a double.
+  double read_real_attribute(const std::string& name) const;
   std::string read_string_attribute(const std::string& name) const;
 
   void flush();

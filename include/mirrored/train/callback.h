@@ -82,6 +82,7 @@ struct TrainSummary {
   EvalResult final_eval;          // the last evaluation (loss and accuracy above repeat it)
   double samples_per_sec = 0.0;   // all replicas, step 0 of the run excluded
   bool preempted = false;         // stopped early after a preemption checkpoint
+  bool finished = false;          // resume = auto found the run already complete; nothing ran
 };
 
 class Callback {

@@ -37,13 +37,16 @@ std::vector<io::CheckpointTensor> gather_optimizer_state(TrainContext& ctx);
 struct ResumePoint {
   int64_t step = 0;       // steps already done; 0 for a fresh start
   std::string source;     // the checkpoint file, empty for a fresh start
+  bool finished = false;  // resume = auto found the run complete: nothing to train or write
 };
 
 // Collective. Applies `config.resume`: the chief picks the newest checkpoint that reads,
 // verifies and fits this model, optimizer and data (warning about each one it skips),
 // then broadcasts parameters, optimizer state and step to every replica, so workers need
 // no shared file system. No usable checkpoint where one was expected: InputError(kCheckpoint)
-// on every rank.
+// on every rank. With resume = auto, a newest checkpoint written with other values of the
+// keys that change the result is another run: InputError(kUsage) naming them and the ways
+// out; one at the last step of a run whose final.h5 exists is a finished run (`finished`).
 ResumePoint restore_checkpoint(TrainContext& ctx);
 
 class Checkpointer final : public Callback {

@@ -86,7 +86,7 @@ struct TrainConfig {
   int64_t log_every = 100;
   int64_t threads = 0;              // per rank; 0: cores on this host / ranks on this host
   distribute::Launch launch = distribute::Launch::kAuto;
-  distribute::DeviceChoice device = distribute::DeviceChoice::kCpu;
+  distribute::DeviceChoice device = distribute::DeviceChoice::kAuto;
   distribute::BindCores bind_cores = distribute::BindCores::kAuto;  // see core_binding.h
   // communication
   double bucket_mb = 25.0;          // gradient bucket cap (the first bucket is capped at 1 MB)
