@@ -13,7 +13,6 @@
 #include <cstdio>
 #include <map>
 #include <memory>
-#include <thread>
 #include <vector>
 
 #include "commands.h"
@@ -21,14 +20,13 @@
 #include "mirrored/core/strings.h"
 #include "mirrored/core/log.h"
 #include "mirrored/core/timer.h"
-#include "mirrored/data/dataset.h"
-#include "mirrored/data/token_dataset.h"
 #include "mirrored/kernels/kernels.h"
 #include "mirrored/nn/loss.h"
 #include "mirrored/nn/model.h"
 #include "mirrored/nn/transformer.h"
 #include "mirrored/train/config.h"
 #include "mirrored/train/library_options.h"
+#include "mirrored/train/model_data.h"
 #include "mirrored/train/model_factory.h"
 #include "mirrored/train/run_setup.h"
 
@@ -143,36 +141,6 @@ class StepPartTimes final : public nn::PartTimer {
   std::map<size_t, LayerParts> parts_;
 };
 
-// A batch of the training data: images and labels, or for a gpt the first `batch` windows
-// of the token file (inputs and next-token targets), and what the model is built for.
-struct BenchBatch {
-  Tensor inputs, targets;
-  Shape sample_shape;
-  int num_classes = 0;
-};
-
-BenchBatch load_batch(const train::TrainConfig& config) {
-  BenchBatch batch;
-  if (config.model == train::ModelKind::kGpt) {
-    const auto tokens = data::load_token_dataset(config.train_data, config.data_cache_mb);
-    const int64_t context = config.gpt_context;
-    const int64_t windows = std::min(config.batch_size, std::max<int64_t>(1, (tokens->size() - 1) / context));
-    std::vector<int64_t> offsets(static_cast<size_t>(windows));
-    for (size_t i = 0; i < offsets.size(); ++i) offsets[i] = static_cast<int64_t>(i) * context;
-    data::assemble_token_batch(*tokens, offsets, context, batch.inputs, batch.targets);
-    batch.sample_shape = {context};
-    batch.num_classes = static_cast<int>(tokens->vocab_size());
-    return batch;
-  }
-  const auto dataset = train::load_dataset(config.train_data);
-  std::vector<int64_t> indices(static_cast<size_t>(std::min(config.batch_size, dataset->size)));
-  for (size_t i = 0; i < indices.size(); ++i) indices[i] = static_cast<int64_t>(i);
-  data::assemble_batch(*dataset, indices, batch.inputs, batch.targets);
-  batch.sample_shape = dataset->sample_shape;
-  batch.num_classes = dataset->num_classes;
-  return batch;
-}
-
 // One table row: name, output shape, medians in ms, and FLOPs against sgemm when > 0.
 std::string table_row(std::string row, const std::string& shape_text, double f, double b, double flops,
                       double sgemm) {
@@ -201,13 +169,14 @@ int bench_layers(int&, char**&, const Args& args) {
               "this machine's sgemm rate at the same thread count (--threads; 0: every core).");
     return 0;
   }
-  const int threads = config.threads > 0 ? static_cast<int>(config.threads)
-                                         : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const train::LibraryOptions lib = train::library_options(config);
+  const int threads = train::threads_for_one_process(lib.threads);
   kernels::set_cpu_threads(threads);
-  const BenchBatch data = load_batch(config);
-  nn::Model model = train::build_model(train::library_options(config).model, data.sample_shape, data.num_classes);
-  model.build(data.sample_shape);
-  model.initialize(config.seed);
+  const train::HostBatch data = train::load_first_batch(lib.data, lib.data.train, lib.train_data.global_batch);
+  const train::ModelInputs& inputs = data.model_inputs;
+  nn::Model model = train::build_model(lib.model, inputs.sample_shape, inputs.num_classes);
+  model.build(inputs.sample_shape);
+  model.initialize(lib.train_data.seed);
   const int64_t batch = data.inputs.shape()[0];
 
   const size_t layers = model.num_layers();
@@ -249,7 +218,7 @@ int bench_layers(int&, char**&, const Args& args) {
   // is compared against its mean speed over the run.
   const double sgemm_after = sgemm_gflops();
   const double sgemm = 0.5 * (sgemm_before + sgemm_after);
-  chief_print(str_cat("mirrored bench layers: model ", train::option_value(config, "model"), ", batch ", batch, ", ",
+  chief_print(str_cat("mirrored bench layers: model ", train::model_kind_name(lib.model.kind), ", batch ", batch, ", ",
                       threads, " thread(s), medians over ", counts.steps, " steps after ", counts.warmup,
                       " warm-up; sgemm 512^3: ", fixed(sgemm, 1), " GFLOP/s (", fixed(sgemm_before, 1),
                       " before the layers, ", fixed(sgemm_after, 1), " after)"));
@@ -277,7 +246,7 @@ int bench_layers(int&, char**&, const Args& args) {
     }
   }
   const double rate = total_flops / total_s / 1e9;
-  chief_print(str_cat("  loss (softmax cross-entropy and its gradient, ", data.num_classes, " classes): ",
+  chief_print(str_cat("  loss (softmax cross-entropy and its gradient, ", inputs.num_classes, " classes): ",
                       fixed(median(loss_s) * 1e3, 3), " ms, not in the total"));
   chief_print(str_cat("  all layers: ", fixed(total_s * 1e3, 3), " ms (", fixed(gemm_s * 1e3, 3),
                       " in layers with matrix products), ", fixed(total_flops / 1e6, 1), " MFLOP, ", fixed(rate, 1),

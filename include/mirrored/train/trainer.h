@@ -37,11 +37,8 @@ class Trainer {
   // Collective. Resumes (when configured), trains, and returns the summary.
   TrainSummary fit();
 
-  const TrainConfig& config() const;
-  const LibraryOptions& library() const;
   distribute::MirroredStrategy& strategy();
   distribute::DistributedModel& model();
-  int64_t steps_per_epoch() const;
 
  private:
   struct State;
