@@ -3,12 +3,12 @@
 // Where a step's compute goes, layer by layer: builds the configured model on this
 // process alone (no replicas, no optimizer), runs forward, the loss and backward over a
 // batch of the training data (images, or for model = gpt the first token windows of
-// data.train), and times each layer's forward and backward; a transformer block's time is
-// broken down into its parts. For the layers and parts that are matrix products
-// (convolution, linear, the gpt's token projections, attention products and tied output
-// head) it sets the time against their FLOPs and against this machine's sgemm rate at the
-// same thread count, measured before and after the layers: the bound such a layer can
-// reach when it is a GEMM.
+// data.train), and times each layer's forward and backward; a composite layer's time (a
+// transformer block's) is broken down into the parts it reports (Layer::parts). Each layer
+// and part reports its FLOPs (Layer::forward_flops); where they are matrix products the
+// time is set against them and against this machine's sgemm rate at the same thread
+// count, measured before and after the layers: the bound such a layer can reach when it
+// is a GEMM.
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -23,7 +23,7 @@
 #include "mirrored/kernels/kernels.h"
 #include "mirrored/nn/loss.h"
 #include "mirrored/nn/model.h"
-#include "mirrored/nn/transformer.h"
+#include "mirrored/nn/part_timer.h"
 #include "mirrored/train/config.h"
 #include "mirrored/train/library_options.h"
 #include "mirrored/train/model_data.h"
@@ -62,39 +62,8 @@ double sgemm_gflops() {
   return best;
 }
 
-// Multiply-add FLOPs of one forward of layer `index` for a batch of `batch`: for a
-// convolution or linear layer, 2 x outputs x (weights per output channel); for the tied
-// output head, 2 x logits x width; 0 for the rest (elementwise, pooling, normalisation:
-// memory-bound, reported by time only). A transformer block's come from its parts.
-double forward_flops(nn::Model& model, size_t index, const Shape& input_sample, const Shape& output_sample,
-                     int64_t batch) {
-  const std::string kind = model.layer(index).kind();
-  const double outputs = static_cast<double>(batch * shape_numel(output_sample));
-  if (kind == "lm_head") return 2.0 * outputs * static_cast<double>(input_sample.back());
-  if (kind != "conv" && kind != "linear") return 0.0;
-  for (const auto& info : model.parameters().infos()) {
-    if (info.layer != index || info.name.find("weight") == std::string::npos) continue;
-    const double per_output = static_cast<double>(shape_numel(info.shape)) / static_cast<double>(info.shape[0]);
-    return 2.0 * outputs * per_output;
-  }
-  return 0.0;
-}
-
-// Forward FLOPs of a transformer block's part (TransformerBlock::forward's names) for
-// samples [T, C]: the token projections are [C] -> [3C], [C], [4C] and [4C] -> [C] per
-// token; the attention core is q k^T and p v over the full T x T square per head (the
-// kernel multiplies the masked half too).
-double part_forward_flops(const std::string& part, int64_t batch, const Shape& sample) {
-  const double tokens = static_cast<double>(batch * sample[0]), c = static_cast<double>(sample[1]);
-  if (part == "attn.qkv") return 2.0 * tokens * c * 3.0 * c;
-  if (part == "attn.proj") return 2.0 * tokens * c * c;
-  if (part == "mlp.fc" || part == "mlp.proj") return 2.0 * tokens * c * 4.0 * c;
-  if (part == "attn.core") return 4.0 * tokens * static_cast<double>(sample[0]) * c;
-  return 0.0;
-}
-
-// Collects the block parts' times: summed within a step (a block adds its residual twice),
-// one sample per timed step.
+// Collects the times of the layers' parts (Layer::parts): summed within a step (a block
+// adds its residual twice), one sample per timed step.
 class StepPartTimes final : public nn::PartTimer {
  public:
   struct Times {
@@ -105,40 +74,33 @@ class StepPartTimes final : public nn::PartTimer {
     backward_ = backward;
   }
   void add(const char* part, double seconds) override {
-    auto& [order, sums] = step_[layer_];
-    auto [it, fresh] = sums.try_emplace(part, std::pair<double, double>{0.0, 0.0});
-    if (fresh) order.push_back(part);
-    (backward_ ? it->second.second : it->second.first) += seconds;
+    auto& sum = step_[layer_][part];
+    (backward_ ? sum.second : sum.first) += seconds;
   }
   // Ends a step: its sums become one sample each (when `timed`), then reset.
   void finish_step(bool timed) {
-    for (auto& [layer, entry] : step_) {
-      auto& [order, sums] = entry;
-      auto& parts = parts_[layer];
-      if (parts.order.empty()) parts.order = order;
+    for (auto& [layer, sums] : step_)
       for (auto& [part, sum] : sums) {
         if (timed) {
-          parts.times[part].forward.push_back(sum.first);
-          parts.times[part].backward.push_back(sum.second);
+          times_[layer][part].forward.push_back(sum.first);
+          times_[layer][part].backward.push_back(sum.second);
         }
         sum = {0.0, 0.0};
       }
-    }
   }
-  struct LayerParts {
-    std::vector<std::string> order;  // first-forward order
-    std::map<std::string, Times> times;
-  };
-  const LayerParts* parts(size_t layer) const {
-    const auto it = parts_.find(layer);
-    return it == parts_.end() ? nullptr : &it->second;
+  // Null when the layer's part was never timed.
+  const Times* times(size_t layer, const std::string& part) const {
+    const auto in_layer = times_.find(layer);
+    if (in_layer == times_.end()) return nullptr;
+    const auto it = in_layer->second.find(part);
+    return it == in_layer->second.end() || it->second.forward.empty() ? nullptr : &it->second;
   }
 
  private:
   size_t layer_ = 0;
   bool backward_ = false;
-  std::map<size_t, std::pair<std::vector<std::string>, std::map<std::string, std::pair<double, double>>>> step_;
-  std::map<size_t, LayerParts> parts_;
+  std::map<size_t, std::map<std::string, std::pair<double, double>>> step_;
+  std::map<size_t, std::map<std::string, Times>> times_;
 };
 
 // One table row: name, output shape, medians in ms, and FLOPs against sgemm when > 0.
@@ -181,20 +143,18 @@ int bench_layers(int&, char**&, const Args& args) {
 
   const size_t layers = model.num_layers();
   StepPartTimes part_times;
-  for (size_t i = 0; i < layers; ++i)
-    if (auto* block = dynamic_cast<nn::TransformerBlock*>(&model.layer(i))) block->set_part_timer(&part_times);
+  for (size_t i = 0; i < layers; ++i) model.layer(i).set_part_timer(&part_times);
 
   const double sgemm_before = sgemm_gflops();
   std::vector<std::vector<double>> forward_s(layers), backward_s(layers);
   std::vector<double> loss_s;
-  std::vector<Shape> input_shapes(layers), output_shapes(layers);
+  std::vector<Shape> output_shapes(layers);
   nn::CrossEntropyLoss loss;
   Tensor mean_loss({1});
   for (int64_t step = 0; step < counts.warmup + counts.steps; ++step) {
     const bool timed = step >= counts.warmup;
     const Tensor* x = &data.inputs;
     for (size_t i = 0; i < layers; ++i) {
-      input_shapes[i] = Shape(x->shape().begin() + 1, x->shape().end());
       part_times.start(i, false);
       Stopwatch clock;
       x = &model.layer(i).forward(*x, nn::Mode::kTrain);
@@ -225,24 +185,20 @@ int bench_layers(int&, char**&, const Args& args) {
   chief_print("  layer            output        fwd_ms  bwd_ms  MFLOP(f+b)  GFLOP/s  %sgemm");
   double total_s = 0.0, total_flops = 0.0, gemm_s = 0.0;
   for (size_t i = 0; i < layers; ++i) {
+    const nn::Layer& layer = model.layer(i);
     const double f = median(forward_s[i]), b = median(backward_s[i]);
     // Backward: the weight (or key/value) gradient, and the input gradient except for the
     // first layer.
-    const double backward_factor = i > 0 ? 3.0 : 2.0;
-    double flops = forward_flops(model, i, input_shapes[i], output_shapes[i], batch) * backward_factor;
-    const auto* parts = part_times.parts(i);
-    if (parts)
-      for (const auto& part : parts->order) flops += part_forward_flops(part, batch, input_shapes[i]) * 3.0;
+    const double flops = layer.forward_flops(batch) * (i > 0 ? 3.0 : 2.0);
     total_s += f + b;
     total_flops += flops;
     if (flops > 0) gemm_s += f + b;
-    chief_print(table_row(str_cat("  ", i, ".", model.layer(i).kind()), shape_str(output_shapes[i]), f, b, flops,
-                          sgemm));
-    if (!parts) continue;
-    for (const auto& part : parts->order) {
-      const auto& times = parts->times.at(part);
-      chief_print(table_row(str_cat("    ", part), "", median(times.forward), median(times.backward),
-                            part_forward_flops(part, batch, input_shapes[i]) * 3.0, sgemm));
+    chief_print(table_row(str_cat("  ", i, ".", layer.kind()), shape_str(output_shapes[i]), f, b, flops, sgemm));
+    for (const nn::LayerPart& part : layer.parts(batch)) {
+      const auto* times = part_times.times(i, part.name);
+      if (!times) continue;
+      chief_print(table_row(str_cat("    ", part.name), "", median(times->forward), median(times->backward),
+                            part.forward_flops * 3.0, sgemm));
     }
   }
   const double rate = total_flops / total_s / 1e9;
