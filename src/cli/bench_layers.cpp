@@ -117,6 +117,79 @@ std::string table_row(std::string row, const std::string& shape_text, double f, 
   return row;
 }
 
+// Every layer's forward and backward times over the timed steps (one sample a step), its
+// parts' through the PartTimer, and the loss's.
+struct LayerTimes {
+  std::vector<std::vector<double>> forward, backward;
+  std::vector<Shape> output_shapes;  // one sample
+  std::vector<double> loss;
+  StepPartTimes parts;
+};
+
+void time_layers(nn::Model& model, const train::HostBatch& data, const StepCounts& counts, LayerTimes& times) {
+  const size_t layers = model.num_layers();
+  times.forward.assign(layers, {});
+  times.backward.assign(layers, {});
+  times.output_shapes.assign(layers, {});
+  for (size_t i = 0; i < layers; ++i) model.layer(i).set_part_timer(&times.parts);
+  nn::CrossEntropyLoss loss;
+  Tensor mean_loss({1});
+  for (int64_t step = 0; step < counts.warmup + counts.steps; ++step) {
+    const bool timed = step >= counts.warmup;
+    const Tensor* x = &data.inputs;
+    for (size_t i = 0; i < layers; ++i) {
+      times.parts.start(i, false);
+      Stopwatch clock;
+      x = &model.layer(i).forward(*x, nn::Mode::kTrain);
+      if (timed) times.forward[i].push_back(clock.seconds());
+      times.output_shapes[i] = Shape(x->shape().begin() + 1, x->shape().end());
+    }
+    Stopwatch loss_clock;
+    loss.forward_to(*x, data.targets, mean_loss);
+    if (timed) times.loss.push_back(loss_clock.seconds());
+    const Tensor* grad = &loss.grad();
+    for (size_t i = layers; i-- > 0;) {
+      times.parts.start(i, true);
+      Stopwatch clock;
+      grad = &model.layer(i).backward(*grad, i > 0);
+      if (timed) times.backward[i].push_back(clock.seconds());
+    }
+    times.parts.finish_step(timed);
+  }
+  for (size_t i = 0; i < layers; ++i) model.layer(i).set_part_timer(nullptr);
+}
+
+// The table: a row per layer and per part it reports, then the totals.
+void print_table(nn::Model& model, const LayerTimes& times, int64_t batch, int num_classes, double sgemm) {
+  chief_print("  layer            output        fwd_ms  bwd_ms  MFLOP(f+b)  GFLOP/s  %sgemm");
+  double total_s = 0.0, total_flops = 0.0, gemm_s = 0.0;
+  for (size_t i = 0; i < model.num_layers(); ++i) {
+    const nn::Layer& layer = model.layer(i);
+    const double f = median(times.forward[i]), b = median(times.backward[i]);
+    // Backward: the weight (or key/value) gradient, and the input gradient except for the
+    // first layer.
+    const double flops = layer.forward_flops(batch) * (i > 0 ? 3.0 : 2.0);
+    total_s += f + b;
+    total_flops += flops;
+    if (flops > 0) gemm_s += f + b;
+    chief_print(table_row(str_cat("  ", i, ".", layer.kind()), shape_str(times.output_shapes[i]), f, b, flops, sgemm));
+    for (const nn::LayerPart& part : layer.parts(batch)) {
+      const auto* part_times = times.parts.times(i, part.name);
+      if (!part_times) continue;
+      chief_print(table_row(str_cat("    ", part.name), "", median(part_times->forward), median(part_times->backward),
+                            part.forward_flops * 3.0, sgemm));
+    }
+  }
+  const double rate = total_flops / total_s / 1e9;
+  chief_print(str_cat("  loss (softmax cross-entropy and its gradient, ", num_classes, " classes): ",
+                      fixed(median(times.loss) * 1e3, 3), " ms, not in the total"));
+  chief_print(str_cat("  all layers: ", fixed(total_s * 1e3, 3), " ms (", fixed(gemm_s * 1e3, 3),
+                      " in layers with matrix products), ", fixed(total_flops / 1e6, 1), " MFLOP, ", fixed(rate, 1),
+                      " GFLOP/s = ", fixed(100.0 * rate / sgemm, 1), "% of sgemm"));
+  chief_print(str_cat("layers_ms=", fixed(total_s * 1e3, 3), " sgemm_gflops=", fixed(sgemm, 1),
+                      " percent_of_sgemm=", fixed(100.0 * rate / sgemm, 1)));
+}
+
 }  // namespace
 
 int bench_layers(int&, char**&, const Args& args) {
@@ -125,10 +198,10 @@ int bench_layers(int&, char**&, const Args& args) {
   const train::TrainConfig config = train::parse_train_config(take_step_counts(args, counts), &help);
   if (help) {
     std::puts("usage: mirrored bench layers --config FILE [--steps N (20)] [--warmup N (3)] [--KEY VALUE ...]\n"
-              "Times each layer's forward and backward on one process (medians over N steps), a\n"
-              "transformer block's parts too, and the loss, and sets the matrix-product layers\n"
-              "(convolution, linear, token projections, attention, the tied output head) against\n"
-              "this machine's sgemm rate at the same thread count (--threads; 0: every core).");
+              "Times each layer's forward and backward on one process (medians over N steps), the\n"
+              "parts a layer reports (a transformer block's) too, and the loss, and sets the layers'\n"
+              "FLOPs (convolution, dense, attention, the tied output head) against this machine's\n"
+              "sgemm rate at the same thread count (--threads; 0: every core).");
     return 0;
   }
   const train::LibraryOptions lib = train::library_options(config);
@@ -141,74 +214,18 @@ int bench_layers(int&, char**&, const Args& args) {
   model.initialize(lib.train_data.seed);
   const int64_t batch = data.inputs.shape()[0];
 
-  const size_t layers = model.num_layers();
-  StepPartTimes part_times;
-  for (size_t i = 0; i < layers; ++i) model.layer(i).set_part_timer(&part_times);
-
+  // sgemm measured on both sides of the layers, so a machine whose speed drifts (shared
+  // hosts) is compared against its mean speed over the run.
   const double sgemm_before = sgemm_gflops();
-  std::vector<std::vector<double>> forward_s(layers), backward_s(layers);
-  std::vector<double> loss_s;
-  std::vector<Shape> output_shapes(layers);
-  nn::CrossEntropyLoss loss;
-  Tensor mean_loss({1});
-  for (int64_t step = 0; step < counts.warmup + counts.steps; ++step) {
-    const bool timed = step >= counts.warmup;
-    const Tensor* x = &data.inputs;
-    for (size_t i = 0; i < layers; ++i) {
-      part_times.start(i, false);
-      Stopwatch clock;
-      x = &model.layer(i).forward(*x, nn::Mode::kTrain);
-      if (timed) forward_s[i].push_back(clock.seconds());
-      output_shapes[i] = Shape(x->shape().begin() + 1, x->shape().end());
-    }
-    Stopwatch loss_clock;
-    loss.forward_to(*x, data.targets, mean_loss);
-    if (timed) loss_s.push_back(loss_clock.seconds());
-    const Tensor* grad = &loss.grad();
-    for (size_t i = layers; i-- > 0;) {
-      part_times.start(i, true);
-      Stopwatch clock;
-      grad = &model.layer(i).backward(*grad, i > 0);
-      if (timed) backward_s[i].push_back(clock.seconds());
-    }
-    part_times.finish_step(timed);
-  }
-
-  // Measured on both sides of the layers, so a machine whose speed drifts (shared hosts)
-  // is compared against its mean speed over the run.
+  LayerTimes times;
+  time_layers(model, data, counts, times);
   const double sgemm_after = sgemm_gflops();
   const double sgemm = 0.5 * (sgemm_before + sgemm_after);
   chief_print(str_cat("mirrored bench layers: model ", train::model_kind_name(lib.model.kind), ", batch ", batch, ", ",
                       threads, " thread(s), medians over ", counts.steps, " steps after ", counts.warmup,
                       " warm-up; sgemm 512^3: ", fixed(sgemm, 1), " GFLOP/s (", fixed(sgemm_before, 1),
                       " before the layers, ", fixed(sgemm_after, 1), " after)"));
-  chief_print("  layer            output        fwd_ms  bwd_ms  MFLOP(f+b)  GFLOP/s  %sgemm");
-  double total_s = 0.0, total_flops = 0.0, gemm_s = 0.0;
-  for (size_t i = 0; i < layers; ++i) {
-    const nn::Layer& layer = model.layer(i);
-    const double f = median(forward_s[i]), b = median(backward_s[i]);
-    // Backward: the weight (or key/value) gradient, and the input gradient except for the
-    // first layer.
-    const double flops = layer.forward_flops(batch) * (i > 0 ? 3.0 : 2.0);
-    total_s += f + b;
-    total_flops += flops;
-    if (flops > 0) gemm_s += f + b;
-    chief_print(table_row(str_cat("  ", i, ".", layer.kind()), shape_str(output_shapes[i]), f, b, flops, sgemm));
-    for (const nn::LayerPart& part : layer.parts(batch)) {
-      const auto* times = part_times.times(i, part.name);
-      if (!times) continue;
-      chief_print(table_row(str_cat("    ", part.name), "", median(times->forward), median(times->backward),
-                            part.forward_flops * 3.0, sgemm));
-    }
-  }
-  const double rate = total_flops / total_s / 1e9;
-  chief_print(str_cat("  loss (softmax cross-entropy and its gradient, ", inputs.num_classes, " classes): ",
-                      fixed(median(loss_s) * 1e3, 3), " ms, not in the total"));
-  chief_print(str_cat("  all layers: ", fixed(total_s * 1e3, 3), " ms (", fixed(gemm_s * 1e3, 3),
-                      " in layers with matrix products), ", fixed(total_flops / 1e6, 1), " MFLOP, ", fixed(rate, 1),
-                      " GFLOP/s = ", fixed(100.0 * rate / sgemm, 1), "% of sgemm"));
-  chief_print(str_cat("layers_ms=", fixed(total_s * 1e3, 3), " sgemm_gflops=", fixed(sgemm, 1),
-                      " percent_of_sgemm=", fixed(100.0 * rate / sgemm, 1)));
+  print_table(model, times, batch, inputs.num_classes, sgemm);
   return 0;
 }
 

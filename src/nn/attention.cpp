@@ -36,12 +36,6 @@ std::vector<LayerPart> CausalSelfAttention::parts(int64_t batch) const {
   return out;
 }
 
-double CausalSelfAttention::forward_flops(int64_t batch) const {
-  double flops = 0.0;
-  for (const LayerPart& part : parts(batch)) flops += part.forward_flops;
-  return flops;
-}
-
 void CausalSelfAttention::bind(ParameterArena& arena) {
   qkv_->bind(arena);
   projection_->bind(arena);

@@ -70,12 +70,6 @@ std::vector<LayerPart> TransformerBlock::parts(int64_t batch) const {
   return out;
 }
 
-double TransformerBlock::forward_flops(int64_t batch) const {
-  double flops = 0.0;
-  for (const LayerPart& part : parts(batch)) flops += part.forward_flops;
-  return flops;
-}
-
 void TransformerBlock::set_part_timer(PartTimer* timer) {
   part_timer_ = timer;
   attention_->set_part_timer(timer);

@@ -76,7 +76,12 @@ class Layer {
   // FLOPs (2 per multiply-add) of one forward of `batch` samples of the shape it was built
   // for: its matrix products and convolutions; 0 for a memory-bound layer (elementwise,
   // pooling, normalisation). Backward costs twice that with the input gradient, once without.
-  virtual double forward_flops(int64_t /*batch*/) const { return 0.0; }
+  // A composite layer's are its parts'.
+  virtual double forward_flops(int64_t batch) const {
+    double flops = 0.0;
+    for (const LayerPart& part : parts(batch)) flops += part.forward_flops;
+    return flops;
+  }
   // A composite layer's pieces in forward order, each once; empty for the others.
   virtual std::vector<LayerPart> parts(int64_t /*batch*/) const { return {}; }
   // Times the pieces into `timer` (null: none); a layer without pieces has nothing to time.

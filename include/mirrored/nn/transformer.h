@@ -100,7 +100,6 @@ class CausalSelfAttention final : public Layer {
   void attach(const RunContext* context) override;
   const Tensor& forward(const Tensor& x, Mode mode) override;
   const Tensor& backward(const Tensor& dy, bool need_input_grad) override;
-  double forward_flops(int64_t batch) const override;
   // attn.qkv, attn.core (q k^T and p v over the full T x T square: the kernel multiplies
   // the masked half too), attn.proj, and attn.dropout when there is dropout.
   std::vector<LayerPart> parts(int64_t batch) const override;
@@ -129,7 +128,6 @@ class TransformerBlock final : public Layer {
   void attach(const RunContext* context) override;
   const Tensor& forward(const Tensor& x, Mode mode) override;
   const Tensor& backward(const Tensor& dy, bool need_input_grad) override;
-  double forward_flops(int64_t batch) const override;
   // Each sublayer (the attention's parts included) and the residual adds, in forward order.
   std::vector<LayerPart> parts(int64_t batch) const override;
   void set_part_timer(PartTimer* timer) override;
