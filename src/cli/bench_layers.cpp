@@ -3,17 +3,16 @@
 // Where a step's compute goes, layer by layer: builds the configured model on this
 // process alone (no replicas, no optimizer), runs forward, the loss and backward over a
 // batch of the training data (images, or for model = gpt the first token windows of
-// data.train), and times each layer's forward and backward; a transformer block's time is
-// broken down into its parts. For the layers and parts that are matrix products
-// (convolution, linear, the gpt's token projections, attention products and tied output
-// head) it sets the time against their FLOPs and against this machine's sgemm rate at the
-// same thread count, measured before and after the layers: the bound such a layer can
-// reach when it is a GEMM.
+// data.train), and times each layer's forward and backward; a composite layer's time (a
+// transformer block's) is broken down into the parts it reports (Layer::parts). Each layer
+// and part reports its FLOPs (Layer::forward_flops); where they are matrix products the
+// time is set against them and against this machine's sgemm rate at the same thread
+// count, measured before and after the layers: the bound such a layer can reach when it
+// is a GEMM.
 #include <algorithm>
 #include <cstdio>
 #include <map>
 #include <memory>
-#include <thread>
 #include <vector>
 
 #include "commands.h"
@@ -21,14 +20,13 @@
 #include "mirrored/core/strings.h"
 #include "mirrored/core/log.h"
 #include "mirrored/core/timer.h"
-#include "mirrored/data/dataset.h"
-#include "mirrored/data/token_dataset.h"
 #include "mirrored/kernels/kernels.h"
 #include "mirrored/nn/loss.h"
 #include "mirrored/nn/model.h"
-#include "mirrored/nn/transformer.h"
+#include "mirrored/nn/part_timer.h"
 #include "mirrored/train/config.h"
 #include "mirrored/train/library_options.h"
+#include "mirrored/train/model_data.h"
 #include "mirrored/train/model_factory.h"
 #include "mirrored/train/run_setup.h"
 
@@ -64,39 +62,8 @@ double sgemm_gflops() {
   return best;
 }
 
-// Multiply-add FLOPs of one forward of layer `index` for a batch of `batch`: for a
-// convolution or linear layer, 2 x outputs x (weights per output channel); for the tied
-// output head, 2 x logits x width; 0 for the rest (elementwise, pooling, normalisation:
-// memory-bound, reported by time only). A transformer block's come from its parts.
-double forward_flops(nn::Model& model, size_t index, const Shape& input_sample, const Shape& output_sample,
-                     int64_t batch) {
-  const std::string kind = model.layer(index).kind();
-  const double outputs = static_cast<double>(batch * shape_numel(output_sample));
-  if (kind == "lm_head") return 2.0 * outputs * static_cast<double>(input_sample.back());
-  if (kind != "conv" && kind != "linear") return 0.0;
-  for (const auto& info : model.parameters().infos()) {
-    if (info.layer != index || info.name.find("weight") == std::string::npos) continue;
-    const double per_output = static_cast<double>(shape_numel(info.shape)) / static_cast<double>(info.shape[0]);
-    return 2.0 * outputs * per_output;
-  }
-  return 0.0;
-}
-
-// Forward FLOPs of a transformer block's part (TransformerBlock::forward's names) for
-// samples [T, C]: the token projections are [C] -> [3C], [C], [4C] and [4C] -> [C] per
-// token; the attention core is q k^T and p v over the full T x T square per head (the
-// kernel multiplies the masked half too).
-double part_forward_flops(const std::string& part, int64_t batch, const Shape& sample) {
-  const double tokens = static_cast<double>(batch * sample[0]), c = static_cast<double>(sample[1]);
-  if (part == "attn.qkv") return 2.0 * tokens * c * 3.0 * c;
-  if (part == "attn.proj") return 2.0 * tokens * c * c;
-  if (part == "mlp.fc" || part == "mlp.proj") return 2.0 * tokens * c * 4.0 * c;
-  if (part == "attn.core") return 4.0 * tokens * static_cast<double>(sample[0]) * c;
-  return 0.0;
-}
-
-// Collects the block parts' times: summed within a step (a block adds its residual twice),
-// one sample per timed step.
+// Collects the times of the layers' parts (Layer::parts): summed within a step (a block
+// adds its residual twice), one sample per timed step.
 class StepPartTimes final : public nn::PartTimer {
  public:
   struct Times {
@@ -107,71 +74,34 @@ class StepPartTimes final : public nn::PartTimer {
     backward_ = backward;
   }
   void add(const char* part, double seconds) override {
-    auto& [order, sums] = step_[layer_];
-    auto [it, fresh] = sums.try_emplace(part, std::pair<double, double>{0.0, 0.0});
-    if (fresh) order.push_back(part);
-    (backward_ ? it->second.second : it->second.first) += seconds;
+    auto& sum = step_[layer_][part];
+    (backward_ ? sum.second : sum.first) += seconds;
   }
   // Ends a step: its sums become one sample each (when `timed`), then reset.
   void finish_step(bool timed) {
-    for (auto& [layer, entry] : step_) {
-      auto& [order, sums] = entry;
-      auto& parts = parts_[layer];
-      if (parts.order.empty()) parts.order = order;
+    for (auto& [layer, sums] : step_)
       for (auto& [part, sum] : sums) {
         if (timed) {
-          parts.times[part].forward.push_back(sum.first);
-          parts.times[part].backward.push_back(sum.second);
+          times_[layer][part].forward.push_back(sum.first);
+          times_[layer][part].backward.push_back(sum.second);
         }
         sum = {0.0, 0.0};
       }
-    }
   }
-  struct LayerParts {
-    std::vector<std::string> order;  // first-forward order
-    std::map<std::string, Times> times;
-  };
-  const LayerParts* parts(size_t layer) const {
-    const auto it = parts_.find(layer);
-    return it == parts_.end() ? nullptr : &it->second;
+  // Null when the layer's part was never timed.
+  const Times* times(size_t layer, const std::string& part) const {
+    const auto in_layer = times_.find(layer);
+    if (in_layer == times_.end()) return nullptr;
+    const auto it = in_layer->second.find(part);
+    return it == in_layer->second.end() || it->second.forward.empty() ? nullptr : &it->second;
   }
 
  private:
   size_t layer_ = 0;
   bool backward_ = false;
-  std::map<size_t, std::pair<std::vector<std::string>, std::map<std::string, std::pair<double, double>>>> step_;
-  std::map<size_t, LayerParts> parts_;
+  std::map<size_t, std::map<std::string, std::pair<double, double>>> step_;
+  std::map<size_t, std::map<std::string, Times>> times_;
 };
-
-// A batch of the training data: images and labels, or for a gpt the first `batch` windows
-// of the token file (inputs and next-token targets), and what the model is built for.
-struct BenchBatch {
-  Tensor inputs, targets;
-  Shape sample_shape;
-  int num_classes = 0;
-};
-
-BenchBatch load_batch(const train::TrainConfig& config) {
-  BenchBatch batch;
-  if (config.model == train::ModelKind::kGpt) {
-    const auto tokens = data::load_token_dataset(config.train_data, config.data_cache_mb);
-    const int64_t context = config.gpt_context;
-    const int64_t windows = std::min(config.batch_size, std::max<int64_t>(1, (tokens->size() - 1) / context));
-    std::vector<int64_t> offsets(static_cast<size_t>(windows));
-    for (size_t i = 0; i < offsets.size(); ++i) offsets[i] = static_cast<int64_t>(i) * context;
-    data::assemble_token_batch(*tokens, offsets, context, batch.inputs, batch.targets);
-    batch.sample_shape = {context};
-    batch.num_classes = static_cast<int>(tokens->vocab_size());
-    return batch;
-  }
-  const auto dataset = train::load_dataset(config.train_data);
-  std::vector<int64_t> indices(static_cast<size_t>(std::min(config.batch_size, dataset->size)));
-  for (size_t i = 0; i < indices.size(); ++i) indices[i] = static_cast<int64_t>(i);
-  data::assemble_batch(*dataset, indices, batch.inputs, batch.targets);
-  batch.sample_shape = dataset->sample_shape;
-  batch.num_classes = dataset->num_classes;
-  return batch;
-}
 
 // One table row: name, output shape, medians in ms, and FLOPs against sgemm when > 0.
 std::string table_row(std::string row, const std::string& shape_text, double f, double b, double flops,
@@ -187,6 +117,79 @@ std::string table_row(std::string row, const std::string& shape_text, double f, 
   return row;
 }
 
+// Every layer's forward and backward times over the timed steps (one sample a step), its
+// parts' through the PartTimer, and the loss's.
+struct LayerTimes {
+  std::vector<std::vector<double>> forward, backward;
+  std::vector<Shape> output_shapes;  // one sample
+  std::vector<double> loss;
+  StepPartTimes parts;
+};
+
+void time_layers(nn::Model& model, const train::HostBatch& data, const StepCounts& counts, LayerTimes& times) {
+  const size_t layers = model.num_layers();
+  times.forward.assign(layers, {});
+  times.backward.assign(layers, {});
+  times.output_shapes.assign(layers, {});
+  for (size_t i = 0; i < layers; ++i) model.layer(i).set_part_timer(&times.parts);
+  nn::CrossEntropyLoss loss;
+  Tensor mean_loss({1});
+  for (int64_t step = 0; step < counts.warmup + counts.steps; ++step) {
+    const bool timed = step >= counts.warmup;
+    const Tensor* x = &data.inputs;
+    for (size_t i = 0; i < layers; ++i) {
+      times.parts.start(i, false);
+      Stopwatch clock;
+      x = &model.layer(i).forward(*x, nn::Mode::kTrain);
+      if (timed) times.forward[i].push_back(clock.seconds());
+      times.output_shapes[i] = Shape(x->shape().begin() + 1, x->shape().end());
+    }
+    Stopwatch loss_clock;
+    loss.forward_to(*x, data.targets, mean_loss);
+    if (timed) times.loss.push_back(loss_clock.seconds());
+    const Tensor* grad = &loss.grad();
+    for (size_t i = layers; i-- > 0;) {
+      times.parts.start(i, true);
+      Stopwatch clock;
+      grad = &model.layer(i).backward(*grad, i > 0);
+      if (timed) times.backward[i].push_back(clock.seconds());
+    }
+    times.parts.finish_step(timed);
+  }
+  for (size_t i = 0; i < layers; ++i) model.layer(i).set_part_timer(nullptr);
+}
+
+// The table: a row per layer and per part it reports, then the totals.
+void print_table(nn::Model& model, const LayerTimes& times, int64_t batch, int num_classes, double sgemm) {
+  chief_print("  layer            output        fwd_ms  bwd_ms  MFLOP(f+b)  GFLOP/s  %sgemm");
+  double total_s = 0.0, total_flops = 0.0, gemm_s = 0.0;
+  for (size_t i = 0; i < model.num_layers(); ++i) {
+    const nn::Layer& layer = model.layer(i);
+    const double f = median(times.forward[i]), b = median(times.backward[i]);
+    // Backward: the weight (or key/value) gradient, and the input gradient except for the
+    // first layer.
+    const double flops = layer.forward_flops(batch) * (i > 0 ? 3.0 : 2.0);
+    total_s += f + b;
+    total_flops += flops;
+    if (flops > 0) gemm_s += f + b;
+    chief_print(table_row(str_cat("  ", i, ".", layer.kind()), shape_str(times.output_shapes[i]), f, b, flops, sgemm));
+    for (const nn::LayerPart& part : layer.parts(batch)) {
+      const auto* part_times = times.parts.times(i, part.name);
+      if (!part_times) continue;
+      chief_print(table_row(str_cat("    ", part.name), "", median(part_times->forward), median(part_times->backward),
+                            part.forward_flops * 3.0, sgemm));
+    }
+  }
+  const double rate = total_flops / total_s / 1e9;
+  chief_print(str_cat("  loss (softmax cross-entropy and its gradient, ", num_classes, " classes): ",
+                      fixed(median(times.loss) * 1e3, 3), " ms, not in the total"));
+  chief_print(str_cat("  all layers: ", fixed(total_s * 1e3, 3), " ms (", fixed(gemm_s * 1e3, 3),
+                      " in layers with matrix products), ", fixed(total_flops / 1e6, 1), " MFLOP, ", fixed(rate, 1),
+                      " GFLOP/s = ", fixed(100.0 * rate / sgemm, 1), "% of sgemm"));
+  chief_print(str_cat("layers_ms=", fixed(total_s * 1e3, 3), " sgemm_gflops=", fixed(sgemm, 1),
+                      " percent_of_sgemm=", fixed(100.0 * rate / sgemm, 1)));
+}
+
 }  // namespace
 
 int bench_layers(int&, char**&, const Args& args) {
@@ -195,95 +198,34 @@ int bench_layers(int&, char**&, const Args& args) {
   const train::TrainConfig config = train::parse_train_config(take_step_counts(args, counts), &help);
   if (help) {
     std::puts("usage: mirrored bench layers --config FILE [--steps N (20)] [--warmup N (3)] [--KEY VALUE ...]\n"
-              "Times each layer's forward and backward on one process (medians over N steps), a\n"
-              "transformer block's parts too, and the loss, and sets the matrix-product layers\n"
-              "(convolution, linear, token projections, attention, the tied output head) against\n"
-              "this machine's sgemm rate at the same thread count (--threads; 0: every core).");
+              "Times each layer's forward and backward on one process (medians over N steps), the\n"
+              "parts a layer reports (a transformer block's) too, and the loss, and sets the layers'\n"
+              "FLOPs (convolution, dense, attention, the tied output head) against this machine's\n"
+              "sgemm rate at the same thread count (--threads; 0: every core).");
     return 0;
   }
-  const int threads = config.threads > 0 ? static_cast<int>(config.threads)
-                                         : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const train::LibraryOptions lib = train::library_options(config);
+  const int threads = train::threads_for_one_process(lib.threads);
   kernels::set_cpu_threads(threads);
-  const BenchBatch data = load_batch(config);
-  nn::Model model = train::build_model(train::library_options(config).model, data.sample_shape, data.num_classes);
-  model.build(data.sample_shape);
-  model.initialize(config.seed);
+  const train::HostBatch data = train::load_first_batch(lib.data, lib.data.train, lib.train_data.global_batch);
+  const train::ModelInputs& inputs = data.model_inputs;
+  nn::Model model = train::build_model(lib.model, inputs.sample_shape, inputs.num_classes);
+  model.build(inputs.sample_shape);
+  model.initialize(lib.train_data.seed);
   const int64_t batch = data.inputs.shape()[0];
 
-  const size_t layers = model.num_layers();
-  StepPartTimes part_times;
-  for (size_t i = 0; i < layers; ++i)
-    if (auto* block = dynamic_cast<nn::TransformerBlock*>(&model.layer(i))) block->set_part_timer(&part_times);
-
+  // sgemm measured on both sides of the layers, so a machine whose speed drifts (shared
+  // hosts) is compared against its mean speed over the run.
   const double sgemm_before = sgemm_gflops();
-  std::vector<std::vector<double>> forward_s(layers), backward_s(layers);
-  std::vector<double> loss_s;
-  std::vector<Shape> input_shapes(layers), output_shapes(layers);
-  nn::CrossEntropyLoss loss;
-  Tensor mean_loss({1});
-  for (int64_t step = 0; step < counts.warmup + counts.steps; ++step) {
-    const bool timed = step >= counts.warmup;
-    const Tensor* x = &data.inputs;
-    for (size_t i = 0; i < layers; ++i) {
-      input_shapes[i] = Shape(x->shape().begin() + 1, x->shape().end());
-      part_times.start(i, false);
-      Stopwatch clock;
-      x = &model.layer(i).forward(*x, nn::Mode::kTrain);
-      if (timed) forward_s[i].push_back(clock.seconds());
-      output_shapes[i] = Shape(x->shape().begin() + 1, x->shape().end());
-    }
-    Stopwatch loss_clock;
-    loss.forward_to(*x, data.targets, mean_loss);
-    if (timed) loss_s.push_back(loss_clock.seconds());
-    const Tensor* grad = &loss.grad();
-    for (size_t i = layers; i-- > 0;) {
-      part_times.start(i, true);
-      Stopwatch clock;
-      grad = &model.layer(i).backward(*grad, i > 0);
-      if (timed) backward_s[i].push_back(clock.seconds());
-    }
-    part_times.finish_step(timed);
-  }
-
-  // Measured on both sides of the layers, so a machine whose speed drifts (shared hosts)
-  // is compared against its mean speed over the run.
+  LayerTimes times;
+  time_layers(model, data, counts, times);
   const double sgemm_after = sgemm_gflops();
   const double sgemm = 0.5 * (sgemm_before + sgemm_after);
-  chief_print(str_cat("mirrored bench layers: model ", train::option_value(config, "model"), ", batch ", batch, ", ",
+  chief_print(str_cat("mirrored bench layers: model ", train::model_kind_name(lib.model.kind), ", batch ", batch, ", ",
                       threads, " thread(s), medians over ", counts.steps, " steps after ", counts.warmup,
                       " warm-up; sgemm 512^3: ", fixed(sgemm, 1), " GFLOP/s (", fixed(sgemm_before, 1),
                       " before the layers, ", fixed(sgemm_after, 1), " after)"));
-  chief_print("  layer            output        fwd_ms  bwd_ms  MFLOP(f+b)  GFLOP/s  %sgemm");
-  double total_s = 0.0, total_flops = 0.0, gemm_s = 0.0;
-  for (size_t i = 0; i < layers; ++i) {
-    const double f = median(forward_s[i]), b = median(backward_s[i]);
-    // Backward: the weight (or key/value) gradient, and the input gradient except for the
-    // first layer.
-    const double backward_factor = i > 0 ? 3.0 : 2.0;
-    double flops = forward_flops(model, i, input_shapes[i], output_shapes[i], batch) * backward_factor;
-    const auto* parts = part_times.parts(i);
-    if (parts)
-      for (const auto& part : parts->order) flops += part_forward_flops(part, batch, input_shapes[i]) * 3.0;
-    total_s += f + b;
-    total_flops += flops;
-    if (flops > 0) gemm_s += f + b;
-    chief_print(table_row(str_cat("  ", i, ".", model.layer(i).kind()), shape_str(output_shapes[i]), f, b, flops,
-                          sgemm));
-    if (!parts) continue;
-    for (const auto& part : parts->order) {
-      const auto& times = parts->times.at(part);
-      chief_print(table_row(str_cat("    ", part), "", median(times.forward), median(times.backward),
-                            part_forward_flops(part, batch, input_shapes[i]) * 3.0, sgemm));
-    }
-  }
-  const double rate = total_flops / total_s / 1e9;
-  chief_print(str_cat("  loss (softmax cross-entropy and its gradient, ", data.num_classes, " classes): ",
-                      fixed(median(loss_s) * 1e3, 3), " ms, not in the total"));
-  chief_print(str_cat("  all layers: ", fixed(total_s * 1e3, 3), " ms (", fixed(gemm_s * 1e3, 3),
-                      " in layers with matrix products), ", fixed(total_flops / 1e6, 1), " MFLOP, ", fixed(rate, 1),
-                      " GFLOP/s = ", fixed(100.0 * rate / sgemm, 1), "% of sgemm"));
-  chief_print(str_cat("layers_ms=", fixed(total_s * 1e3, 3), " sgemm_gflops=", fixed(sgemm, 1),
-                      " percent_of_sgemm=", fixed(100.0 * rate / sgemm, 1)));
+  print_table(model, times, batch, inputs.num_classes, sgemm);
   return 0;
 }
 

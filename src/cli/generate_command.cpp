@@ -4,39 +4,25 @@
 // model's next-token distribution (softmax of logits / T over the K most likely tokens), on
 // one CPU process. The same checkpoint, prompt and seed print the same text.
 //
-// The model is rebuilt from the run's resolved configuration: a checkpoint file carries it;
-// for a parameter file (final.h5) it is the config.ini next to it, or --config.
+// The model is rebuilt from the run's resolved configuration (train/saved_model.h): a
+// checkpoint file carries it; for a parameter file (final.h5) it is the config.ini next to
+// it, or --config.
 #include <boost/program_options.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <iostream>
-#include <limits>
 #include <numeric>
-#include <optional>
-#include <sstream>
 
 #include "commands.h"
 #include "parse_options.h"
 #include "mirrored/core/error.h"
 #include "mirrored/core/rng.h"
-#include "mirrored/io/checkpoint_file.h"
-#include "mirrored/io/hdf5.h"
-#include "mirrored/io/params_file.h"
-#include "mirrored/kernels/kernels.h"
-#include "mirrored/train/config.h"
-#include "mirrored/train/library_options.h"
-#include "mirrored/train/model_factory.h"
+#include "mirrored/train/saved_model.h"
 
 namespace mirrored::cli {
 namespace po = boost::program_options;
 namespace {
-
-// The gpt's token table (nn::gpt's first layer), whose rows are the vocabulary.
-constexpr const char* kTokenTable = "0.embedding.wte";
 
 struct GenerateArgs {
   std::string checkpoint, config, prompt = "\n";
@@ -50,7 +36,7 @@ bool parse_generate_args(const Args& args, GenerateArgs& out) {
   po::options_description desc("usage: mirrored generate --checkpoint FILE [options]");
   desc.add_options()("help,h", "print this help")(
       "checkpoint", po::value(&out.checkpoint)->required(),
-      "a gpt run's checkpoint (checkpoints/ckpt-*.h5) or final.h5")(
+      "a gpt run's checkpoint (checkpoints/ckpt-*.h5), final.h5, or its directory")(
       "config", po::value(&out.config), "for a final.h5: the run's config.ini (default: next to it)")(
       "prompt", po::value(&out.prompt)->default_value("\n", "newline"), "text the model continues")(
       "tokens", po::value(&out.tokens)->default_value(256), "tokens (bytes) to sample")(
@@ -72,70 +58,25 @@ bool parse_generate_args(const Args& args, GenerateArgs& out) {
   return true;
 }
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw InputError(str_cat("generate: cannot read '", path, "'"), ExitCode::kUsage);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// A trained gpt and its parameters, from either kind of file.
+// A trained gpt with its parameters, from either kind of file, on this process.
 struct LoadedModel {
-  train::TrainConfig config;
+  int64_t context = 0;
   int64_t vocab = 0;
   nn::Model model;
 };
 
 LoadedModel load_model(const GenerateArgs& args) {
-  io::H5File file(args.checkpoint, io::H5File::Access::kRead);
-  const bool is_checkpoint =
-      file.has_attribute("format") && file.read_string_attribute("format") == "mirrored-checkpoint";
-  std::optional<io::Checkpoint> checkpoint;
-  std::string config_text, config_origin;
-  if (is_checkpoint) {
-    checkpoint = io::read_checkpoint(args.checkpoint);
-    config_text = checkpoint->config;
-    config_origin = str_cat("the configuration in '", args.checkpoint, "'");
-  } else {
-    const std::string config_path =
-        args.config.empty() ? (std::filesystem::path(args.checkpoint).parent_path() / "config.ini").string()
-                            : args.config;
-    if (!std::filesystem::exists(config_path))
-      throw InputError(str_cat("generate: '", args.checkpoint, "' is a parameter file and '", config_path,
-                               "' does not exist; pass the config.ini of the run that wrote it with --config"),
-                       ExitCode::kUsage);
-    config_text = read_text(config_path);
-    config_origin = str_cat("config file '", config_path, "'");
-  }
-  train::TrainConfig config = train::parse_config_text(config_text, config_origin, /*ignore_unknown_keys=*/true);
-  if (config.model != train::ModelKind::kGpt)
-    throw InputError(str_cat("generate: ", config_origin, " names model = ", train::option_value(config, "model"),
-                             "; generate needs a gpt"),
+  const train::SavedModel saved = train::find_saved_model("generate", args.checkpoint, args.config);
+  if (saved.lib.model.kind != train::ModelKind::kGpt)
+    throw InputError(str_cat("generate: ", saved.config_origin, " names model = ",
+                             train::model_kind_name(saved.lib.model.kind), "; generate needs a gpt"),
                      ExitCode::kUsage);
-  const int64_t vocab = file.shape(str_cat("/params/", kTokenTable)).at(0);
-  if (vocab > 256)
-    throw InputError(str_cat("generate: '", args.checkpoint, "' is a model of ", vocab,
+  const train::ModelInputs inputs = train::saved_token_model_inputs(saved);
+  if (inputs.num_classes > 256)
+    throw InputError(str_cat("generate: '", saved.parameters, "' is a model of ", inputs.num_classes,
                              " tokens; generate prints byte tokens (a vocabulary of at most 256)"),
                      ExitCode::kUsage);
-  const train::ModelSpec spec = train::library_options(config).model;
-  nn::Model model = train::build_model(spec, {config.gpt_context}, static_cast<int>(vocab));
-  model.build({config.gpt_context});
-  nn::ParameterArena& arena = model.parameters();
-  if (!checkpoint) {
-    io::load_parameters(args.checkpoint, arena);
-  } else {
-    for (size_t i = 0; i < arena.size(); ++i) {
-      const auto found = std::find_if(checkpoint->params.begin(), checkpoint->params.end(),
-                                      [&](const io::CheckpointTensor& t) { return t.name == arena.info(i).name; });
-      if (found == checkpoint->params.end() || found->shape != arena.param(i).shape())
-        throw InputError(str_cat("generate: '", args.checkpoint, "' has no parameter ", arena.info(i).name, " of shape ",
-                                 shape_str(arena.param(i).shape()), " (a checkpoint of another model?)"),
-                         ExitCode::kCheckpoint);
-      std::copy(found->values.begin(), found->values.end(), arena.param(i).data<float>());
-    }
-  }
-  return {std::move(config), vocab, std::move(model)};
+  return {saved.lib.data.context, inputs.num_classes, train::load_saved_model(saved, inputs)};
 }
 
 // One token from `logits` [V]: the most likely at temperature 0, else a draw from the
@@ -165,7 +106,7 @@ int generate_command(const Args& args) {
   GenerateArgs options;
   if (!parse_generate_args(args, options)) return 0;
   LoadedModel loaded = load_model(options);
-  const int64_t context = loaded.config.gpt_context;
+  const int64_t context = loaded.context;
   const int64_t vocab = loaded.vocab;
   std::vector<int32_t> sequence;
   for (const char c : options.prompt) {

@@ -2,9 +2,9 @@
 
 #include "commands.h"
 #include "mirrored/core/log.h"
+#include "mirrored/app/run_training.h"
 #include "mirrored/distribute/runtime.h"
 #include "mirrored/train/library_options.h"
-#include "mirrored/train/trainer.h"
 
 namespace mirrored::cli {
 
@@ -22,7 +22,7 @@ int train_command(int& argc, char**& argv, const Args& args) {
   distribute::Runtime runtime(argc, argv, train::library_options(config).runtime);
   if (!runtime.core_binding().summary.empty()) chief_info(runtime.core_binding().summary);
   chief_info(str_cat("cluster:\n", runtime.cluster().table()));
-  const train::TrainSummary summary = train::run_training(config, runtime);
+  const train::TrainSummary summary = app::run_training(config, runtime);
   // A distinct status after a preemption checkpoint, so slurm/preemptible.sh requeues the job.
   return summary.preempted ? static_cast<int>(ExitCode::kPreempted) : 0;
 }

@@ -16,6 +16,8 @@ Shape CausalSelfAttention::build(const Shape& input, const std::string& prefix, 
                                  ParameterArena& arena) {
   MIRRORED_CHECK(input.size() == 2, "CausalSelfAttention expects samples of [T, C], got ", shape_str(input));
   const int64_t width = input[1];
+  tokens_ = input[0];
+  width_ = width;
   MIRRORED_CHECK(width % heads_ == 0, "CausalSelfAttention: ", heads_, " heads do not divide width ", width);
   qkv_ = std::make_unique<TokenLinear>(3 * width, 0.02f);
   projection_ = std::make_unique<TokenLinear>(width, projection_std_);
@@ -23,6 +25,15 @@ Shape CausalSelfAttention::build(const Shape& input, const std::string& prefix, 
   Shape shape = projection_->build(input, prefix + "proj.", layer_index, arena);
   if (dropout_) shape = dropout_->build(shape, prefix + "dropout.", layer_index, arena);
   return shape;
+}
+
+std::vector<LayerPart> CausalSelfAttention::parts(int64_t batch) const {
+  const double scores = static_cast<double>(batch * tokens_) * static_cast<double>(tokens_);
+  std::vector<LayerPart> out = {{"attn.qkv", qkv_->forward_flops(batch)},
+                                {"attn.core", 4.0 * scores * static_cast<double>(width_)},  // q k^T, then p v
+                                {"attn.proj", projection_->forward_flops(batch)}};
+  if (dropout_) out.push_back({"attn.dropout", 0.0});
+  return out;
 }
 
 void CausalSelfAttention::bind(ParameterArena& arena) {

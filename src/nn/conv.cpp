@@ -17,6 +17,7 @@ Shape Conv2d::build(const Shape& input, const std::string& prefix, size_t layer_
   MIRRORED_CHECK(oh > 0 && ow > 0, "Conv2d kernel ", params_.kernel_h, " does not fit input ", shape_str(input),
                  " with padding ", params_.padding);
   fan_in_ = input[0] * params_.kernel_h * params_.kernel_w;
+  flops_per_sample_ = 2.0 * static_cast<double>(out_channels_ * oh * ow) * static_cast<double>(fan_in_);
   weight_index_ = arena.declare(prefix + "weight", {out_channels_, input[0], params_.kernel_h, params_.kernel_w},
                                 layer_index);
   if (has_bias_) bias_index_ = arena.declare(prefix + "bias", {out_channels_}, layer_index);

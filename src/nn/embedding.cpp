@@ -50,9 +50,16 @@ Shape TiedLmHead::build(const Shape& input, const std::string& /*prefix*/, size_
                         ParameterArena& /*arena*/) {
   MIRRORED_CHECK(!input.empty() && input.back() == embedding_.width(), "TiedLmHead input ", shape_str(input),
                  " does not end in the embedding width ", embedding_.width());
+  tokens_per_sample_ = shape_numel(input) / input.back();
   Shape out = input;
   out.back() = embedding_.vocab();
   return out;
+}
+
+// Every token's logits: [width] x [width, vocab].
+double TiedLmHead::forward_flops(int64_t batch) const {
+  return 2.0 * static_cast<double>(batch * tokens_per_sample_) * static_cast<double>(embedding_.width()) *
+         static_cast<double>(embedding_.vocab());
 }
 
 void TiedLmHead::bind(ParameterArena& arena) {

@@ -24,6 +24,13 @@ void ResidualBlock::for_each_layer(F&& f) {
     if (*layer) f(**layer);
 }
 
+double ResidualBlock::forward_flops(int64_t batch) const {
+  double flops = 0.0;
+  for (const auto* layer : {&conv1_, &conv2_, &shortcut_conv_})
+    if (*layer) flops += (*layer)->forward_flops(batch);
+  return flops;
+}
+
 Shape ResidualBlock::build(const Shape& input, const std::string& prefix, size_t layer_index, ParameterArena& arena) {
   MIRRORED_CHECK(input.size() == 3, "ResidualBlock expects [C, H, W] samples, got ", shape_str(input));
   if (stride_ != 1 || input[0] != out_channels_) {

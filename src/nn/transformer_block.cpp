@@ -58,6 +58,18 @@ void TransformerBlock::attach(const RunContext* context) {
   for_each_layer([&](Layer& layer) { layer.attach(context); });
 }
 
+std::vector<LayerPart> TransformerBlock::parts(int64_t batch) const {
+  std::vector<LayerPart> out = {{"ln1", 0.0}};
+  for (const LayerPart& part : attention_->parts(batch)) out.push_back(part);
+  out.push_back({"residual", 0.0});
+  out.push_back({"ln2", 0.0});
+  out.push_back({"mlp.fc", fc_->forward_flops(batch)});
+  out.push_back({"mlp.gelu", 0.0});
+  out.push_back({"mlp.proj", fc_projection_->forward_flops(batch)});
+  if (dropout_) out.push_back({"mlp.dropout", 0.0});
+  return out;
+}
+
 void TransformerBlock::set_part_timer(PartTimer* timer) {
   part_timer_ = timer;
   attention_->set_part_timer(timer);

@@ -169,6 +169,20 @@ Option resume_option() {
           }};
 }
 
+}  // namespace
+
+const char* model_kind_name(ModelKind kind) {
+  switch (kind) {
+    case ModelKind::kMlp: return "mlp";
+    case ModelKind::kCnn: return "cnn";
+    case ModelKind::kResnet: return "resnet";
+    case ModelKind::kGpt: return "gpt";
+  }
+  return "unknown";
+}
+
+namespace {
+
 const std::vector<Option>& options() {
   using distribute::Allreduce;
   using distribute::DeviceChoice;
@@ -179,10 +193,12 @@ const std::vector<Option>& options() {
   static const std::vector<Option> table = {
       string_option("data.train", "training set (HDF5: /images, /labels; model = gpt: a token file from data import-text)",
                     &TrainConfig::train_data),
-      operational(string_option("data.test", "test set, evaluated after every epoch", &TrainConfig::test_data)),
+      operational(string_option("data.test", "test set, evaluated at each epoch end (or every eval_every steps)", &TrainConfig::test_data)),
       enum_option<ModelKind>("model", "model architecture", &TrainConfig::model,
-                             {{"mlp", ModelKind::kMlp}, {"cnn", ModelKind::kCnn}, {"resnet", ModelKind::kResnet},
-                              {"gpt", ModelKind::kGpt}}),
+                             {{model_kind_name(ModelKind::kMlp), ModelKind::kMlp},
+                              {model_kind_name(ModelKind::kCnn), ModelKind::kCnn},
+                              {model_kind_name(ModelKind::kResnet), ModelKind::kResnet},
+                              {model_kind_name(ModelKind::kGpt), ModelKind::kGpt}}),
       {"model.hidden", "hidden layer widths of the mlp, comma separated",
        [](TrainConfig& c, const std::string& v, const std::string& origin) {
          c.hidden.clear();

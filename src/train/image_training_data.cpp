@@ -2,34 +2,31 @@
 // evaluation over every test sample.
 #include <optional>
 
+#include "mirrored/train/model_data.h"
 #include "mirrored/train/run_setup.h"
 #include "training_data_kinds.h"
 
 namespace mirrored::train {
 namespace {
 
-std::shared_ptr<const data::Dataset> load_test_set(const TrainConfig& config, const data::Dataset& train_set) {
-  auto test_set = load_dataset(config.test_data);
-  if (test_set->sample_shape != train_set.sample_shape)
-    throw InputError(str_cat("data.test '", config.test_data, "' has samples of shape ",
-                             shape_str(test_set->sample_shape), " but data.train '", config.train_data, "' has ",
-                             shape_str(train_set.sample_shape)));
-  return test_set;
-}
-
 class ImageTrainingData final : public TrainingData {
  public:
-  ImageTrainingData(const TrainConfig& config, const LibraryOptions& lib, distribute::MirroredStrategy& strategy,
-                    bool with_eval) {
-    train_set_ = load_dataset(config.train_data);
-    const auto test_set = with_eval ? load_test_set(config, *train_set_) : nullptr;
-    check_augment_fits(lib.train_data.augment, train_set_->sample_shape, config.train_data);
+  ImageTrainingData(const LibraryOptions& lib, distribute::MirroredStrategy& strategy, bool with_eval) {
+    const DataSpec& files = lib.data;
+    train_set_ = load_dataset(files.train);
+    if (with_eval) {
+      test_ = load_eval_data(files, files.test, files.eval_batch_size, strategy);
+      if (test_->inputs().sample_shape != train_set_->sample_shape)
+        throw InputError(str_cat("data.test '", files.test, "' has samples of shape ",
+                                 shape_str(test_->inputs().sample_shape), " but data.train '", files.train, "' has ",
+                                 shape_str(train_set_->sample_shape)));
+    }
+    check_augment_fits(lib.train_data.augment, train_set_->sample_shape, files.train);
     try {
       train_.emplace(strategy.distribute_dataset(train_set_, lib.train_data));
     } catch (const InputError& e) {  // the sampler does not know which file it was given
-      throw InputError(str_cat("data.train '", config.train_data, "': ", e.what()), e.code());
+      throw InputError(str_cat("data.train '", files.train, "': ", e.what()), e.code());
     }
-    if (test_set) test_.emplace(strategy.distribute_eval_dataset(test_set, config.eval_batch_size));
   }
 
   Shape sample_shape() const override { return train_set_->sample_shape; }
@@ -51,14 +48,14 @@ class ImageTrainingData final : public TrainingData {
   }
 
   EvalResult evaluate(distribute::MirroredStrategy& strategy, distribute::DistributedModel& model) override {
-    MIRRORED_CHECK(test_.has_value(), "evaluation without a test set");
-    return train::evaluate(strategy, model, *test_);
+    MIRRORED_CHECK(test_ != nullptr, "evaluation without a test set");
+    return test_->evaluate(strategy, model);
   }
 
  private:
   std::shared_ptr<const data::Dataset> train_set_;
   std::optional<distribute::DistributedDataset> train_;
-  std::optional<distribute::EvalDataset> test_;
+  std::unique_ptr<EvalData> test_;
   std::optional<distribute::DistributedDataset::EpochRange> range_;
   std::optional<distribute::DistributedDataset::EpochRange::Iterator> it_;
   bool started_ = false;
@@ -66,9 +63,9 @@ class ImageTrainingData final : public TrainingData {
 
 }  // namespace
 
-std::unique_ptr<TrainingData> image_training_data(const TrainConfig& config, const LibraryOptions& lib,
-                                                  distribute::MirroredStrategy& strategy, bool with_eval) {
-  return std::make_unique<ImageTrainingData>(config, lib, strategy, with_eval);
+std::unique_ptr<TrainingData> image_training_data(const LibraryOptions& lib, distribute::MirroredStrategy& strategy,
+                                                  bool with_eval) {
+  return std::make_unique<ImageTrainingData>(lib, strategy, with_eval);
 }
 
 }  // namespace mirrored::train

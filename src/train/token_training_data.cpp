@@ -6,6 +6,7 @@
 
 #include "mirrored/data/token_dataset.h"
 #include "mirrored/distribute/distributed_token_dataset.h"
+#include "mirrored/train/model_data.h"
 #include "training_data_kinds.h"
 
 namespace mirrored::train {
@@ -23,28 +24,23 @@ auto naming_key(const std::string& key, Make&& make) {
 
 class TokenTrainingData final : public TrainingData {
  public:
-  TokenTrainingData(const TrainConfig& config, const LibraryOptions& lib, distribute::MirroredStrategy& strategy,
-                    bool with_eval)
-      : context_(config.gpt_context) {
-    const int replica = strategy.replica_id(), replicas = strategy.num_replicas_in_sync();
-    auto train_set =
-        naming_key("data.train", [&] { return data::load_token_dataset(config.train_data, config.data_cache_mb); });
+  TokenTrainingData(const LibraryOptions& lib, distribute::MirroredStrategy& strategy, bool with_eval)
+      : context_(lib.data.context) {
+    const DataSpec& files = lib.data;
+    auto train_set = naming_key("data.train", [&] { return data::load_token_dataset(files.train, files.cache_mb); });
     vocab_ = train_set->vocab_size();
     const distribute::TokenDatasetOptions options{lib.train_data.global_batch, context_, lib.train_data.seed};
     train_.emplace(naming_key("data.train", [&] {
-      return distribute::DistributedTokenDataset(train_set, options, replica, replicas, strategy.device());
+      return distribute::DistributedTokenDataset(train_set, options, strategy.replica_id(),
+                                                 strategy.num_replicas_in_sync(), strategy.device());
     }));
     if (!with_eval) return;
-    auto test_set =
-        naming_key("data.test", [&] { return data::load_token_dataset(config.test_data, config.data_cache_mb); });
-    if (test_set->vocab_size() != vocab_)
-      throw InputError(str_cat("data.test '", config.test_data, "' has a vocabulary of ", test_set->vocab_size(),
-                               " tokens but data.train '", config.train_data, "' has ", vocab_),
+    test_ = naming_key("data.test",
+                       [&] { return load_eval_data(files, files.test, files.eval_batch_size, strategy); });
+    if (test_->inputs().num_classes != vocab_)
+      throw InputError(str_cat("data.test '", files.test, "' has a vocabulary of ", test_->inputs().num_classes,
+                               " tokens but data.train '", files.train, "' has ", vocab_),
                        ExitCode::kUsage);
-    test_.emplace(naming_key("data.test", [&] {
-      return distribute::TokenEvalDataset(test_set, config.eval_batch_size, context_, replica, replicas,
-                                          strategy.device(), config.eval_windows);
-    }));
   }
 
   Shape sample_shape() const override { return {context_}; }
@@ -56,23 +52,23 @@ class TokenTrainingData final : public TrainingData {
   const distribute::Batch& next_batch() override { return train_->batch(next_++); }
 
   EvalResult evaluate(distribute::MirroredStrategy& strategy, distribute::DistributedModel& model) override {
-    MIRRORED_CHECK(test_.has_value(), "evaluation without a validation set");
-    return train::evaluate(strategy, model, *test_);
+    MIRRORED_CHECK(test_ != nullptr, "evaluation without a validation set");
+    return test_->evaluate(strategy, model);
   }
 
  private:
   int64_t context_;
   int64_t vocab_ = 0;
   std::optional<distribute::DistributedTokenDataset> train_;
-  std::optional<distribute::TokenEvalDataset> test_;
+  std::unique_ptr<EvalData> test_;
   int64_t next_ = 0;  // the run's index of the next global batch
 };
 
 }  // namespace
 
-std::unique_ptr<TrainingData> token_training_data(const TrainConfig& config, const LibraryOptions& lib,
-                                                  distribute::MirroredStrategy& strategy, bool with_eval) {
-  return std::make_unique<TokenTrainingData>(config, lib, strategy, with_eval);
+std::unique_ptr<TrainingData> token_training_data(const LibraryOptions& lib, distribute::MirroredStrategy& strategy,
+                                                  bool with_eval) {
+  return std::make_unique<TokenTrainingData>(lib, strategy, with_eval);
 }
 
 }  // namespace mirrored::train

@@ -82,7 +82,7 @@ struct Trainer::State {
 };
 
 // The training (and, when evaluating, test) data, sharded for this replica.
-void Trainer::State::load_data() { data = load_training_data(config, lib, strategy, options.evaluate); }
+void Trainer::State::load_data() { data = load_training_data(lib, strategy, options.evaluate); }
 
 // Steps per epoch and in total. A step is one update: `accumulate_steps` micro-batches of
 // the global batch.
@@ -91,7 +91,7 @@ void Trainer::State::plan_steps() {
   steps_per_epoch = data->batches_per_epoch() / micro_batches;
   if (steps_per_epoch == 0)
     throw InputError(str_cat("accumulate_steps = ", micro_batches, " x batch_size = ", config.batch_size,
-                             " needs more samples than data.train '", config.train_data, "' has (",
+                             " needs more samples than data.train '", lib.data.train, "' has (",
                              data->batches_per_epoch(), " batch(es) of ", config.batch_size, " per epoch)"),
                      ExitCode::kUsage);
   samples_per_step = config.batch_size * micro_batches;
@@ -109,7 +109,7 @@ Trainer::Trainer(const TrainConfig& config, distribute::Runtime& runtime, Traine
     : s_(std::make_unique<State>(config, runtime, options)) {
   State& s = *s_;
   s.strategy.per_replica_batch(config.batch_size);  // fails fast, on every rank, before any I/O
-  kernels::set_cpu_threads(threads_per_rank(config.threads, runtime.cluster()));
+  kernels::set_cpu_threads(threads_per_rank(s.lib.threads, runtime.cluster()));
   s.load_data();
   const Shape sample_shape = s.data->sample_shape();
   s.model.emplace(s.strategy.scope([&] { return build_model(s.lib.model, sample_shape, s.data->num_classes()); },
@@ -129,11 +129,8 @@ Trainer::Trainer(const TrainConfig& config, distribute::Runtime& runtime, Traine
 Trainer::~Trainer() = default;
 
 void Trainer::add_callback(std::unique_ptr<Callback> callback) { s_->callbacks.push_back(std::move(callback)); }
-const TrainConfig& Trainer::config() const { return s_->config; }
-const LibraryOptions& Trainer::library() const { return s_->lib; }
 distribute::MirroredStrategy& Trainer::strategy() { return s_->strategy; }
 distribute::DistributedModel& Trainer::model() { return *s_->model; }
-int64_t Trainer::steps_per_epoch() const { return s_->steps_per_epoch; }
 
 template <typename Fn>
 void Trainer::for_each_callback(Fn&& fn) {

@@ -27,3 +27,20 @@ expect_exit 2 crop_padding_too_large "augment.crop_padding = 28: expected less t
   2 train "${base[@]}" --data.train "$DATA_DIR/train.h5" --augment.crop_padding 28
 expect_exit 2 step_schedule_without_milestones "lr_schedule = step: expected lr_milestones" 20 \
   2 train "${base[@]}" --data.train "$DATA_DIR/train.h5" --lr_schedule step
+# A model larger than the host: refused before anything is allocated, with what each flat
+# buffer needs against what the host has (not std::bad_alloc).
+expect_exit 2 model_beyond_host_memory "the model does not fit in this host's memory" 20 \
+  2 train "${base[@]}" --data.train "$DATA_DIR/train.h5" --model.hidden 100000000,100000000
+grep -q "this host has .* available). The largest parameter is 2.linear.weight \[100000000, 100000000\]" \
+  "$WORK/model_beyond_host_memory.out" || { cat "$WORK/model_beyond_host_memory.out"; fail "no per-buffer sizes"; }
+! grep -q "bad_alloc" "$WORK/model_beyond_host_memory.out" || fail "model_beyond_host_memory: std::bad_alloc"
+# More threads than the CPUs a rank may use: capped there with a warning, and the run goes on.
+allowed=$(nproc)
+mpirun_np 2 train "${base[@]}" --data.train "$DATA_DIR/train.h5" --threads 100000 --out "$WORK/threads" \
+  >"$WORK/threads.out" 2>&1 || { cat "$WORK/threads.out"; fail "threads_beyond_cpus: the run failed"; }
+grep -q "threads = 100000 is more than the [0-9]* CPU(s) a rank may use" "$WORK/threads.out" ||
+  { cat "$WORK/threads.out"; fail "threads_beyond_cpus: no warning"; }
+used=$(sed -nE 's/.* ([0-9]+) thread\(s\)\/rank.*/\1/p' "$WORK/threads.out" | head -1)
+[[ -n $used && $used -ge 1 && $used -le $allowed ]] ||
+  { cat "$WORK/threads.out"; fail "threads_beyond_cpus: $used thread(s)/rank, expected 1..$allowed"; }
+echo "ok: threads_beyond_cpus: capped at $used thread(s)/rank with a warning"

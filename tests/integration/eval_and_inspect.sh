@@ -30,6 +30,19 @@ awk -v a="$acc1" -v b="$trained_acc" 'BEGIN { d = a - b; if (d < 0) d = -d; exit
   fail "1-process eval accuracy $acc1 far from $trained_acc"
 echo "ok: eval reproduces the trainer's evaluation ($acc2)"
 
+# A model with buffers (batch norm's running statistics), given as its run directory: every
+# rank evaluates with the saved statistics, so 2 ranks give the trainer's digits.
+"$MIRRORED" train --model cnn --cnn.channels 4 --cnn.fc 16 --cnn.batchnorm true --data.train "$DATA_DIR/train.h5" \
+  --data.test "$DATA_DIR/test.h5" --epochs 1 --max_steps 30 --threads 1 --quiet --out "$WORK/bn" >"$WORK/bn.log" 2>&1 ||
+  { cat "$WORK/bn.log"; fail "training the batch norm cnn failed"; }
+mpirun_np 2 eval --checkpoint "$WORK/bn" --data "$DATA_DIR/test.h5" --json >"$WORK/bn_eval.out" 2>&1 ||
+  { cat "$WORK/bn_eval.out"; fail "eval of a run directory failed"; }
+for key in test_loss test_accuracy; do
+  [[ $(json_field "$WORK/bn_eval.out" eval $key) == $(json_field "$WORK/bn/metrics.jsonl" eval $key) ]] ||
+    { cat "$WORK/bn_eval.out"; fail "batch norm cnn: eval $key differs from the trainer's"; }
+done
+echo "ok: eval of a batch norm cnn's run directory on 2 ranks: $(json_field "$WORK/bn_eval.out" eval test_loss)"
+
 # Bad input: no config next to the checkpoint (2), a missing checkpoint (4), a model that
 # does not match the parameters (3, naming the parameter).
 cp "$WORK/run/final.h5" "$WORK/lonely.h5"

@@ -4,9 +4,9 @@
 #include <cmath>
 #include <string>
 
-#include "mirrored/train/progress.h"
+#include "mirrored/app/progress.h"
 
-using namespace mirrored::train;
+using namespace mirrored::app;
 
 TEST(Progress, StyleFollowsTheTerminalUnlessForced) {
   EXPECT_EQ(resolve_progress_style(ProgressSetting::kAuto, false, true), ProgressStyle::kBar);

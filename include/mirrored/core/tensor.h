@@ -56,9 +56,6 @@ class Tensor {
   // on another stream (the batch prefetcher's) cannot be overtaken by it. CPU storage is
   // zeroed all the same.
   static Tensor uninitialized(Shape shape, DType dtype, Device device);
-  static Tensor zeros(Shape shape, DType dtype = DType::kF32, Device device = Device::cpu()) {
-    return Tensor(std::move(shape), dtype, device);
-  }
   static Tensor from(const std::vector<float>& values, Shape shape);
 
   bool defined() const { return storage_ != nullptr; }

@@ -84,7 +84,6 @@ class TokenDataset {
   // The block, loaded on this thread if no other thread has it or is loading it. For the
   // prefetch thread (`demand` false) a block being loaded elsewhere is left alone (null).
   std::shared_ptr<const Block> block(int64_t index, bool demand);
-  void make_room(int64_t bytes, std::unique_lock<std::mutex>& lock);
   void prefetch_loop();
 
   TokenFileInfo info_;

@@ -14,6 +14,7 @@ class Conv2d final : public Layer {
  public:
   Conv2d(int64_t out_channels, int64_t kernel, int64_t stride = 1, int64_t padding = 0, bool bias = true);
   std::string kind() const override { return "conv"; }
+  double forward_flops(int64_t batch) const override { return static_cast<double>(batch) * flops_per_sample_; }
   Shape build(const Shape& input, const std::string& prefix, size_t layer_index, ParameterArena& arena) override;
   void bind(ParameterArena& arena) override;
   void initialize(Rng& rng) override;
@@ -25,6 +26,7 @@ class Conv2d final : public Layer {
   kernels::Conv2dParams params_;
   bool has_bias_;
   int64_t fan_in_ = 0;
+  double flops_per_sample_ = 0.0;  // every output: fan_in multiply-adds
   size_t weight_index_ = 0, bias_index_ = 0;
   Tensor weight_, bias_, dweight_, dbias_;
   Tensor input_, output_, dinput_, workspace_;
@@ -131,6 +133,7 @@ class ResidualBlock final : public Layer {
   ResidualBlock(int64_t out_channels, int64_t stride, bool sync_batchnorm);
   ~ResidualBlock() override;
   std::string kind() const override { return "resblock"; }
+  double forward_flops(int64_t batch) const override;
   Shape build(const Shape& input, const std::string& prefix, size_t layer_index, ParameterArena& arena) override;
   void bind(ParameterArena& arena) override;
   void initialize(Rng& rng) override;

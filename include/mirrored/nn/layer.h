@@ -3,6 +3,7 @@
 // steps), declare parameters in the model's arena, and accumulate parameter gradients.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "mirrored/core/precision.h"
 #include "mirrored/core/rng.h"
@@ -33,6 +34,15 @@ struct RunContext {
   Precision precision = Precision::kF32;
 };
 
+class PartTimer;  // part_timer.h
+
+// A named piece of a composite layer (a transformer block's attention core, its
+// projections, its layer norms), which the layer times into a PartTimer.
+struct LayerPart {
+  const char* name;      // as the layer reports it to the PartTimer
+  double forward_flops;  // as Layer::forward_flops, for this piece alone
+};
+
 class Layer {
  public:
   virtual ~Layer() = default;
@@ -61,6 +71,21 @@ class Layer {
   // dy: gradient w.r.t. the last forward's output. Accumulates parameter gradients and
   // returns the gradient w.r.t. the input (undefined when !need_input_grad).
   virtual const Tensor& backward(const Tensor& dy, bool need_input_grad) = 0;
+
+  // What the layer computes, for `bench layers` and FLOP counts. After build():
+  // FLOPs (2 per multiply-add) of one forward of `batch` samples of the shape it was built
+  // for: its matrix products and convolutions; 0 for a memory-bound layer (elementwise,
+  // pooling, normalisation). Backward costs twice that with the input gradient, once without.
+  // A composite layer's are its parts'.
+  virtual double forward_flops(int64_t batch) const {
+    double flops = 0.0;
+    for (const LayerPart& part : parts(batch)) flops += part.forward_flops;
+    return flops;
+  }
+  // A composite layer's pieces in forward order, each once; empty for the others.
+  virtual std::vector<LayerPart> parts(int64_t /*batch*/) const { return {}; }
+  // Times the pieces into `timer` (null: none); a layer without pieces has nothing to time.
+  virtual void set_part_timer(PartTimer* /*timer*/) {}
 
  protected:
   const RunContext* context_ = nullptr;

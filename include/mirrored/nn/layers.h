@@ -1,30 +1,62 @@
 #pragma once
-// The dense layers.
+// The dense layers: Dense (as Linear for whole samples, TokenLinear for tokens) and ReLU.
 #include "mirrored/nn/layer.h"
 
 namespace mirrored::nn {
 
-// y = x W^T + b with W [out, in] (PyTorch layout); inputs of any per-sample shape are
-// flattened. Kaiming-uniform init as PyTorch's nn.Linear.
-class Linear final : public Layer {
+// y[..., out] = x[..., in] W^T + b with W [out, in] (PyTorch layout): the fully connected
+// layers of the mlp and the cnn and the token projections of the gpt, the same matrix
+// products and the same bias gradient. What a row of x is:
+//   Over::kSample   each sample, flattened (the mlp reads images without a Flatten);
+//   Over::kLastDim  each token's features, the other dimensions kept ([B, T, C] -> [B, T, out]).
+class Dense : public Layer {
  public:
-  Linear(int64_t out_features, bool bias = true);
-  std::string kind() const override { return "linear"; }
-  Shape build(const Shape& input, const std::string& prefix, size_t layer_index,
-              ParameterArena& arena) override;
+  enum class Over { kSample, kLastDim };
+  struct Options {
+    Over over = Over::kSample;
+    // 0: PyTorch's nn.Linear init (kaiming-uniform, bound 1/sqrt(in), the bias too);
+    // > 0: W ~ normal(0, init_std), b = 0 (GPT-2).
+    float init_std = 0.0f;
+    bool bias = true;
+  };
+  Dense(int64_t out_features, Options options);
+  // Parameter names of a model's own dense layer follow it ("0.linear.weight").
+  std::string kind() const override { return options_.over == Over::kSample ? "linear" : "token_linear"; }
+  Shape build(const Shape& input, const std::string& prefix, size_t layer_index, ParameterArena& arena) override;
   void bind(ParameterArena& arena) override;
   void initialize(Rng& rng) override;
   const Tensor& forward(const Tensor& x, Mode mode) override;
   const Tensor& backward(const Tensor& dy, bool need_input_grad) override;
+  double forward_flops(int64_t batch) const override {
+    return 2.0 * static_cast<double>(batch * rows_per_sample_) * static_cast<double>(in_) * static_cast<double>(out_);
+  }
+  const Tensor& forward_output() const { return output_; }  // the last forward's
 
  private:
-  int64_t in_ = 0, out_;
-  bool has_bias_;
+  Options options_;
+  int64_t in_ = 0, out_, rows_per_sample_ = 1;
+  Shape input_sample_shape_;
   size_t weight_index_ = 0, bias_index_ = 0;
   Tensor weight_, bias_, dweight_, dbias_;
-  Tensor input_;  // the last forward's input, flattened to [N, in] (a view)
+  Tensor input_;  // the last forward's input as [rows, in] (a view)
+  Shape input_shape_;
   Tensor output_, dinput_;
-  Shape input_sample_shape_;
+  Tensor ones_;  // [rows, 1] of ones: the bias gradient as a matrix product
+
+  const Tensor& ones_column(int64_t rows, Device device);
+};
+
+// PyTorch's nn.Linear on each sample, flattened.
+class Linear final : public Dense {
+ public:
+  explicit Linear(int64_t out_features, bool bias = true) : Dense(out_features, {Over::kSample, 0.0f, bias}) {}
+};
+
+// A token-wise projection with GPT-2's init: W ~ normal(0, init_std), b = 0.
+class TokenLinear final : public Dense {
+ public:
+  TokenLinear(int64_t out_features, float init_std, bool bias = true)
+      : Dense(out_features, {Over::kLastDim, init_std, bias}) {}
 };
 
 class ReLU final : public Layer {

@@ -63,6 +63,9 @@ class ParameterArena {
   int64_t buffer_numel_ = 0;
   Tensor buffers_;
 
+  // Throws InputError(kUsage) naming each flat buffer's size against the host's memory when
+  // they cannot fit, before anything is allocated.
+  void check_fits_in_host_memory() const;
   void require_new_name(const std::string& name) const;
 };
 

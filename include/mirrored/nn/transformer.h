@@ -5,36 +5,12 @@
 #include <memory>
 
 #include "mirrored/nn/layer.h"
+#include "mirrored/nn/layers.h"
 #include "mirrored/nn/part_timer.h"
 
 namespace mirrored::nn {
 
 class Dropout;
-
-// y[..., out] = x[..., in] W^T + b, W [out, in], on the last dimension (unlike Linear, which
-// flattens each sample). GPT-2 init: W ~ normal(0, init_std), b = 0.
-class TokenLinear final : public Layer {
- public:
-  TokenLinear(int64_t out_features, float init_std, bool bias = true);
-  std::string kind() const override { return "token_linear"; }
-  Shape build(const Shape& input, const std::string& prefix, size_t layer_index, ParameterArena& arena) override;
-  void bind(ParameterArena& arena) override;
-  void initialize(Rng& rng) override;
-  const Tensor& forward(const Tensor& x, Mode mode) override;
-  const Tensor& backward(const Tensor& dy, bool need_input_grad) override;
-  const Tensor& forward_output() const { return output_; }  // the last forward's
-
- private:
-  int64_t in_ = 0, out_;
-  float init_std_;
-  bool has_bias_;
-  size_t weight_index_ = 0, bias_index_ = 0;
-  Tensor weight_, bias_, dweight_, dbias_;
-  Tensor input_, output_, dinput_;
-  Tensor ones_;  // [rows, 1] of ones: the bias gradient as a matrix product
-
-  const Tensor& ones_column(int64_t rows, Device device);
-};
 
 // Token plus learned position embeddings: out[b, t] = wte[tokens[b, t]] + wpe[t], for
 // int32 tokens [B, T] with T <= context. Both tables ~ normal(0, 0.02). The token table
@@ -67,6 +43,7 @@ class TiedLmHead final : public Layer {
  public:
   explicit TiedLmHead(const Embedding& embedding) : embedding_(embedding) {}
   std::string kind() const override { return "lm_head"; }
+  double forward_flops(int64_t batch) const override;
   Shape build(const Shape& input, const std::string& prefix, size_t layer_index, ParameterArena& arena) override;
   void bind(ParameterArena& arena) override;
   const Tensor& forward(const Tensor& x, Mode mode) override;
@@ -74,6 +51,7 @@ class TiedLmHead final : public Layer {
 
  private:
   const Embedding& embedding_;
+  int64_t tokens_per_sample_ = 0;  // from build()
   Tensor wte_, dwte_;
   Tensor input_, output_, dinput_;
 };
@@ -122,20 +100,23 @@ class CausalSelfAttention final : public Layer {
   void attach(const RunContext* context) override;
   const Tensor& forward(const Tensor& x, Mode mode) override;
   const Tensor& backward(const Tensor& dy, bool need_input_grad) override;
-  // Times its parts (qkv, attention core, projection) into `timer`; null: none.
-  void set_part_timer(PartTimer* timer) { part_timer_ = timer; }
+  // attn.qkv, attn.core (q k^T and p v over the full T x T square: the kernel multiplies
+  // the masked half too), attn.proj, and attn.dropout when there is dropout.
+  std::vector<LayerPart> parts(int64_t batch) const override;
+  void set_part_timer(PartTimer* timer) override { part_timer_ = timer; }
 
  private:
   int64_t heads_;
   float projection_std_;
   std::unique_ptr<TokenLinear> qkv_, projection_;  // created by build(), once the width is known
   std::unique_ptr<Dropout> dropout_;  // null when dropout == 0
+  int64_t tokens_ = 0, width_ = 0;     // of one sample, from build()
   Tensor attended_, probs_, dqkv_, workspace_;
   PartTimer* part_timer_ = nullptr;
 };
 
 // A pre-LayerNorm GPT block: x + attention(ln1(x)), then h + mlp(ln2(h)) with
-// mlp = Linear(4C) -> GELU -> Linear(C) [-> Dropout].
+// mlp = TokenLinear(4C) -> GELU -> TokenLinear(C) [-> Dropout].
 class TransformerBlock final : public Layer {
  public:
   TransformerBlock(int64_t heads, float dropout, float projection_std);
@@ -147,9 +128,9 @@ class TransformerBlock final : public Layer {
   void attach(const RunContext* context) override;
   const Tensor& forward(const Tensor& x, Mode mode) override;
   const Tensor& backward(const Tensor& dy, bool need_input_grad) override;
-  // Times its parts (each sublayer, the attention's included, and the residual adds) into
-  // `timer`; null: none.
-  void set_part_timer(PartTimer* timer);
+  // Each sublayer (the attention's parts included) and the residual adds, in forward order.
+  std::vector<LayerPart> parts(int64_t batch) const override;
+  void set_part_timer(PartTimer* timer) override;
 
  private:
   float projection_std_;

@@ -27,6 +27,9 @@ enum class ResumeMode { kAuto, kNever, kPath };
 enum class NanPolicy { kStop, kSkip };
 enum class PreemptionSignal { kUsr1, kUsr2, kTerm, kNone };
 
+// The name config.ini gives the kind (model = mlp).
+const char* model_kind_name(ModelKind kind);
+
 struct TrainConfig {
   std::string config_file;          // where the values came from (empty: defaults + flags)
   // data

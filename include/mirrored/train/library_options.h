@@ -4,6 +4,7 @@
 // optimizer and the learning-rate schedule are given. `mirrored train`, `bench train`,
 // `eval` and examples/custom_loop all build from these, so they run the same thing.
 #include <cstdint>
+#include <string>
 
 #include "mirrored/distribute/distributed_dataset.h"
 #include "mirrored/distribute/gradient_reducer.h"
@@ -48,12 +49,25 @@ struct LrScheduleEpochs {
   optim::LrScheduleSpec in_steps(int64_t steps_per_epoch) const;
 };
 
+// The files a run reads and how: data.train and data.test, the evaluation batch, and for a
+// gpt the token windows (token files are read through a bounded cache, data/token_dataset.h).
+struct DataSpec {
+  std::string train;               // data.train
+  std::string test;                // data.test
+  int64_t eval_batch_size = 1000;  // per replica
+  int64_t context = 0;             // tokens per window (gpt.context); 0: an image model
+  int64_t cache_mb = 256;          // bound of a token file's block cache (0: no bound)
+  int64_t eval_windows = 0;        // validation windows scored (0: all that fit)
+};
+
 struct LibraryOptions {
   distribute::RuntimeOptions runtime;
+  int64_t threads = 0;                       // CPU threads per rank; 0: the host's cores shared by its ranks
   distribute::StrategyOptions strategy;
   distribute::ReducerOptions reducer;
   int accumulate_steps = 1;                  // micro-batches per update
   distribute::DatasetOptions train_data;     // sharding, shuffling, augmentation
+  DataSpec data;
   ModelSpec model;
   OptimizerSpec optimizer;
   LrScheduleEpochs lr_schedule;

@@ -9,8 +9,11 @@
 
 namespace mirrored::train {
 
-// `threads` from the config, or (0) the host's cores shared evenly by its ranks.
+// `threads` from the config, or (0) the host's cores shared evenly by its ranks; never more
+// than the CPUs this rank may run on (a larger `threads` is capped there, with a warning).
 int threads_per_rank(int64_t threads, const distribute::Cluster& cluster);
+// A process alone (bench layers): `threads`, or (0) every CPU it may run on; capped there.
+int threads_for_one_process(int64_t threads);
 
 // An HDF5 dataset file, loaded whole.
 std::shared_ptr<const data::Dataset> load_dataset(const std::string& path);

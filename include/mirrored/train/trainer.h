@@ -4,7 +4,8 @@
 // runs the steps (train_step.h, the one step of the project), a log point every
 // `log_every` steps, and an evaluation at each epoch end (or every `eval_every` steps).
 // The data, images or tokens, sits behind TrainingData (training_data.h). Everything around the loop is
-// a Callback: `mirrored train` adds the standard ones, `bench train` a timing one.
+// a Callback: `mirrored train` adds the standard ones (app/run_training.h), `bench train`
+// a timing one.
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -37,11 +38,8 @@ class Trainer {
   // Collective. Resumes (when configured), trains, and returns the summary.
   TrainSummary fit();
 
-  const TrainConfig& config() const;
-  const LibraryOptions& library() const;
   distribute::MirroredStrategy& strategy();
   distribute::DistributedModel& model();
-  int64_t steps_per_epoch() const;
 
  private:
   struct State;
@@ -59,10 +57,5 @@ class Trainer {
 
   std::unique_ptr<State> s_;
 };
-
-// `mirrored train`: the Trainer with the standard callbacks (metrics, TensorBoard,
-// progress, console, final parameters, checkpoints, preemption) plus `extra` ones.
-TrainSummary run_training(const TrainConfig& config, distribute::Runtime& runtime,
-                          std::vector<std::unique_ptr<Callback>> extra = {});
 
 }  // namespace mirrored::train

@@ -12,7 +12,6 @@
 #include "mirrored/core/tensor.h"
 #include "mirrored/distribute/distributed_dataset.h"
 #include "mirrored/distribute/strategy.h"
-#include "mirrored/train/config.h"
 #include "mirrored/train/evaluate.h"
 #include "mirrored/train/library_options.h"
 
@@ -37,10 +36,10 @@ class TrainingData {
   virtual EvalResult evaluate(distribute::MirroredStrategy& strategy, distribute::DistributedModel& model) = 0;
 };
 
-// Collective. The data of `config` for this replica: data.train (and data.test when
-// `with_eval`), images or tokens as the model needs. Throws InputError naming the file and
-// the key when the data does not fit the configuration.
-std::unique_ptr<TrainingData> load_training_data(const TrainConfig& config, const LibraryOptions& lib,
-                                                 distribute::MirroredStrategy& strategy, bool with_eval);
+// Collective. The data of `lib` for this replica: data.train (and data.test when
+// `with_eval`), images or tokens as the model needs (model_data.h). Throws InputError
+// naming the file and the key when the data does not fit the configuration.
+std::unique_ptr<TrainingData> load_training_data(const LibraryOptions& lib, distribute::MirroredStrategy& strategy,
+                                                 bool with_eval);
 
 }  // namespace mirrored::train

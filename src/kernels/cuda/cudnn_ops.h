@@ -71,9 +71,6 @@ class Conv2dPlan {
   const Conv2dShape& shape() const { return shape_; }
   int64_t out_h() const { return out_h_; }
   int64_t out_w() const { return out_w_; }
-  cudnnConvolutionFwdAlgo_t forward_algo() const { return fwd_algo_; }
-  cudnnConvolutionBwdDataAlgo_t backward_data_algo() const { return bwd_data_algo_; }
-  cudnnConvolutionBwdFilterAlgo_t backward_filter_algo() const { return bwd_filter_algo_; }
   size_t workspace_bytes() const { return workspace_bytes_; }
 
   // y = conv(x, w) (+ bias[k] when given).

@@ -1,4 +1,4 @@
-#include "mirrored/train/preemption.h"
+#include "mirrored/app/preemption.h"
 
 #include <atomic>
 #include <csignal>
@@ -7,7 +7,7 @@
 #include "mirrored/core/log.h"
 #include "mirrored/train/checkpointer.h"
 
-namespace mirrored::train {
+namespace mirrored::app {
 namespace {
 // Written from a signal handler: must be lock-free to be async-signal-safe.
 std::atomic<int> g_signalled{0};
@@ -26,10 +26,15 @@ int signal_number(PreemptionSignal signal) {
   throw Error(ExitCode::kFailure, "PreemptionHandler needs a signal (preemption_signal = none installs none)");
 }
 
-std::string signal_name(PreemptionSignal signal) {
-  TrainConfig config;
-  config.preemption_signal = signal;
-  return option_value(config, "preemption_signal");
+// As config.ini names it (preemption_signal = USR1) and as it follows "SIG".
+const char* signal_name(PreemptionSignal signal) {
+  switch (signal) {
+    case PreemptionSignal::kUsr1: return "USR1";
+    case PreemptionSignal::kUsr2: return "USR2";
+    case PreemptionSignal::kTerm: return "TERM";
+    case PreemptionSignal::kNone: break;
+  }
+  return "none";
 }
 }  // namespace
 
@@ -69,20 +74,20 @@ PreemptionHandler::~PreemptionHandler() {
 }
 
 
-void PreemptionHandler::on_step_end(TrainContext& ctx, const StepEnd& step) {
+void PreemptionHandler::on_step_end(train::TrainContext& ctx, const train::StepEnd& step) {
   // Every rank takes part every step, so the decision lands on the same step everywhere.
   const int32_t mine = g_signalled.load(std::memory_order_relaxed);
   const int32_t any = ctx.strategy.num_replicas_in_sync() > 1
                           ? ctx.strategy.reduce(distribute::ReduceOp::kMax, mine)
                           : mine;
   if (!any) return;
-  Checkpointer().save(ctx, step.step);
+  train::Checkpointer().save(ctx, step.step);
   ctx.strategy.communicator().barrier();  // the checkpoint is on disk before any rank exits
   ctx.stop_training = true;
   ctx.preempted = true;
   chief_print(str_cat("SIG", name_, " (preemption warning): checkpoint of step ", step.step, " written to ",
-                     checkpoint_dir(ctx.config), "; exiting with status ", static_cast<int>(ExitCode::kPreempted),
+                     train::checkpoint_dir(ctx.config), "; exiting with status ", static_cast<int>(ExitCode::kPreempted),
                      " so the job can be requeued and resume"));
 }
 
-}  // namespace mirrored::train
+}  // namespace mirrored::app

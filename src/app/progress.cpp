@@ -1,5 +1,5 @@
 #include "mirrored/core/strings.h"
-#include "mirrored/train/progress.h"
+#include "mirrored/app/progress.h"
 
 #include <sys/ioctl.h>
 #include <unistd.h>
@@ -9,7 +9,7 @@
 
 #include "mirrored/core/log.h"
 
-namespace mirrored::train {
+namespace mirrored::app {
 namespace {
 
 constexpr double kRedrawSeconds = 0.1;  // a bar redrawn faster than this only costs time
@@ -135,4 +135,4 @@ void ProgressReporter::on_epoch_end(TrainContext&, const EpochEnd&) {
   bar_open_ = false;
 }
 
-}  // namespace mirrored::train
+}  // namespace mirrored::app

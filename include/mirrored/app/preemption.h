@@ -14,10 +14,13 @@
 #include <string>
 
 #include "mirrored/train/callback.h"
+#include "mirrored/train/config.h"
 
-namespace mirrored::train {
+namespace mirrored::app {
 
-class PreemptionHandler final : public Callback {
+using train::PreemptionSignal;
+
+class PreemptionHandler final : public train::Callback {
  public:
   // Installs the handler for `signal` (not kNone); the destructor
   // restores the previous one, except that a default (fatal) disposition becomes "ignore",
@@ -27,8 +30,7 @@ class PreemptionHandler final : public Callback {
   PreemptionHandler(const PreemptionHandler&) = delete;
   PreemptionHandler& operator=(const PreemptionHandler&) = delete;
 
-  void on_step_end(TrainContext& ctx, const StepEnd& step) override;
-
+  void on_step_end(train::TrainContext& ctx, const train::StepEnd& step) override;
 
  private:
   int signal_ = 0;
@@ -37,4 +39,4 @@ class PreemptionHandler final : public Callback {
   Saved* saved_ = nullptr;  // the previous disposition (struct sigaction, kept out of the header)
 };
 
-}  // namespace mirrored::train
+}  // namespace mirrored::app

@@ -13,8 +13,16 @@
 
 #include "mirrored/core/timer.h"
 #include "mirrored/train/callback.h"
+#include "mirrored/train/config.h"
 
-namespace mirrored::train {
+namespace mirrored::app {
+
+using train::Callback;
+using train::EpochEnd;
+using train::LogPoint;
+using train::ProgressSetting;
+using train::StepEnd;
+using train::TrainContext;
 
 enum class ProgressStyle { kBar, kPlain, kOff };
 
@@ -58,4 +66,4 @@ class ProgressReporter final : public Callback {
   int64_t run_steps_at_epoch_start_ = 0;
 };
 
-}  // namespace mirrored::train
+}  // namespace mirrored::app

@@ -2,17 +2,20 @@
 
 #include <cstdio>
 
+#include "mirrored/app/run_training.h"
+
+#include "mirrored/app/preemption.h"
+#include "mirrored/app/progress.h"
 #include "mirrored/train/checkpointer.h"
-#include "mirrored/train/preemption.h"
-#include "mirrored/train/progress.h"
 #include "mirrored/train/standard_callbacks.h"
 #include "mirrored/train/tensorboard_logger.h"
 #include "mirrored/train/trainer.h"
 
-namespace mirrored::train {
+namespace mirrored::app {
 
-TrainSummary run_training(const TrainConfig& config, distribute::Runtime& runtime,
-                          std::vector<std::unique_ptr<Callback>> extra) {
+train::TrainSummary run_training(const train::TrainConfig& config, distribute::Runtime& runtime,
+                                 std::vector<std::unique_ptr<train::Callback>> extra) {
+  using namespace train;
   Trainer trainer(config, runtime);
   trainer.add_callback(std::make_unique<MetricsLogger>());
   trainer.add_callback(std::make_unique<TensorBoardLogger>());
@@ -28,4 +31,4 @@ TrainSummary run_training(const TrainConfig& config, distribute::Runtime& runtim
   return trainer.fit();
 }
 
-}  // namespace mirrored::train
+}  // namespace mirrored::app

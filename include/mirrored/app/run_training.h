@@ -1,0 +1,17 @@
+#pragma once
+// `mirrored train` as an application of the training loop (train/trainer.h): the Trainer
+// with the standard callbacks (metrics, TensorBoard, progress, console, final parameters,
+// checkpoints, preemption) plus `extra` ones.
+#include <memory>
+#include <vector>
+
+#include "mirrored/distribute/runtime.h"
+#include "mirrored/train/callback.h"
+#include "mirrored/train/config.h"
+
+namespace mirrored::app {
+
+train::TrainSummary run_training(const train::TrainConfig& config, distribute::Runtime& runtime,
+                                 std::vector<std::unique_ptr<train::Callback>> extra = {});
+
+}  // namespace mirrored::app

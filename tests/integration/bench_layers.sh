@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# mirrored bench layers: each layer reports its own FLOPs and parts, so the table's MFLOP
+# column holds the exact counts of the matrix products (forward, plus twice that for
+# backward; the first layer has no input gradient): an mlp and a cnn on Fashion-MNIST, a
+# one-block gpt on this repository's README, two timed steps each.
+source "$(dirname "$0")/lib.sh"
+require_data
+quick=(--steps 2 --warmup 1 --threads 1 --data.train "$DATA_DIR/train.h5" --batch_size 100)
+
+# expect_row FILE NAME MFLOP: a row of NAME whose MFLOP column is MFLOP.
+expect_row() {
+  grep -qE "^ +$2 +(\[[0-9, ]+\] +)?[0-9.]+ +[0-9.]+ +$3 +[0-9.]+ +[0-9.]+$" "$1" ||
+    { cat "$1"; fail "$(basename "$1"): no row '$2' with $3 MFLOP"; }
+}
+
+# mlp 784 -> 64 -> 10, batch 100: 2*100*784*64 * 2 (first layer), 2*100*64*10 * 3.
+"$MIRRORED" bench layers "${quick[@]}" --model mlp --model.hidden 64 >"$WORK/mlp.out" 2>&1 ||
+  { cat "$WORK/mlp.out"; fail "bench layers (mlp) failed"; }
+expect_row "$WORK/mlp.out" '0\.linear' 20.1
+expect_row "$WORK/mlp.out" '2\.linear' 0.4
+# cnn: conv 1 -> 4 channels, 5x5 on 28x28 -> 24x24: 2*100*4*576*25 * 2 (first layer).
+"$MIRRORED" bench layers "${quick[@]}" --model cnn --cnn.channels 4 --cnn.fc 16 >"$WORK/cnn.out" 2>&1 ||
+  { cat "$WORK/cnn.out"; fail "bench layers (cnn) failed"; }
+expect_row "$WORK/cnn.out" '0\.conv' 23.0
+
+# gpt, width 32, context 32, batch 8 (256 tokens), x3 for backward: qkv 2*256*32*96,
+# attention core 4*256*32*32 (the full square), projection 2*256*32*32, mlp 2*256*32*128
+# each way; the block is their sum.
+"$MIRRORED" data import-text --out "$WORK/corpus" "$SOURCE_DIR/README.md" >/dev/null
+"$MIRRORED" bench layers --steps 2 --warmup 1 --threads 1 --model gpt --data.train "$WORK/corpus/train.h5" \
+  --gpt.layers 1 --gpt.heads 2 --gpt.width 32 --gpt.context 32 --batch_size 8 >"$WORK/gpt.out" 2>&1 ||
+  { cat "$WORK/gpt.out"; fail "bench layers (gpt) failed"; }
+expect_row "$WORK/gpt.out" 'attn\.qkv' 4.7
+expect_row "$WORK/gpt.out" 'attn\.core' 3.1
+expect_row "$WORK/gpt.out" 'attn\.proj' 1.6
+expect_row "$WORK/gpt.out" 'mlp\.fc' 6.3
+expect_row "$WORK/gpt.out" 'mlp\.proj' 6.3
+expect_row "$WORK/gpt.out" '1\.block' 22.0
+grep -qE '^ +ln1 +[0-9.]+ +[0-9.]+$' "$WORK/gpt.out" || { cat "$WORK/gpt.out"; fail "no timed ln1 part"; }
+echo "ok: bench layers: the FLOPs of mlp, cnn and gpt layers and the gpt block's parts"
