@@ -113,7 +113,7 @@ struct Choice {
 };
 
 Choice choose_on_chief(const TrainContext& ctx) {
-  const std::string resume = option_value(ctx.config, "resume");
+  const std::string& resume = ctx.config.resume_path;  // resume = a checkpoint file or directory
   Choice choice;
   if (ctx.config.resume == ResumeMode::kNever) return choice;
   std::vector<std::string> candidates;
@@ -176,7 +176,8 @@ Choice choose_on_chief(const TrainContext& ctx) {
   choice.message =
       candidates.size() == 1 && where.empty()
           ? str_cat("resume = '", resume, "': ", problems.front())
-          : str_cat("resume = ", resume, ": none of the ", candidates.size(), " checkpoint(s) in '", where,
+          : str_cat("resume = ", ctx.config.resume == ResumeMode::kAuto ? std::string("auto") : resume, ": none of the ",
+                    candidates.size(), " checkpoint(s) in '", where,
                     "' is usable; remove them or set resume = never to start over");
   return choice;
 }
