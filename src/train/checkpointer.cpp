@@ -6,6 +6,7 @@
 
 #include "mirrored/core/log.h"
 #include "mirrored/kernels/kernels.h"
+#include "mirrored/train/non_finite_guard.h"
 
 namespace mirrored::train {
 namespace fs = std::filesystem;
@@ -338,7 +339,11 @@ void Checkpointer::on_epoch_end(TrainContext& ctx, const EpochEnd& end) {
 }
 
 void Checkpointer::save(TrainContext& ctx, int64_t step) {
-  if (ctx.settle_guard) ctx.settle_guard();  // every rank: it may end the run, and corrects the optimizer's steps
+  // Every rank: it may end the run, and corrects the optimizer's steps.
+  // The losses hold the epoch of `step` (saved as that step ends).
+  if (ctx.guard)
+    settle_guard(*ctx.guard, ctx.optimizer, *ctx.losses, (step - 1) / ctx.steps_per_epoch * ctx.steps_per_epoch,
+                 ctx.steps_per_epoch);
   auto optimizer_state = gather_optimizer_state(ctx);  // collective
   if (!ctx.strategy.is_chief()) return;
   const std::string dir = checkpoint_dir(ctx.config);

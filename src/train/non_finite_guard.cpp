@@ -67,4 +67,13 @@ void NonFiniteGuard::settle(optim::Optimizer& optimizer, const LossOf& local_los
               /*uniform=*/true);
 }
 
+void settle_guard(NonFiniteGuard& guard, optim::Optimizer& optimizer, StepLosses& losses, int64_t epoch_start,
+                  int64_t steps_per_epoch) {
+  guard.settle(optimizer, [&](int64_t bad_step) -> std::optional<float> {
+    const int64_t index = bad_step - 1 - epoch_start;
+    if (index < 0 || index >= steps_per_epoch) return std::nullopt;
+    return losses.loss(index);
+  });
+}
+
 }  // namespace mirrored::train

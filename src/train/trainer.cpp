@@ -123,7 +123,8 @@ Trainer::Trainer(const TrainConfig& config, distribute::Runtime& runtime, Traine
   s.ctx.emplace(TrainContext{s.config, s.strategy, *s.model, *s.optimizer, *s.run_dir, s.steps_per_epoch, s.total_steps});
   s.guard.emplace(s.config, s.strategy.is_chief());
   s.losses = StepLosses(s.model->parameters().flat_params().device(), s.lib.accumulate_steps, s.steps_per_epoch);
-  s.ctx->settle_guard = [this] { settle_guard(); };
+  s.ctx->guard = &*s.guard;
+  s.ctx->losses = &s.losses;
 }
 
 Trainer::~Trainer() = default;
@@ -230,11 +231,7 @@ StepEnd Trainer::step(int64_t epoch, int64_t step_in_epoch) {
 // Reads what the device kept of the NaN/Inf guard's decisions and applies nan_policy.
 void Trainer::settle_guard() {
   State& s = *s_;
-  s.guard->settle(*s.optimizer, [&s](int64_t step) -> std::optional<float> {
-    const int64_t index = step - 1 - s.current_epoch * s.steps_per_epoch;  // global steps are epoch * spe + index
-    if (index < 0 || index >= s.steps_per_epoch) return std::nullopt;
-    return s.losses.loss(index);
-  });
+  train::settle_guard(*s.guard, *s.optimizer, s.losses, s.current_epoch * s.steps_per_epoch, s.steps_per_epoch);
 }
 
 void Trainer::log_point(int64_t epoch) {

@@ -15,6 +15,7 @@
 namespace mirrored::train {
 
 class RunDirectory;
+class NonFiniteGuard;
 
 // What every callback may look at (and, through `stop_training`, end the run).
 struct TrainContext {
@@ -29,10 +30,12 @@ struct TrainContext {
   // Set with stop_training when the run must end at once (preemption): no evaluation, no
   // final files; the command exits with ExitCode::kPreempted.
   bool preempted = false;
-  // Reads the NaN/Inf guard's device state and applies nan_policy (it may throw): whatever
-  // saves the training state calls it first, so a checkpoint never holds a step whose
-  // update the guard has skipped without the host knowing. Set by the Trainer.
-  std::function<void()> settle_guard = nullptr;
+  // The NaN/Inf guard and the step losses it names in its messages (set by the Trainer):
+  // whatever saves the training state settles the guard first (settle_guard()), so a
+  // checkpoint never holds a step whose update the guard has skipped without the host
+  // knowing.
+  NonFiniteGuard* guard = nullptr;
+  StepLosses* losses = nullptr;
 };
 
 struct StepEnd {

@@ -25,6 +25,7 @@
 #include "mirrored/distribute/distributed_model.h"
 #include "mirrored/optim/optimizer.h"
 #include "mirrored/train/config.h"
+#include "mirrored/train/step_losses.h"
 
 namespace mirrored::train {
 
@@ -55,5 +56,10 @@ class NonFiniteGuard {
   Tensor flag_;   // int32 [1]: this step's gradients are not finite
   Tensor tally_;  // int32 [2]: flagged steps, first flagged step, since the last settle
 };
+
+// Settles `guard` (NonFiniteGuard::settle), naming the first bad step's loss when
+// `losses` still holds it: they hold the epoch whose first step is `epoch_start` + 1.
+void settle_guard(NonFiniteGuard& guard, optim::Optimizer& optimizer, StepLosses& losses, int64_t epoch_start,
+                  int64_t steps_per_epoch);
 
 }  // namespace mirrored::train
