@@ -8,6 +8,7 @@
 #   run_step NAME LIMIT CMD...    CMD (output in LOGDIR/NAME.log) under `timeout LIMIT`; its
 #                                 notes (what `note` wrote while it ran) are printed after it
 #   not_run NAME REASON           a step that could not run: a failure, with the reason
+#   record_result NAME RESULT TEXT   a result decided without a command (PASS, or a failure)
 #   note TEXT                     a line for the summary (inside a step: the step's note file)
 #   print_summary                 each step's result, seconds and notes; the build's share of
 #                                 the total when a step is named "build"; PASS or FAIL
@@ -58,28 +59,32 @@ run_step() {
   return 0
 }
 
-not_run() {
-  local name=$1 reason=$2
+# record_result NAME RESULT TEXT: a result decided without running a command (RESULT PASS
+# or a failure word); TEXT is its note.
+record_result() {
+  local name=$1 result=$2 text=$3
   SELFTEST_STEPS+=("$name")
-  SELFTEST_RESULT[$name]="NOT RUN: $reason"
+  SELFTEST_RESULT[$name]=$result
   SELFTEST_SECONDS[$name]=0
-  : >"$SELFTEST_LOGS/$name.notes"
-  SELFTEST_STATUS=1
-  echo "---- $name: not run: $reason"
+  echo "$text" >"$SELFTEST_LOGS/$name.notes"
+  [[ "$result" == PASS ]] || SELFTEST_STATUS=1
+  echo "---- $name: $result: $text"
 }
+
+not_run() { record_result "$1" "NOT-RUN" "$2"; }
 
 print_summary() {
   local total=$((SECONDS - SELFTEST_STARTED)) name
   echo
   echo "==== gpu_selftest summary ($total s; logs in $SELFTEST_LOGS)"
   for name in "${SELFTEST_STEPS[@]}"; do
-    printf '  %-8s %-14s %4s s  %s\n' "$(cut -d' ' -f1 <<<"${SELFTEST_RESULT[$name]}")" "$name" \
+    printf '  %-8s %-16s %4s s  %s\n' "$(cut -d' ' -f1 <<<"${SELFTEST_RESULT[$name]}")" "$name" \
       "${SELFTEST_SECONDS[$name]}" "$(cut -s -d' ' -f2- <<<"${SELFTEST_RESULT[$name]}")"
-    [[ -s "$SELFTEST_LOGS/$name.notes" ]] && sed 's/^/             /' "$SELFTEST_LOGS/$name.notes"
+    [[ -s "$SELFTEST_LOGS/$name.notes" ]] && sed 's/^/               /' "$SELFTEST_LOGS/$name.notes"
   done
   if [[ -n "${SELFTEST_SECONDS[build]:-}" ]]; then
     echo "  build: ${SELFTEST_SECONDS[build]} s of $total s ($(awk -v b="${SELFTEST_SECONDS[build]}" -v t="$total" \
-      'BEGIN { printf "%.0f", t > 0 ? 100 * b / t : 0 }')%)"
+      'BEGIN { printf "%.0f", (t > 0 ? 100 * b / t : 0) }')%)"
   fi
   [[ $SELFTEST_STATUS -eq 0 ]] && echo "  RESULT: PASS" || echo "  RESULT: FAIL"
 }
