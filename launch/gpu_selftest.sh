@@ -39,6 +39,7 @@
 #      SELFTEST_EPOCHS (default 3), SELFTEST_BUDGET_S (default 480: a longer run is a failure)
 # exit: 0 every step passed; 1 a step failed; 3 no GPU on this machine.
 set -uo pipefail
+caller_dir=$PWD
 self=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
 cd "$(dirname "$0")/.." || exit 1
 source launch/selftest_lib.sh
@@ -48,7 +49,6 @@ source launch/selftest_lib.sh
 # end one), with the arguments in SELFTEST_* variables and what earlier steps found in
 # $SELFTEST_LOGS/state.sh.
 parse_arguments() {
-  local caller_dir=$PWD
   bundle=""
   while [[ $# -gt 0 ]]; do
     case "$1" in
@@ -60,7 +60,7 @@ parse_arguments() {
   done
   dir=${1:-build-gpu}
   if [[ -n "$bundle" ]]; then  # as the caller named it, from where the caller stood
-    bundle=$(cd "${SELFTEST_CALLER_DIR:-$caller_dir}" && cd "$bundle" && pwd) ||
+    bundle=$(cd "$caller_dir" && cd "$bundle" && pwd) ||
       { echo "gpu_selftest: no bundle folder '$bundle'"; exit 1; }
   fi
 }
@@ -91,7 +91,8 @@ common_setup() {
   gpt_config=launch/configs/shakespeare_gpt.ini
 }
 
-save_state() { declare -p "$@" >>"$logs/state.sh"; }  # save_state VAR...: for later steps
+# save_state VAR...: for later steps (global when read back inside common_setup)
+save_state() { declare -p "$@" | sed -e 's/^declare -- /declare -g /;t' -e 's/^declare -\([a-zA-Z]\{1,\}\) /declare -g\1 /' >>"$logs/state.sh"; }
 
 info_row() { sed -nE "s/^  $1 +//p" "$logs/info.txt" 2>/dev/null | head -1; }
 
