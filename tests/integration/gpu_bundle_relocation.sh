@@ -3,9 +3,11 @@
 # GPU machine that has no Open MPI, HDF5, Boost or OpenBLAS of its own: the packages are
 # downloaded, unpacked into a temporary prefix and, with this machine's own copies hidden
 # (a private mount namespace binds empty folders over them), an MPI program built with the
-# relocated wrapper all-reduces the exact answer on 2 ranks under the relocated mpirun, every
-# library of the prefix resolves its dependencies inside the prefix (or to the C/C++ runtime
-# every image has), and CMake configures mirrored against the prefix only.
+# relocated wrapper all-reduces the exact answer on 2 ranks under the relocated mpirun (and
+# every shared object mpirun and the ranks map, PMIx, hwloc and libevent among them, comes
+# from the prefix, the system's copies of those hidden too), every library of the prefix
+# resolves its dependencies inside the prefix (or to the C/C++ runtime every image has), the
+# glibc the bundle needs is recorded, and CMake configures mirrored against the prefix only.
 # Skips (77) when the packages cannot be downloaded (no package mirror) or isolation is not
 # possible (not root, no unshare).
 source "$(dirname "$0")/lib.sh"
