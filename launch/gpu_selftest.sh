@@ -483,7 +483,7 @@ if passed build; then
   done
 else
   for name in device unit prefetcher nccl bench_allreduce data cnn gpt throughput errors; do
-    not_run "$name" "the build failed"
+    not_run "$name" "the build did not pass"
   done
 fi
 budget=${SELFTEST_BUDGET_S:-480}

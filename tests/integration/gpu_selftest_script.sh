@@ -85,5 +85,5 @@ for step in device unit prefetcher nccl bench_allreduce data cnn gpt throughput 
   grep -qE "^  NOT-RUN +$step " "$WORK/nobuild.out" || fail "failed build: step $step is not reported as not run"
 done
 grep -qE '^  build: [0-9]+ s of [0-9]+ s \([0-9]+%\)' "$WORK/nobuild.out" || fail "failed build: no build share"
-[[ $(grep -c 'the build failed' "$WORK/nobuild.out") -ge 10 ]] || fail "failed build: the reason is not given for each step"
+[[ $(grep -c "the build did not pass" "$WORK/nobuild.out") -ge 10 ]] || fail "failed build: the reason is not given for each step"
 echo "ok: a failed build: the ten later steps reported as not run, exit 1"
