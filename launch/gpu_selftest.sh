@@ -214,14 +214,16 @@ step_unit() {
   filter=$(python3 tests/tools/gpu_tests.py filter tests/unit) || { note "tests/tools/gpu_tests.py failed"; return 1; }
   # The binary's own count of what the filter selects (a parameterised test once per device).
   listed=$("$dir/tests/unit_tests" --gtest_filter="$filter" --gtest_list_tests | grep -c '^  ')
-  "$dir/tests/unit_tests" --gtest_filter="$filter" >"$logs/unit.gtest" 2>&1
+  # No colour codes: the counts below read GoogleTest's plain tags (mpi_tests' main forces
+  # colour otherwise).
+  "$dir/tests/unit_tests" --gtest_color=no --gtest_filter="$filter" >"$logs/unit.gtest" 2>&1
   local rc=$?
   local passed skipped want ran cuda
   passed=$(grep -c '^\[       OK \]' "$logs/unit.gtest")
   skipped=$(grep -c '^\[  SKIPPED \] .*ms)' "$logs/unit.gtest")
   ran=$(grep -c '^\[ RUN      \]' "$logs/unit.gtest")
   cuda=$(grep -E '^\[       OK \]' "$logs/unit.gtest" | grep -vc '/cpu ')
-  want=$(skipped_for_want_of_gpu "$logs/unit.gtest" | sort -u | tr '\n' ' ')
+  want=$(skipped_for_want_of_gpu "$logs/unit.gtest" | sort -u | awk '{ n++; if (n <= 8) printf "%s ", $0 } END { if (n > 8) printf "and %d more", n - 8 }')
   grep -E '^\[  FAILED  \]' "$logs/unit.gtest" | sort -u | head -20
   note "unit tests of the $(tr ':' '\n' <<<"$filter" | wc -l) GPU fixtures: $ran of $listed ran, $passed passed ($cuda not on the CPU), $skipped skipped"
   if [[ $rc -ne 0 || -n "$want" || $ran -ne $listed || $passed -eq 0 ]]; then
@@ -231,10 +233,10 @@ step_unit() {
 }
 
 step_prefetcher() {
-  "$dir/tests/unit_tests" --gtest_filter='DevicePrefetcherOnGpu.*' --gtest_repeat=20 >"$logs/prefetcher.gtest" 2>&1
+  "$dir/tests/unit_tests" --gtest_color=no --gtest_filter='DevicePrefetcherOnGpu.*' --gtest_repeat=20 >"$logs/prefetcher.gtest" 2>&1
   local rc=$? ok want
   ok=$(grep -c '^\[       OK \]' "$logs/prefetcher.gtest")
-  want=$(skipped_for_want_of_gpu "$logs/prefetcher.gtest" | sort -u | tr '\n' ' ')
+  want=$(skipped_for_want_of_gpu "$logs/prefetcher.gtest" | sort -u | paste -sd' ')
   note "prefetcher tests, 20 repeats: $ok runs passed"
   [[ $rc -eq 0 && -z "$want" && $ok -gt 0 ]] || { note "failed: exit $rc, skipped for want of a GPU: ${want:-none}"; return 1; }
 }
@@ -243,7 +245,7 @@ step_nccl() {
   local filter np status=0
   filter=$(python3 tests/tools/gpu_tests.py filter tests/mpi) || return 1
   for np in 1 $([[ $gpus -ge 2 ]] && echo "$gpus"); do
-    "$mpirun" -np "$np" "$dir/tests/mpi_tests" --gtest_filter="$filter" >"$logs/nccl.np$np.gtest" 2>&1
+    "$mpirun" -np "$np" "$dir/tests/mpi_tests" --gtest_color=no --gtest_filter="$filter" >"$logs/nccl.np$np.gtest" 2>&1
     local rc=$? ok skipped
     ok=$(grep -c '^\[       OK \]' "$logs/nccl.np$np.gtest")
     skipped=$(grep -c '^\[  SKIPPED \] .*ms)' "$logs/nccl.np$np.gtest")
