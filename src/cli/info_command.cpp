@@ -22,7 +22,13 @@ int info_command(int& argc, char**& argv, const Args& args) {
   desc.add_options()("help,h", "print this help");
   boost::program_options::variables_map values;
   if (!parse_options(args, desc, nullptr, values, "info")) return 0;
-  distribute::Runtime runtime(argc, argv, {distribute::Launch::kAuto, distribute::DeviceChoice::kAuto, false});
+  // It reports devices and libraries and moves no device buffers: no NCCL communicator, so
+  // a NCCL that cannot start here (a sandboxed runtime) still lets it say everything else.
+  distribute::RuntimeOptions options;
+  options.launch = distribute::Launch::kAuto;
+  options.device = distribute::DeviceChoice::kAuto;
+  options.device_communicator = false;
+  distribute::Runtime runtime(argc, argv, options);
   std::string gpu_reason;
   const int gpus = cuda_device_count(&gpu_reason);
 

@@ -43,6 +43,7 @@ TokenDataset::TokenDataset(const std::string& path, TokenCacheOptions options) :
   // checkpoint): only a thread-safe HDF5 build (Debian's is) serialises that.
   hbool_t thread_safe = 0;
   if (H5is_library_threadsafe(&thread_safe) < 0) thread_safe = 0;
+  hdf5_thread_safe_ = thread_safe != 0;
   if (options.prefetch && thread_safe) prefetcher_ = std::thread([this] { prefetch_loop(); });
 }
 

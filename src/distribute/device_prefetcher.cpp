@@ -86,8 +86,8 @@ struct DevicePrefetcher::Impl {
     std::memcpy(pinned + image_bytes, slot.host_labels.raw(), label_bytes);
     // Kernels of the step that last read this slot must be done before it is overwritten.
     if (slot.release_recorded) slot.released.make_wait(copy_stream.get());
-    ensure_device_buffer(slot.images, slot.host_images.shape(), DType::kF32, device);
-    ensure_device_buffer(slot.labels, slot.host_labels.shape(), DType::kI32, device);
+    ensure_device_buffer(slot.images, slot.host_images.shape(), slot.host_images.dtype(), device);
+    ensure_device_buffer(slot.labels, slot.host_labels.shape(), slot.host_labels.dtype(), device);
     MIRRORED_CUDA_CHECK(cudaMemcpyAsync(slot.images.raw(), pinned, image_bytes, cudaMemcpyHostToDevice, copy_stream.get()));
     MIRRORED_CUDA_CHECK(cudaMemcpyAsync(slot.labels.raw(), pinned + image_bytes, label_bytes, cudaMemcpyHostToDevice,
                                         copy_stream.get()));

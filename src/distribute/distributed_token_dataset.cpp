@@ -3,24 +3,22 @@
 #include <algorithm>
 
 #include "mirrored/data/token_sampler.h"
-#include "mirrored/kernels/kernels.h"
 
 namespace mirrored::distribute {
 namespace {
 
-// The host batch becomes the replica's batch: shared on the CPU, copied to a GPU. Token
-// batches are small (a few KiB to MiB of int32), so a plain copy ordered on the legacy
-// stream, after the previous step's kernels, is enough.
-const Batch& place(Batch& host, Batch& out, Device device, int64_t step) {
-  if (device.is_cuda()) {
-    ensure_shape(out.inputs, host.inputs.shape(), DType::kI32, device);
-    ensure_shape(out.targets, host.targets.shape(), DType::kI32, device);
-    kernels::copy(host.inputs, out.inputs);
-    kernels::copy(host.targets, out.targets);
-  } else {
-    out.inputs = host.inputs;
-    out.targets = host.targets;
-  }
+// A batch through the device prefetcher (made on first use: the producer reads through the
+// owner, which is returned by value before iteration starts). `next` >= 0 is prepared on
+// the worker while this one computes; only when the token file may be read from another
+// thread than the caller's (a thread-safe HDF5), since the caller may read or write HDF5
+// (a checkpoint) meanwhile.
+const Batch& from_prefetcher(std::unique_ptr<DevicePrefetcher>& prefetcher, Device device,
+                             const data::TokenDataset& dataset, const DevicePrefetcher::Producer& produce,
+                             int64_t step, int64_t next, Batch& out) {
+  if (!prefetcher) prefetcher = std::make_unique<DevicePrefetcher>(device, produce);
+  const auto on_device = prefetcher->get(step, dataset.reads_from_any_thread() ? next : -1);
+  out.inputs = *on_device.images;
+  out.targets = *on_device.labels;
   out.step = step;
   return out;
 }
@@ -59,10 +57,21 @@ std::vector<int64_t> DistributedTokenDataset::replica_offsets(int64_t step) cons
 }
 
 const Batch& DistributedTokenDataset::batch(int64_t step) {
-  const std::vector<int64_t> offsets = replica_offsets(step);
-  data::assemble_token_batch(*dataset_, offsets, options_.context, host_batch_.inputs, host_batch_.targets);
+  if (device_.is_cuda()) {
+    // On the prefetcher's worker: reads the file and this object's (constant) options.
+    auto produce = [this](int64_t s, Tensor& inputs, Tensor& targets) {
+      data::assemble_token_batch(*dataset_, replica_offsets(s), options_.context, inputs, targets);
+      dataset_->prefetch(replica_offsets(s + 1), options_.context + 1);
+    };
+    return from_prefetcher(prefetcher_, device_, *dataset_, produce, step, step + 1, batch_);
+  }
+  data::assemble_token_batch(*dataset_, replica_offsets(step), options_.context, host_batch_.inputs,
+                             host_batch_.targets);
   dataset_->prefetch(replica_offsets(step + 1), options_.context + 1);
-  return place(host_batch_, batch_, device_, step);
+  batch_.inputs = host_batch_.inputs;
+  batch_.targets = host_batch_.targets;
+  batch_.step = step;
+  return batch_;
 }
 
 TokenEvalDataset::TokenEvalDataset(std::shared_ptr<data::TokenDataset> dataset, int64_t batch, int64_t context,
@@ -76,16 +85,26 @@ TokenEvalDataset::TokenEvalDataset(std::shared_ptr<data::TokenDataset> dataset, 
 
 int64_t TokenEvalDataset::num_batches() const { return (shard_size() + batch_size_ - 1) / batch_size_; }
 
-const Batch& TokenEvalDataset::batch(int64_t index) {
+std::vector<int64_t> TokenEvalDataset::offsets(int64_t index) const {
   const int64_t begin = index * batch_size_;
   const int64_t count = std::min(batch_size_, shard_size() - begin);
   MIRRORED_CHECK(index >= 0 && count > 0, "evaluation batch ", index, " out of range");
-  const std::vector<int64_t> offsets = eval_offsets(range_.begin + begin, count, context_);
-  data::assemble_token_batch(*dataset_, offsets, context_, host_batch_.inputs, host_batch_.targets);
-  const int64_t next_begin = begin + count;
-  const int64_t next_count = std::min(batch_size_, shard_size() - next_begin);
-  if (next_count > 0) dataset_->prefetch(eval_offsets(range_.begin + next_begin, next_count, context_), context_ + 1);
-  return place(host_batch_, batch_, device_, index);
+  return eval_offsets(range_.begin + begin, count, context_);
+}
+
+const Batch& TokenEvalDataset::batch(int64_t index) {
+  const int64_t next = index + 1 < num_batches() ? index + 1 : -1;
+  // Reading `index`, the cache loads the blocks of `next` in the background.
+  auto assemble = [this](int64_t i, Tensor& inputs, Tensor& targets) {
+    data::assemble_token_batch(*dataset_, offsets(i), context_, inputs, targets);
+    if (i + 1 < num_batches()) dataset_->prefetch(offsets(i + 1), context_ + 1);
+  };
+  if (device_.is_cuda()) return from_prefetcher(prefetcher_, device_, *dataset_, assemble, index, next, batch_);
+  assemble(index, host_batch_.inputs, host_batch_.targets);
+  batch_.inputs = host_batch_.inputs;
+  batch_.targets = host_batch_.targets;
+  batch_.step = index;
+  return batch_;
 }
 
 }  // namespace mirrored::distribute

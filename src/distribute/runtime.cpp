@@ -157,7 +157,8 @@ Runtime::Runtime(int& argc, char**& argv, RuntimeOptions options) {
 #ifdef MIRRORED_WITH_CUDA
     MIRRORED_CUDA_CHECK(cudaSetDevice(device_.index));
     device_context_ = std::make_unique<kernels::DeviceContext>(device_.index);
-    device_comm_ = std::make_unique<comm::NcclCommunicator>(*world_, device_.index, options.collective_timeout_s);
+    if (options.device_communicator)
+      device_comm_ = std::make_unique<comm::NcclCommunicator>(*world_, device_.index, options.collective_timeout_s);
 #endif
   }
   if (options.print_cluster_table) chief_info(cluster_.table());

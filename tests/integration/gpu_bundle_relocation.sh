@@ -3,9 +3,11 @@
 # GPU machine that has no Open MPI, HDF5, Boost or OpenBLAS of its own: the packages are
 # downloaded, unpacked into a temporary prefix and, with this machine's own copies hidden
 # (a private mount namespace binds empty folders over them), an MPI program built with the
-# relocated wrapper all-reduces the exact answer on 2 ranks under the relocated mpirun, every
-# library of the prefix resolves its dependencies inside the prefix (or to the C/C++ runtime
-# every image has), and CMake configures mirrored against the prefix only.
+# relocated wrapper all-reduces the exact answer on 2 ranks under the relocated mpirun (and
+# every shared object mpirun and the ranks map, PMIx, hwloc and libevent among them, comes
+# from the prefix, the system's copies of those hidden too), every library of the prefix
+# resolves its dependencies inside the prefix (or to the C/C++ runtime every image has), the
+# glibc the bundle needs is recorded, and CMake configures mirrored against the prefix only.
 # Skips (77) when the packages cannot be downloaded (no package mirror) or isolation is not
 # possible (not root, no unshare).
 source "$(dirname "$0")/lib.sh"
@@ -27,6 +29,12 @@ if ! GPU_BUNDLE_COMPRESS=none TRAIN_IMAGES=100 "$src/launch/gpu_bundle.sh" "$WOR
   cat "$WORK/bundle.log"; fail "launch/gpu_bundle.sh failed"
 fi
 echo "ok: bundle made in $((SECONDS - start)) s: $(tail -1 "$WORK/bundle.log")"
+# The glibc the bundle needs is recorded, and this machine (Debian 12, where it was made) has it.
+need=$(cat "$WORK/bundle/glibc.txt" 2>/dev/null)
+have=$(getconf GNU_LIBC_VERSION | awk '{print $2}')
+[[ "$need" =~ ^2\.[0-9]+ ]] || fail "glibc.txt holds '$need', not a glibc version"
+[[ $(printf '%s\n%s\n' "$need" "$have" | sort -V | head -1) == "$need" ]] || fail "the bundle needs glibc $need, this machine has $have"
+echo "ok: the bundle needs glibc >= $need (this machine: $have)"
 
 # Everything below runs in a private mount namespace with the system's copies hidden.
 cat >"$WORK/inside.sh" <<'INSIDE'
@@ -49,7 +57,10 @@ hide $sys/openmpi /usr/share/openmpi /etc/openmpi $sys/hdf5 /usr/include/hdf5 /u
      $sys/openblas-pthread /usr/include/x86_64-linux-gnu/openblas-pthread \
      /usr/bin/mpirun /usr/bin/mpiexec /usr/bin/mpicc /usr/bin/mpicxx /usr/bin/orted /usr/bin/h5cc \
      $sys/libmpi.so* $sys/libopen-rte.so* $sys/libopen-pal.so* $sys/libhdf5_serial.so* \
-     $sys/libboost_program_options.so* $sys/libopenblas.so*
+     $sys/libboost_program_options.so* $sys/libopenblas.so* \
+     $sys/libpmix.so* $sys/pmix2 $sys/libhwloc.so* $sys/hwloc $sys/libevent*.so* $sys/libucp.so* $sys/libuct.so* \
+     $sys/libucs.so* $sys/libucm.so* $sys/ucx $sys/libfabric.so* $sys/libfabric $sys/libpsm2.so* $sys/libibverbs.so* \
+     $sys/librdmacm.so* $sys/libnl-3.so* $sys/libnl-route-3.so* $sys/libmunge.so*
 echo "ok: $hidden system paths hidden"
 [[ ! -x /usr/bin/mpirun || ! -s /usr/bin/mpirun ]] || fail "system mpirun still visible"
 
@@ -58,9 +69,22 @@ unpack_gpu_bundle "$work/bundle" "$work/prefix"
 use_gpu_prefix "$work/prefix"
 
 # 1. An MPI program through the relocated wrapper and mpirun: exact sums on both ranks.
+# Each rank also copies the memory maps of itself and of its parent (mpirun, which
+# launched it) while both are live, after MPI_Init loaded its plugins: the test then reads
+# which shared objects every process of the job really loaded.
 cat >"$work/allreduce.c" <<'EOF'
 #include <mpi.h>
 #include <stdio.h>
+#include <unistd.h>
+static void copy_maps(pid_t pid, const char* out) {
+  char path[64], line[4096];
+  snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
+  FILE* in = fopen(path, "r");
+  FILE* to = fopen(out, "w");
+  while (in && to && fgets(line, sizeof line, in)) fputs(line, to);
+  if (in) fclose(in);
+  if (to) fclose(to);
+}
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   int rank = 0, size = 0;
@@ -69,6 +93,14 @@ int main(int argc, char** argv) {
   long values[3] = {rank + 1, 10 * (rank + 1), 1000003L * (rank + 1)};
   MPI_Allreduce(MPI_IN_PLACE, values, 3, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
   printf("rank %d/%d sums %ld %ld %ld\n", rank, size, values[0], values[1], values[2]);
+  if (argc > 1) {
+    char out[4096];
+    snprintf(out, sizeof out, "%s.rank%d", argv[1], rank);
+    copy_maps(getpid(), out);
+    snprintf(out, sizeof out, "%s.parent%d", argv[1], rank);
+    copy_maps(getppid(), out);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);  /* the parent is alive until every rank has copied */
   MPI_Finalize();
   return 0;
 }
@@ -77,11 +109,24 @@ mpicc -O1 -o "$work/allreduce" "$work/allreduce.c"
 # (ldd's output is read whole: grep -q closing the pipe early would fail it under pipefail)
 deps=$(with_gpu_prefix ldd "$work/allreduce")
 grep -q "libmpi.so.40 => $work/prefix/" <<<"$deps" || { echo "$deps"; fail "libmpi does not resolve into the prefix"; }
-"$GPU_PREFIX_MPIRUN" --oversubscribe -np 2 "$work/allreduce" >"$work/allreduce.out" 2>&1 || { cat "$work/allreduce.out"; fail "mpirun -np 2 failed"; }
+"$GPU_PREFIX_MPIRUN" --oversubscribe -np 2 "$work/allreduce" "$work/maps" >"$work/allreduce.out" 2>&1 || { cat "$work/allreduce.out"; fail "mpirun -np 2 failed"; }
 for r in 0 1; do
   grep -qx "rank $r/2 sums 3 30 3000009" "$work/allreduce.out" || { cat "$work/allreduce.out"; fail "rank $r: wrong all-reduce"; }
 done
 echo "ok: relocated mpicc + mpirun: exact all-reduce on 2 ranks ($(ompi_info --version 2>/dev/null | head -1))"
+# What the ranks and mpirun loaded: every shared object from the prefix, or the C/C++
+# runtime a bare image has. PMIx, hwloc and libevent (and UCX or libfabric, where a plugin
+# pulls them in) must be among them, from the prefix, with the system copies hidden above.
+runtime='/(ld-linux[^/]*|libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s|libresolv|libutil|libz)\.so[.0-9]*$'
+loaded=$(cat "$work"/maps.rank* "$work"/maps.parent* 2>/dev/null | awk '$6 ~ /\.so/ { print $6 }' | sort -u)
+[[ -n "$loaded" ]] || fail "the ranks wrote no memory maps"
+outside=$(grep -v "^$work/prefix/" <<<"$loaded" | grep -vE "$runtime" || true)
+[[ -z "$outside" ]] || { echo "$loaded"; fail "loaded from outside the prefix: $(echo $outside)"; }
+for lib in libmpi.so libopen-pal.so libpmix.so libhwloc.so libevent_core; do
+  grep -q "^$work/prefix/.*/$lib" <<<"$loaded" || { echo "$loaded"; fail "$lib was not loaded from the prefix"; }
+done
+echo "ok: mpirun and both ranks loaded $(wc -l <<<"$loaded") shared objects, every one from the prefix or the C/C++ runtime:" \
+     "$(grep -oE '/(libpmix|libhwloc|libevent[a-z_-]*|libuc[pstm]|libfabric)[^/]*\.so[.0-9]*$' <<<"$loaded" | tr -d / | sort -u | paste -sd' ')"
 [[ "${LD_LIBRARY_PATH:-}" != *"$work/prefix"* ]] || fail "use_gpu_prefix exported LD_LIBRARY_PATH"
 
 # 2. HDF5, Boost.Program_options and OpenBLAS from the prefix: compile, link and run.

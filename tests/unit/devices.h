@@ -78,12 +78,22 @@ class DeviceTest : public ::testing::TestWithParam<Device> {
   std::optional<kernels::DeviceContext> context_;
 };
 
-// A CUDA test fixture that is not parameterised: skips without a GPU, else holds a
-// context for cuda:0 for the test's length.
-class CudaTest : public ::testing::Test {
+// The fixtures of every test that touches a GPU: launch/gpu_selftest.sh selects GPU tests by
+// these fixtures (tests/tools/gpu_tests.py lists the suites derived from them), and the CI
+// test it.gpu_test_fixtures fails when a test that touches a CUDA device uses none of them.
+//
+// GpuTest: skips without a GPU; the test makes its own contexts (or a Runtime does).
+class GpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override { MIRRORED_SKIP_WITHOUT_CUDA(); }
+};
+
+// CudaTest: skips without a GPU, else holds a context for cuda:0 for the test's length.
+class CudaTest : public GpuTest {
  protected:
   void SetUp() override {
-    MIRRORED_SKIP_WITHOUT_CUDA();
+    GpuTest::SetUp();
+    if (IsSkipped()) return;
     context_.emplace(0);
   }
 

@@ -23,9 +23,9 @@ Tensor absolute_tensor(const Tensor& t) {
   return a;
 }
 
-TEST(Bf16Cuda, GemmMatchesTheCpuForEveryTranspose) {
-  MIRRORED_SKIP_WITHOUT_CUDA();
-  auto context = context_for(Device::cuda(0));
+class Bf16Cuda : public CudaTest {};  // with a context for cuda:0
+
+TEST_F(Bf16Cuda, GemmMatchesTheCpuForEveryTranspose) {
   const int64_t m = 33, n = 47, k = 200;
   for (bool ta : {false, true})
     for (bool tb : {false, true}) {
@@ -45,9 +45,7 @@ TEST(Bf16Cuda, GemmMatchesTheCpuForEveryTranspose) {
     }
 }
 
-TEST(Bf16Cuda, ConvolutionMatchesTheCpu) {
-  MIRRORED_SKIP_WITHOUT_CUDA();
-  auto context = context_for(Device::cuda(0));
+TEST_F(Bf16Cuda, ConvolutionMatchesTheCpu) {
   const Device gpu = Device::cuda(0);
   Rng rng(9);
   const int64_t n = 2, c = 4, h = 8, oc = 6, k = 3;

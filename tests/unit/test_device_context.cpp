@@ -28,8 +28,10 @@ TEST(DeviceContext, WorkWithoutAContextIsAClearError) {
   EXPECT_THROW(compute_stream(64), Error);
 }
 
-TEST(DeviceContext, ContextsNestAndUnregister) {
-  MIRRORED_SKIP_WITHOUT_CUDA();
+// A GPU, but no context from the fixture: the test makes and destroys its own.
+class DeviceContextOnGpu : public testing::GpuTest {};
+
+TEST_F(DeviceContextOnGpu, ContextsNestAndUnregister) {
   {
     kernels::DeviceContext outer(0);
     EXPECT_EQ(outer.device(), 0);

@@ -37,8 +37,10 @@ TEST(DeviceChoice, AutoFallsBackToTheCpuWithoutAGpu) {
   EXPECT_EQ(&runtime.device_communicator(), &runtime.world());
 }
 
-TEST(DeviceChoice, CudaOnAGpuGetsTheNcclCommunicator) {
-  MIRRORED_SKIP_WITHOUT_CUDA();
+// The Runtime makes the device context itself: the fixture only asks for a GPU.
+class DeviceChoiceOnGpu : public testing::GpuTest {};
+
+TEST_F(DeviceChoiceOnGpu, CudaOnAGpuGetsTheNcclCommunicator) {
   int argc = 0;
   char** argv = nullptr;
   distribute::Runtime runtime(argc, argv, {distribute::Launch::kLocal, distribute::DeviceChoice::kCuda});
@@ -48,8 +50,7 @@ TEST(DeviceChoice, CudaOnAGpuGetsTheNcclCommunicator) {
   EXPECT_NE(runtime.cluster().table().find("cuda:"), std::string::npos);
 }
 
-TEST(DeviceChoice, BadDeviceOverrideNamesTheVariable) {
-  if (!testing::cuda_present()) GTEST_SKIP() << "no CUDA device: " << testing::cuda_unavailable_reason();
+TEST_F(DeviceChoiceOnGpu, BadDeviceOverrideNamesTheVariable) {
   setenv("MIRRORED_CUDA_DEVICE", "first", 1);
   int argc = 0;
   char** argv = nullptr;
@@ -91,9 +92,9 @@ void fill_step(int64_t step, Tensor& images, Tensor& labels) {
   for (int64_t i = 0; i < 8; ++i) labels.data<int32_t>()[i] = static_cast<int32_t>(step % 10);
 }
 
-TEST(DevicePrefetcher, DeliversEachStepOnTheDeviceAndPrefetchesTheNext) {
-  MIRRORED_SKIP_WITHOUT_CUDA();
-  const auto context = testing::context_for(Device::cuda(0));
+class DevicePrefetcherOnGpu : public testing::CudaTest {};
+
+TEST_F(DevicePrefetcherOnGpu, DeliversEachStepOnTheDeviceAndPrefetchesTheNext) {
   std::atomic<int> produced{0};
   distribute::DevicePrefetcher prefetcher(Device::cuda(0), [&](int64_t step, Tensor& images, Tensor& labels) {
     ++produced;
@@ -116,9 +117,7 @@ TEST(DevicePrefetcher, DeliversEachStepOnTheDeviceAndPrefetchesTheNext) {
   EXPECT_EQ(again.images->to_vector().front(), 0.0f);
 }
 
-TEST(DevicePrefetcher, ProducerErrorsReachTheCaller) {
-  MIRRORED_SKIP_WITHOUT_CUDA();
-  const auto context = testing::context_for(Device::cuda(0));
+TEST_F(DevicePrefetcherOnGpu, ProducerErrorsReachTheCaller) {
   distribute::DevicePrefetcher prefetcher(Device::cuda(0), [](int64_t step, Tensor& images, Tensor& labels) {
     if (step == 1) throw InputError("sample 1 is unreadable");
     fill_step(step, images, labels);
@@ -142,9 +141,7 @@ void keep_compute_busy(const Tensor& a, Tensor& c) {
   for (int i = 0; i < 4; ++i) kernels::gemm(false, false, 1.0f, a, a, 0.0f, c);
 }
 
-TEST(DevicePrefetcher, NewSlotBuffersAreNotZeroedAfterTheirCopy) {
-  MIRRORED_SKIP_WITHOUT_CUDA();
-  const auto context = testing::context_for(Device::cuda(0));
+TEST_F(DevicePrefetcherOnGpu, NewSlotBuffersAreNotZeroedAfterTheirCopy) {
   Tensor a({2048, 2048}, DType::kF32, Device::cuda(0)), c({2048, 2048}, DType::kF32, Device::cuda(0));
   kernels::copy(Tensor::from(std::vector<float>(static_cast<size_t>(a.numel()), 1e-3f), a.shape()), a);
   constexpr int kRounds = 25;

@@ -79,9 +79,9 @@ TEST_P(ModelOn, GradientsMatchCentralDifferences) {
 
 INSTANTIATE_TEST_SUITE_P(Devices, ModelOn, ::testing::ValuesIn(testing::kTestDevices), testing::device_name);
 
-TEST(ModelCpuGpuAgreement, ForwardBackwardAndSgdStep) {
-  MIRRORED_SKIP_WITHOUT_CUDA();
-  const auto context = testing::context_for(Device::cuda(0));  // outlives the models below
+class ModelCpuGpuAgreement : public testing::CudaTest {};  // its context outlives the models
+
+TEST_F(ModelCpuGpuAgreement, ForwardBackwardAndSgdStep) {
   MlpFixture cpu(Device::cpu()), gpu(Device::cuda(0));
   cpu.gradients();
   gpu.gradients();

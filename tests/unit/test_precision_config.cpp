@@ -61,6 +61,7 @@ TEST(PrecisionConfig, OneWarningOnTheChiefWhereTheCpuLacksNativeBf16) {
     EXPECT_EQ(std::count(chief.begin(), chief.end(), '\n'), 1) << chief;
   }
   EXPECT_EQ(warning_of(spec, Device::cpu(), false), "") << "only the chief warns";
+  // CPU check: cuda:0 is only named here (the warning's rule), nothing runs on it.
   EXPECT_EQ(warning_of(spec, Device::cuda(0), true), "") << "GPUs multiply bf16 natively";
   EXPECT_EQ(warning_of(train::ModelSpec{}, Device::cpu(), true), "") << "fp32 needs no warning";
 }

@@ -73,9 +73,9 @@ TEST(WindowSampler, ContextLongerThanTheDataIsNamed) {
   expect_mentions(message_of<InputError>([] { window_starts(100, 0, "f.h5"); }), {"context = 0"});
 }
 
-class TokenDatasetTest : public ::testing::Test {
- protected:
-  void SetUp() override {
+// 50000 random bytes in a token file, loaded: what the dataset tests share.
+struct TokenData {
+  void load() {
     bytes_ = random_bytes(50000, 21);
     path_ = dir_.file("t.h5");
     write_token_file(path_, bytes_, {});
@@ -85,6 +85,11 @@ class TokenDatasetTest : public ::testing::Test {
   std::vector<uint8_t> bytes_;
   std::string path_;
   std::shared_ptr<TokenDataset> dataset_;
+};
+
+class TokenDatasetTest : public ::testing::Test, protected TokenData {
+ protected:
+  void SetUp() override { load(); }
 };
 
 TEST_F(TokenDatasetTest, TargetsAreTheInputsShiftedByOne) {
@@ -184,9 +189,17 @@ TEST_F(TokenDatasetTest, EvaluationCountsEveryWindowOnce) {
   EXPECT_EQ(values(capped.batch(0).inputs)[0], bytes_[13 * kContext]);
 }
 
+// The same data with a context for cuda:0 (the GPU batches are copied on its streams).
+class TokenDatasetOnGpu : public mirrored::testing::CudaTest, protected TokenData {
+ protected:
+  void SetUp() override {
+    CudaTest::SetUp();
+    if (!IsSkipped()) load();
+  }
+};
+
 // On a GPU the batch lives on the device and holds what the host batch holds.
-TEST_F(TokenDatasetTest, DeviceBatchesEqualHostBatches) {
-  MIRRORED_SKIP_WITHOUT_CUDA();
+TEST_F(TokenDatasetOnGpu, DeviceBatchesEqualHostBatches) {
   const TokenDatasetOptions options{.global_batch = 4, .context = 16, .seed = 9};
   DistributedTokenDataset host(dataset_, options, 1, 2);
   DistributedTokenDataset device(dataset_, options, 1, 2, Device::cuda(0));

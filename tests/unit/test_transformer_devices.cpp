@@ -20,9 +20,9 @@ using testing::relative_error;
 
 constexpr double kAgree = 1e-5;  // float32 on both sides, sums in different orders
 
-class TransformerCpuGpu : public ::testing::Test {
+// The context for cuda:0 comes with the fixture: GPU tensors need its compute stream.
+class TransformerCpuGpu : public testing::CudaTest {
  protected:
-  void SetUp() override { MIRRORED_SKIP_WITHOUT_CUDA(); }
   static Tensor gpu(const Tensor& t) { return testing::to_device(t, Device::cuda(0)); }
 };
 

@@ -72,6 +72,10 @@ class TokenDataset {
 
   TokenCacheStats stats() const;
 
+  // Whether another thread may read while the caller's thread also calls HDF5 (a thread-safe
+  // HDF5 build): a reader thread of the caller's own needs it too.
+  bool reads_from_any_thread() const { return hdf5_thread_safe_; }
+
  private:
   using Block = std::vector<uint8_t>;  // block_tokens_ tokens as stored (1 or 2 bytes each)
   struct Entry {
@@ -90,6 +94,7 @@ class TokenDataset {
   std::unique_ptr<detail::TokenSlabReader> reader_;
   int64_t block_tokens_ = 0;
   int64_t capacity_bytes_ = 0;
+  bool hdf5_thread_safe_ = false;
 
   mutable std::mutex mutex_;
   std::condition_variable loaded_;        // a block finished loading (or failed)

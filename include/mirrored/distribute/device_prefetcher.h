@@ -19,7 +19,8 @@ namespace mirrored::distribute {
 class DevicePrefetcher {
  public:
   // Fills host `images` and `labels` for `step` (on the worker thread; must only read
-  // shared state).
+  // shared state). The device tensors take their shapes and dtypes (float images and int32
+  // labels, or int32 token inputs and targets).
   using Producer = std::function<void(int64_t step, Tensor& images, Tensor& labels)>;
 
   DevicePrefetcher(Device device, Producer produce);

@@ -11,6 +11,7 @@
 #include "mirrored/core/tensor.h"
 #include "mirrored/data/sampler.h"
 #include "mirrored/data/token_dataset.h"
+#include "mirrored/distribute/device_prefetcher.h"
 #include "mirrored/distribute/distributed_dataset.h"  // Batch: inputs [n, context], targets [n, context]
 
 namespace mirrored::distribute {
@@ -39,7 +40,11 @@ class DistributedTokenDataset {
   // This replica's window starts for global step `step`.
   std::vector<int64_t> replica_offsets(int64_t step) const;
   // This replica's batch of global step `step` (any order of steps; the buffers are reused,
-  // valid until the next call). Then asks the cache to prefetch step + 1's windows.
+  // valid until the next call). Then asks the cache to prefetch step + 1's windows. On a
+  // GPU the batch is staged in pinned memory and copied on the prefetcher's copy stream,
+  // which the compute stream waits for by event (no host wait for the copy); with a
+  // thread-safe HDF5, step + 1 is assembled and copied while step computes. Not to be
+  // moved after the first batch: the prefetcher's worker reads through this object.
   const Batch& batch(int64_t step);
 
  private:
@@ -49,8 +54,9 @@ class DistributedTokenDataset {
   int64_t per_replica_batch_ = 0;
   int64_t starts_ = 0;
   Device device_;
-  Batch host_batch_;  // assembled here, then copied into batch_ on a GPU device
+  Batch host_batch_;  // assembled here on a CPU device
   Batch batch_;
+  std::unique_ptr<DevicePrefetcher> prefetcher_;  // a GPU device, from the first batch on
 };
 
 // Evaluation windows: window w holds tokens [w*context, (w+1)*context] (the first
@@ -63,9 +69,13 @@ class TokenEvalDataset {
   int64_t num_windows() const { return num_windows_; }  // over all replicas
   int64_t shard_size() const { return range_.end - range_.begin; }
   int64_t num_batches() const;  // of this replica (shares differ by at most one window)
-  const Batch& batch(int64_t index);  // reused buffer
+  // Reused buffers; on a GPU staged and copied as DistributedTokenDataset::batch does,
+  // with the next index prepared ahead. Not to be moved after the first batch.
+  const Batch& batch(int64_t index);
 
  private:
+  std::vector<int64_t> offsets(int64_t index) const;  // window starts of batch `index`
+
   std::shared_ptr<data::TokenDataset> dataset_;
   int64_t batch_size_, context_;
   int64_t num_windows_ = 0;
@@ -73,6 +83,7 @@ class TokenEvalDataset {
   Device device_;
   Batch host_batch_;
   Batch batch_;
+  std::unique_ptr<DevicePrefetcher> prefetcher_;
 };
 
 }  // namespace mirrored::distribute

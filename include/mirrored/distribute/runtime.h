@@ -43,6 +43,9 @@ struct RuntimeOptions {
   // Each rank's threads on cores of their own unless the launcher bound them
   // (core_binding.h); kOff leaves the process mask alone.
   BindCores bind_cores = BindCores::kAuto;
+  // false: no NCCL communicator even on a GPU, for programs that only report (mirrored
+  // info), so a NCCL that cannot start in this runtime does not stop them.
+  bool device_communicator = true;
 };
 
 class Runtime {
