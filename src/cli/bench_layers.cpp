@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_attention_sweep.h"
 #include "commands.h"
 #include "parse_options.h"
 #include "mirrored/core/strings.h"
@@ -84,14 +85,14 @@ double forward_flops(nn::Model& model, size_t index, const Shape& input_sample, 
 
 // Forward FLOPs of a transformer block's part (TransformerBlock::forward's names) for
 // samples [T, C]: the token projections are [C] -> [3C], [C], [4C] and [4C] -> [C] per
-// token; the attention core is q k^T and p v over the full T x T square per head (the
-// kernel multiplies the masked half too).
+// token; the attention core is q k^T and p v over the causal half, T (T + 1) / 2 pairs per
+// head (the fused kernel skips the rest).
 double part_forward_flops(const std::string& part, int64_t batch, const Shape& sample) {
   const double tokens = static_cast<double>(batch * sample[0]), c = static_cast<double>(sample[1]);
   if (part == "attn.qkv") return 2.0 * tokens * c * 3.0 * c;
   if (part == "attn.proj") return 2.0 * tokens * c * c;
   if (part == "mlp.fc" || part == "mlp.proj") return 2.0 * tokens * c * 4.0 * c;
-  if (part == "attn.core") return 4.0 * tokens * static_cast<double>(sample[0]) * c;
+  if (part == "attn.core") return 2.0 * tokens * static_cast<double>(sample[0] + 1) * c;
   return 0.0;
 }
 
@@ -282,6 +283,9 @@ int bench_layers(int&, char**&, const Args& args) {
   chief_print(str_cat("  all layers: ", fixed(total_s * 1e3, 3), " ms (", fixed(gemm_s * 1e3, 3),
                       " in layers with matrix products), ", fixed(total_flops / 1e6, 1), " MFLOP, ", fixed(rate, 1),
                       " GFLOP/s = ", fixed(100.0 * rate / sgemm, 1), "% of sgemm"));
+  if (config.model == train::ModelKind::kGpt)
+    print_attention_context_sweep(config.gpt_width, config.gpt_heads, batch * config.gpt_context,
+                                  static_cast<int>(counts.steps), sgemm);
   chief_print(str_cat("layers_ms=", fixed(total_s * 1e3, 3), " sgemm_gflops=", fixed(sgemm, 1),
                       " percent_of_sgemm=", fixed(100.0 * rate / sgemm, 1)));
   return 0;
