@@ -40,9 +40,13 @@ MIRRORED_HOST_DEVICE inline float softmax_exp(float x) {
   const int32_t bits = std::bit_cast<int32_t>(fabsf(x));
   constexpr int32_t kFloor = std::bit_cast<int32_t>(87.0f);
   constexpr int32_t kInf = 0x7f800000;
+  // e is computed whatever x is (a clamped argument), then kept or dropped by integer masks:
+  // GCC does not speculate float arithmetic behind a branch, so a select that guards the
+  // exponential would leave the loop scalar.
   const float e = exp_nonpositive(copysignf(std::bit_cast<float>(bits < kFloor ? bits : kFloor), x));
-  const int32_t in_range = bits < kFloor ? std::bit_cast<int32_t>(e) : 0;
-  return std::bit_cast<float>(bits > kInf ? std::bit_cast<int32_t>(x) : in_range);
+  const int32_t keep_e = -static_cast<int32_t>(bits < kFloor);
+  const int32_t keep_x = -static_cast<int32_t>(bits > kInf);
+  return std::bit_cast<float>((std::bit_cast<int32_t>(e) & keep_e) | (std::bit_cast<int32_t>(x) & keep_x));
 }
 
 // tanh(u) = sign(u) (1 - e) / (1 + e) with e = e^(-2|u|) <= 1: nothing overflows. |u| is

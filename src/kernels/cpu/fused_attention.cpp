@@ -34,6 +34,7 @@ namespace {
 constexpr int64_t kLanes = 16;  // keys per step of tile_products, and lane_sum's partial sums
 constexpr int64_t kKeyBlock = 64;  // keys per block: the scores of a tile stay in L1
 constexpr int64_t kTileRows = 4;   // queries per tile: 4 x 16 scores in registers
+constexpr int64_t kQueryBlock = 16;  // backward: query rows per pass over a key block's dK, dV
 constexpr int64_t kWidthStep = 2 * kLanes;  // head channels per pass of accumulate_products
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
@@ -64,11 +65,15 @@ MIRRORED_ALWAYS_INLINE void pack_rows(const float* src, int64_t ld, const HeadLa
   for (int64_t r = 0; r < l.t; ++r) std::memcpy(dst + r * l.width, src + r * ld, static_cast<size_t>(l.hs) * sizeof(float));
 }
 
-// hs x rows, the transpose: dst[d][r] = src[r][d], columns past t zero.
+// The transpose, one key block after another: block r / kKeyBlock is hs x kKeyBlock floats
+// at (r / kKeyBlock) hs kKeyBlock, so a block's rows are kKeyBlock floats apart (rows a
+// whole context apart would fall into the same L1 sets); columns past t zero.
 MIRRORED_ALWAYS_INLINE void pack_transposed(const float* src, int64_t ld, const HeadLayout& l, float* dst) {
   std::memset(dst, 0, static_cast<size_t>(l.hs * l.rows) * sizeof(float));
-  for (int64_t r = 0; r < l.t; ++r)
-    for (int64_t d = 0; d < l.hs; ++d) dst[d * l.rows + r] = src[r * ld + d];
+  for (int64_t r = 0; r < l.t; ++r) {
+    float* block = dst + (r / kKeyBlock) * l.hs * kKeyBlock + r % kKeyBlock;
+    for (int64_t d = 0; d < l.hs; ++d) block[d * kKeyBlock] = src[r * ld + d];
+  }
 }
 
 template <class V>
@@ -139,6 +144,19 @@ MIRRORED_ALWAYS_INLINE void accumulate_products(float* acc, int64_t ldacc, const
   if (i < rows) accumulate_rows<V, 1>(acc + i * ldacc, ldacc, coef + i * ldcoef, ldcoef, m, ldm, count, width);
 }
 
+// The maximum of x[0, n), n a multiple of kLanes (a maximum is exact: any order will do).
+template <class V>
+MIRRORED_ALWAYS_INLINE float max_of(const float* x, int64_t n) {
+  V m = load<V>(x);
+  for (int64_t j = kWidth<V>; j < n; j += kWidth<V>) {
+    const V v = load<V>(x + j);
+    m = v > m ? v : m;
+  }
+  float result = m[0];
+  for (int64_t l = 1; l < kWidth<V>; ++l) result = std::max(result, m[l]);
+  return result;
+}
+
 // The sum of x[0, n), n a multiple of kLanes, in kLanes interleaved partial sums.
 MIRRORED_ALWAYS_INLINE float lane_sum(const float* x, int64_t n) {
   float lanes[kLanes] = {};
@@ -179,13 +197,13 @@ MIRRORED_ALWAYS_INLINE void fused_attention_forward_head_body(const float* qkv, 
     for (int64_t j0 = 0; j0 <= last; j0 += kKeyBlock) {
       const int64_t keys = std::min(kKeyBlock, last - j0 + 1);
       const int64_t keys_padded = round_up(keys, kLanes);
-      tile_products<V>(q + r0 * l.width, l.width, kt + j0, l.rows, l.hs, keys_padded, s);
+      tile_products<V>(q + r0 * l.width, l.width, kt + j0 * l.hs, kKeyBlock, l.hs, keys_padded, s);
       for (int64_t i = 0; i <= last - r0; ++i) {
         float* p = s + i * kKeyBlock;
         const int64_t valid = std::min(keys, r0 + i - j0 + 1);  // keys j <= the row's position
         for (int64_t j = 0; j < valid; ++j) p[j] *= l.scale;
-        float block_max = p[0];
-        for (int64_t j = 1; j < valid; ++j) block_max = std::max(block_max, p[j]);
+        for (int64_t j = valid; j < keys_padded; ++j) p[j] = -INFINITY;
+        const float block_max = max_of<V>(p, keys_padded);
         const float new_max = j0 == 0 ? block_max : std::max(row_max[i], block_max);
         for (int64_t j = 0; j < valid; ++j) p[j] = softmax_exp(p[j] - new_max);
         for (int64_t j = valid; j < keys_padded; ++j) p[j] = 0.0f;
@@ -246,42 +264,48 @@ MIRRORED_ALWAYS_INLINE void fused_attention_backward_head_body(const float* qkv,
     for (int64_t d = 0; d < l.hs; ++d) sum += dout[r * l.c + d] * out[r * l.c + d];
     w.delta[static_cast<size_t>(r)] = sum;
   }
-  alignas(64) float p[kTileRows * kKeyBlock], ds[kTileRows * kKeyBlock];
-  alignas(64) float pt[kKeyBlock * kTileRows], dst[kKeyBlock * kTileRows];
+  // P and dS of kQueryBlock query rows against one key block, and their transposes.
+  alignas(64) float p[kQueryBlock * kKeyBlock], ds[kQueryBlock * kKeyBlock];
+  alignas(64) float pt[kKeyBlock * kQueryBlock], dst[kKeyBlock * kQueryBlock];
   for (int64_t j0 = 0; j0 < l.t; j0 += kKeyBlock) {
     const int64_t block_keys = std::min(kKeyBlock, l.t - j0);
     std::fill(w.dk.begin(), w.dk.end(), 0.0f);
     std::fill(w.dv.begin(), w.dv.end(), 0.0f);
-    for (int64_t r0 = j0; r0 < l.t; r0 += kTileRows) {
-      const int64_t rows = std::min(kTileRows, l.t - r0);
-      const int64_t keys = std::min(block_keys, r0 + rows - j0);  // keys any row of the tile sees
+    for (int64_t q0 = j0; q0 < l.t; q0 += kQueryBlock) {
+      const int64_t query_rows = std::min(kQueryBlock, l.t - q0);
+      const int64_t keys = std::min(block_keys, q0 + query_rows - j0);  // keys any row of the block sees
       const int64_t keys_padded = round_up(keys, kLanes);
-      tile_products<V>(w.q.data() + r0 * l.width, l.width, w.kt.data() + j0, l.rows, l.hs, keys_padded, p);
-      tile_products<V>(w.dout.data() + r0 * l.width, l.width, w.vt.data() + j0, l.rows, l.hs, keys_padded, ds);
-      for (int64_t i = 0; i < rows; ++i) {
-        float* pi = p + i * kKeyBlock;
-        float* dsi = ds + i * kKeyBlock;
-        const int64_t valid = std::min(keys, r0 + i - j0 + 1);
-        const float row_lse = lse[r0 + i], row_delta = w.delta[static_cast<size_t>(r0 + i)];
-        for (int64_t j = 0; j < valid; ++j) {
-          pi[j] = softmax_exp(pi[j] * l.scale - row_lse);
-          dsi[j] = pi[j] * (dsi[j] - row_delta);
+      for (int64_t r0 = q0; r0 < q0 + query_rows; r0 += kTileRows) {
+        const int64_t rows = std::min(kTileRows, q0 + query_rows - r0);
+        float* tile_p = p + (r0 - q0) * kKeyBlock;
+        float* tile_ds = ds + (r0 - q0) * kKeyBlock;
+        tile_products<V>(w.q.data() + r0 * l.width, l.width, w.kt.data() + j0 * l.hs, kKeyBlock, l.hs, keys_padded,
+                         tile_p);
+        tile_products<V>(w.dout.data() + r0 * l.width, l.width, w.vt.data() + j0 * l.hs, kKeyBlock, l.hs,
+                         keys_padded, tile_ds);
+        for (int64_t i = 0; i < rows; ++i) {
+          float* pi = tile_p + i * kKeyBlock;
+          float* dsi = tile_ds + i * kKeyBlock;
+          const int64_t valid = std::min(keys, r0 + i - j0 + 1);
+          const float row_lse = lse[r0 + i], row_delta = w.delta[static_cast<size_t>(r0 + i)];
+          for (int64_t j = 0; j < valid; ++j) pi[j] = softmax_exp(pi[j] * l.scale - row_lse);
+          for (int64_t j = 0; j < valid; ++j) dsi[j] = pi[j] * (dsi[j] - row_delta);
+          for (int64_t j = valid; j < keys; ++j) pi[j] = dsi[j] = 0.0f;
         }
-        for (int64_t j = valid; j < keys; ++j) pi[j] = dsi[j] = 0.0f;
+        // dQ[r] += dS[r][j] K[j] (scaled at the end), keys in increasing order per row.
+        accumulate_products<V>(w.dq.data() + r0 * l.width, l.width, tile_ds, kKeyBlock, w.k.data() + j0 * l.width,
+                               l.width, rows, keys, l.width);
       }
-      // dQ[r] += dS[r][j] K[j] (scaled at the end), keys in increasing order per row.
-      accumulate_products<V>(w.dq.data() + r0 * l.width, l.width, ds, kKeyBlock, w.k.data() + j0 * l.width, l.width,
-                          rows, keys, l.width);
       // dV[j] += P[r][j] dO[r] and dK[j] += dS[r][j] Q[r], rows in increasing order per key.
-      for (int64_t i = 0; i < rows; ++i)
+      for (int64_t i = 0; i < query_rows; ++i)
         for (int64_t j = 0; j < keys; ++j) {
-          pt[j * kTileRows + i] = p[i * kKeyBlock + j];
-          dst[j * kTileRows + i] = ds[i * kKeyBlock + j];
+          pt[j * kQueryBlock + i] = p[i * kKeyBlock + j];
+          dst[j * kQueryBlock + i] = ds[i * kKeyBlock + j];
         }
-      accumulate_products<V>(w.dv.data(), l.width, pt, kTileRows, w.dout.data() + r0 * l.width, l.width, keys, rows,
-                          l.width);
-      accumulate_products<V>(w.dk.data(), l.width, dst, kTileRows, w.q.data() + r0 * l.width, l.width, keys, rows,
-                          l.width);
+      accumulate_products<V>(w.dv.data(), l.width, pt, kQueryBlock, w.dout.data() + q0 * l.width, l.width, keys,
+                             query_rows, l.width);
+      accumulate_products<V>(w.dk.data(), l.width, dst, kQueryBlock, w.q.data() + q0 * l.width, l.width, keys,
+                             query_rows, l.width);
     }
     for (int64_t j = 0; j < block_keys; ++j) {
       float* dk = dqkv + (j0 + j) * ld + l.c;
