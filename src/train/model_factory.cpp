@@ -1,7 +1,5 @@
 #include "mirrored/train/model_factory.h"
 
-#include <string>
-
 #include "mirrored/core/error.h"
 #include "mirrored/core/log.h"
 #include "mirrored/kernels/kernels.h"
@@ -65,19 +63,9 @@ nn::Model build_model(const ModelSpec& spec, const Shape& sample_shape, int num_
 }
 
 void warn_about_slow_precision(const ModelSpec& spec, Device device, bool chief) {
-  if (!chief || spec.precision != Precision::kBF16 || !device.is_cpu()) return;
-  if (!kernels::cpu_native_bf16()) {
-    rank_warning("precision = bf16 on a CPU without AVX512-BF16 or AMX: bf16 arithmetic is emulated (" +
-                 kernels::cpu_bf16_method() + "), slower than fp32");
-    return;
-  }
-  // oneDNN 2.x's bf16 matmul (brg:avx512_core_bf16) was measured below OpenBLAS's float32
-  // sgemm on a Xeon with AVX512-BF16: 0.68x fp32 on a 1024-wide mlp (Debian's 2.6.3).
-  const std::string onednn = kernels::cpu_onednn_version();
-  if (!onednn.empty() && onednn[0] < '3' && onednn[1] == '.')
-    rank_warning("precision = bf16 with oneDNN " + onednn +
-                 ": its bf16 matmul measured slower than fp32 (0.68x on a 1024-wide mlp with AVX512-BF16); "
-                 "fp32 is the faster choice with this oneDNN");
+  if (!chief || spec.precision != Precision::kBF16 || !device.is_cpu() || kernels::cpu_native_bf16()) return;
+  rank_warning("precision = bf16 on a CPU without AVX512-BF16 or AMX: bf16 arithmetic is emulated (" +
+               kernels::cpu_bf16_method() + "), slower than fp32");
 }
 
 }  // namespace mirrored::train

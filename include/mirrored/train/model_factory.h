@@ -11,9 +11,8 @@ namespace mirrored::train {
 // The model with spec.precision set on it.
 nn::Model build_model(const ModelSpec& spec, const Shape& sample_shape, int num_classes);
 
-// One warning line on rank 0 when spec.precision = bf16 runs slower than fp32 on this CPU:
-// without native bfloat16 instructions, or with them through a oneDNN 2.x (measured slower
-// than float32 BLAS).
+// One warning line on rank 0 when spec.precision = bf16 runs on a CPU without native
+// bfloat16 instructions: correct, but slower than fp32.
 void warn_about_slow_precision(const ModelSpec& spec, Device device, bool chief);
 
 }  // namespace mirrored::train

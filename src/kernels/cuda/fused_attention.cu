@@ -26,9 +26,6 @@ constexpr int kMaxHead = 128;
 struct Head {
   int64_t t, c, hs;
   float scale;
-  __device__ const float* q(const float* qkv, int64_t b, int64_t h, int64_t row) const {
-    return qkv + (b * t + row) * 3 * c + h * hs;
-  }
 };
 
 // Copies rows [first, first + kKeyTile) of the part (0 q, 1 k, 2 v) of qkv, or of a [B, T, C]
