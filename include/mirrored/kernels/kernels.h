@@ -233,7 +233,8 @@ void gelu_backward(const Tensor& x, const Tensor& dy, Tensor& dx);
 // side; head h owns channels [h C/H, (h+1) C/H) of each): per (b, h),
 // probs = softmax(q k^T / sqrt(C/H)) with position t attending to positions <= t (the
 // entries above the diagonal are 0), out[b, :, head h] = probs v. probs [B, H, T, T] is
-// saved for backward.
+// saved for backward. The layers run the fused form below; this materialised one is what
+// the fused kernels are tested and benchmarked against.
 void attention_forward(const Tensor& qkv, int64_t heads, Tensor& out, Tensor& probs);
 // dqkv [B, T, 3C] (overwritten) from dout [B, T, C]. `workspace` as for layer_norm_backward
 // (the gradient of the scores).
