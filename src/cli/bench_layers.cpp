@@ -15,6 +15,7 @@
 #include <memory>
 #include <vector>
 
+#include "bench_attention_sweep.h"
 #include "commands.h"
 #include "parse_options.h"
 #include "mirrored/core/strings.h"
@@ -226,6 +227,9 @@ int bench_layers(int&, char**&, const Args& args) {
                       " warm-up; sgemm 512^3: ", fixed(sgemm, 1), " GFLOP/s (", fixed(sgemm_before, 1),
                       " before the layers, ", fixed(sgemm_after, 1), " after)"));
   print_table(model, times, batch, inputs.num_classes, sgemm);
+  if (lib.model.kind == train::ModelKind::kGpt)
+    print_attention_context_sweep(lib.model.gpt.width, lib.model.gpt.heads, batch * lib.model.gpt.context,
+                                  static_cast<int>(counts.steps), sgemm);
   return 0;
 }
 

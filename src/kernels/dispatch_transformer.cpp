@@ -212,4 +212,43 @@ void attention_backward(const Tensor& qkv, const Tensor& probs, const Tensor& do
                           dqkv.data<float>(), workspace.data<float>());
 }
 
+void fused_attention_forward(const Tensor& qkv, int64_t heads, Tensor& out, Tensor& lse) {
+  const char* op = "fused_attention_forward";
+  const bool cuda = transformer_on_cuda(op, {&qkv, &out, &lse});
+  require_floats(op, {&qkv, &out, &lse});
+  const AttentionShape s = attention_shape(op, qkv, heads);
+  require_shape(op, "out", out, {s.b, s.t, s.c});
+  require_shape(op, "lse", lse, {s.b, heads, s.t});
+  if (cuda)
+    MIRRORED_TRANSFORMER_CUDA(qkv, fused_attention_forward, qkv.data<float>(), s.b, s.t, s.c, heads,
+                              out.data<float>(), lse.data<float>());
+  cpu::fused_attention_forward(qkv.data<float>(), s.b, s.t, s.c, heads, out.data<float>(), lse.data<float>());
+}
+
+void fused_attention_backward(const Tensor& qkv, const Tensor& out, const Tensor& lse, const Tensor& dout,
+                              int64_t heads, Tensor& dqkv, Tensor& workspace) {
+  const char* op = "fused_attention_backward";
+  const bool cuda = transformer_on_cuda(op, {&qkv, &out, &lse, &dout, &dqkv});
+  require_floats(op, {&qkv, &out, &lse, &dout, &dqkv});
+  const AttentionShape s = attention_shape(op, qkv, heads);
+  require_shape(op, "out", out, {s.b, s.t, s.c});
+  require_shape(op, "lse", lse, {s.b, heads, s.t});
+  require_shape(op, "dout", dout, {s.b, s.t, s.c});
+  require_shape(op, "dqkv", dqkv, qkv.shape());
+#ifdef MIRRORED_WITH_CUDA
+  if (cuda) {
+    ensure_shape(workspace, {cuda::fused_attention_backward_workspace_floats(s.b, s.t, heads)}, DType::kF32,
+                 qkv.device());
+    MIRRORED_TRANSFORMER_CUDA(qkv, fused_attention_backward, qkv.data<float>(), out.data<float>(),
+                              lse.data<float>(), dout.data<float>(), s.b, s.t, s.c, heads, dqkv.data<float>(),
+                              workspace.data<float>());
+  }
+#else
+  (void)cuda;
+  (void)workspace;  // the CPU kernel keeps its scratch per thread
+#endif
+  cpu::fused_attention_backward(qkv.data<float>(), out.data<float>(), lse.data<float>(), dout.data<float>(), s.b,
+                                s.t, s.c, heads, dqkv.data<float>());
+}
+
 }  // namespace mirrored::kernels

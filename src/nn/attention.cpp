@@ -28,9 +28,11 @@ Shape CausalSelfAttention::build(const Shape& input, const std::string& prefix, 
 }
 
 std::vector<LayerPart> CausalSelfAttention::parts(int64_t batch) const {
-  const double scores = static_cast<double>(batch * tokens_) * static_cast<double>(tokens_);
+  // q k^T and p v over the causal half only: T (T + 1) / 2 query-key pairs per sample and
+  // head (the fused kernel skips the blocks above the diagonal).
+  const double pairs = static_cast<double>(batch) * static_cast<double>(tokens_ * (tokens_ + 1) / 2);
   std::vector<LayerPart> out = {{"attn.qkv", qkv_->forward_flops(batch)},
-                                {"attn.core", 4.0 * scores * static_cast<double>(width_)},  // q k^T, then p v
+                                {"attn.core", 4.0 * pairs * static_cast<double>(width_)},
                                 {"attn.proj", projection_->forward_flops(batch)}};
   if (dropout_) out.push_back({"attn.dropout", 0.0});
   return out;
@@ -58,8 +60,8 @@ const Tensor& CausalSelfAttention::forward(const Tensor& x, Mode mode) {
   const int64_t b = x.dim(0), t = x.dim(1), c = x.dim(2);
   const Tensor& qkv = timed_part(part_timer_, "attn.qkv", [&]() -> const Tensor& { return qkv_->forward(x, mode); });
   ensure_shape(attended_, {b, t, c}, DType::kF32, x.device());
-  ensure_shape(probs_, {b, heads_, t, t}, DType::kF32, x.device());
-  timed_part(part_timer_, "attn.core", [&] { kernels::attention_forward(qkv, heads_, attended_, probs_); });
+  ensure_shape(lse_, {b, heads_, t}, DType::kF32, x.device());
+  timed_part(part_timer_, "attn.core", [&] { kernels::fused_attention_forward(qkv, heads_, attended_, lse_); });
   const Tensor& y =
       timed_part(part_timer_, "attn.proj", [&]() -> const Tensor& { return projection_->forward(attended_, mode); });
   if (!dropout_) return y;
@@ -72,11 +74,11 @@ const Tensor& CausalSelfAttention::backward(const Tensor& dy, bool need_input_gr
                : dy;
   const Tensor& dattended = timed_part(part_timer_, "attn.proj",
                                        [&]() -> const Tensor& { return projection_->backward(dprojected, true); });
-  // qkv_'s output is still the last forward's (nothing ran it since).
+  // qkv_'s output and attended_ are still the last forward's (nothing ran them since).
   const Tensor& qkv = qkv_->forward_output();
   ensure_shape(dqkv_, qkv.shape(), DType::kF32, dy.device());
   timed_part(part_timer_, "attn.core",
-             [&] { kernels::attention_backward(qkv, probs_, dattended, heads_, dqkv_, workspace_); });
+             [&] { kernels::fused_attention_backward(qkv, attended_, lse_, dattended, heads_, dqkv_, workspace_); });
   return timed_part(part_timer_, "attn.qkv",
                     [&]() -> const Tensor& { return qkv_->backward(dqkv_, need_input_grad); });
 }

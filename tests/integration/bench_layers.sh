@@ -24,17 +24,17 @@ expect_row "$WORK/mlp.out" '2\.linear' 0.4
 expect_row "$WORK/cnn.out" '0\.conv' 23.0
 
 # gpt, width 32, context 32, batch 8 (256 tokens), x3 for backward: qkv 2*256*32*96,
-# attention core 4*256*32*32 (the full square), projection 2*256*32*32, mlp 2*256*32*128
+# attention core 4*8*(32*33/2)*32 (the causal half), projection 2*256*32*32, mlp 2*256*32*128
 # each way; the block is their sum.
 "$MIRRORED" data import-text --out "$WORK/corpus" "$SOURCE_DIR/README.md" >/dev/null
 "$MIRRORED" bench layers --steps 2 --warmup 1 --threads 1 --model gpt --data.train "$WORK/corpus/train.h5" \
   --gpt.layers 1 --gpt.heads 2 --gpt.width 32 --gpt.context 32 --batch_size 8 >"$WORK/gpt.out" 2>&1 ||
   { cat "$WORK/gpt.out"; fail "bench layers (gpt) failed"; }
 expect_row "$WORK/gpt.out" 'attn\.qkv' 4.7
-expect_row "$WORK/gpt.out" 'attn\.core' 3.1
+expect_row "$WORK/gpt.out" 'attn\.core' 1.6
 expect_row "$WORK/gpt.out" 'attn\.proj' 1.6
 expect_row "$WORK/gpt.out" 'mlp\.fc' 6.3
 expect_row "$WORK/gpt.out" 'mlp\.proj' 6.3
-expect_row "$WORK/gpt.out" '1\.block' 22.0
+expect_row "$WORK/gpt.out" '1\.block' 20.5
 grep -qE '^ +ln1 +[0-9.]+ +[0-9.]+$' "$WORK/gpt.out" || { cat "$WORK/gpt.out"; fail "no timed ln1 part"; }
 echo "ok: bench layers: the FLOPs of mlp, cnn and gpt layers and the gpt block's parts"

@@ -3,6 +3,7 @@
 // small GPT's forward and backward. Without a GPU every test is skipped with the reason.
 #include <gtest/gtest.h>
 
+#include <tuple>
 #include <vector>
 
 #include "devices.h"
@@ -103,6 +104,26 @@ TEST_F(TransformerCpuGpu, CausalAttentionAgrees) {
   EXPECT_LT(relative_error(host_values(gprobs), host_values(probs)), kAgree);
   EXPECT_LT(relative_error(host_values(gout), host_values(out)), kAgree);
   EXPECT_LT(relative_error(host_values(gdqkv), host_values(dqkv)), kAgree);
+}
+
+// The fused kernels: contexts across the GPU's 32-key tiles and 64-row blocks and the CPU's
+// 64-key blocks, head sizes of 16 (rounded up to 32 on the GPU) and 64. Both sides keep
+// float32 running sums over different block sizes; 1e-5 relative as for the others.
+TEST_F(TransformerCpuGpu, FusedAttentionAgrees) {
+  for (const auto& [t, c, heads] : {std::tuple<int64_t, int64_t, int64_t>{70, 64, 4}, {257, 128, 2}, {1024, 64, 1}}) {
+    const int64_t b = 2;
+    Rng rng(static_cast<uint64_t>(t));
+    const Tensor qkv = random_tensor({b, t, 3 * c}, rng, -2.0f, 2.0f), dout = random_tensor({b, t, c}, rng);
+    Tensor out({b, t, c}), lse({b, heads, t}), dqkv(qkv.shape()), workspace;
+    Tensor gout = gpu(out), glse = gpu(lse), gdqkv = gpu(dqkv), gworkspace;
+    kernels::fused_attention_forward(qkv, heads, out, lse);
+    kernels::fused_attention_backward(qkv, out, lse, dout, heads, dqkv, workspace);
+    kernels::fused_attention_forward(gpu(qkv), heads, gout, glse);
+    kernels::fused_attention_backward(gpu(qkv), gout, glse, gpu(dout), heads, gdqkv, gworkspace);
+    EXPECT_LT(relative_error(host_values(gout), host_values(out)), kAgree) << "T " << t;
+    EXPECT_LT(relative_error(host_values(glse), host_values(lse)), kAgree) << "T " << t;
+    EXPECT_LT(relative_error(host_values(gdqkv), host_values(dqkv)), kAgree) << "T " << t;
+  }
 }
 
 TEST_F(TransformerCpuGpu, SmallGptForwardAndBackwardAgree) {

@@ -233,11 +233,23 @@ void gelu_backward(const Tensor& x, const Tensor& dy, Tensor& dx);
 // side; head h owns channels [h C/H, (h+1) C/H) of each): per (b, h),
 // probs = softmax(q k^T / sqrt(C/H)) with position t attending to positions <= t (the
 // entries above the diagonal are 0), out[b, :, head h] = probs v. probs [B, H, T, T] is
-// saved for backward.
+// saved for backward. The layers run the fused form below; this materialised one is what
+// the fused kernels are tested and benchmarked against.
 void attention_forward(const Tensor& qkv, int64_t heads, Tensor& out, Tensor& probs);
 // dqkv [B, T, 3C] (overwritten) from dout [B, T, C]. `workspace` as for layer_norm_backward
 // (the gradient of the scores).
 void attention_backward(const Tensor& qkv, const Tensor& probs, const Tensor& dout, int64_t heads, Tensor& dqkv,
                         Tensor& workspace);
+
+// The same attention, fused (FlashAttention 2's schedule): blocks of queries meet blocks of
+// keys with a running softmax, blocks above the diagonal are skipped, and no T x T matrix
+// is formed or kept. Forward writes out [B, T, C] and lse [B, H, T], each query row's
+// log-sum-exp of its scaled scores, all that backward needs besides qkv and out: it
+// recomputes the probabilities. dqkv [B, T, 3C] is overwritten; `workspace` as for
+// layer_norm_backward (B H T floats on a GPU). On the CPU, the bits do not depend on the
+// thread count or the SIMD width.
+void fused_attention_forward(const Tensor& qkv, int64_t heads, Tensor& out, Tensor& lse);
+void fused_attention_backward(const Tensor& qkv, const Tensor& out, const Tensor& lse, const Tensor& dout,
+                              int64_t heads, Tensor& dqkv, Tensor& workspace);
 
 }  // namespace mirrored::kernels

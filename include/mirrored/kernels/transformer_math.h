@@ -31,6 +31,24 @@ MIRRORED_HOST_DEVICE inline float exp_nonpositive(float x) {
   return p * scale;
 }
 
+// e^x for any x <= 0: the exponent of a softmax once the row's maximum is subtracted, where
+// exp_nonpositive's range ends (a rounding's worth above 0 is fine too). Below -87 (e^x under float's smallest normal) it is 0, as
+// for libm up to denormals; NaN stays NaN, so a poisoned row still shows in the loss. The
+// range tests compare bit patterns as integers (no float compare: see above), so the loops
+// that call it vectorise and give the same bits at every SIMD width.
+MIRRORED_HOST_DEVICE inline float softmax_exp(float x) {
+  const int32_t bits = std::bit_cast<int32_t>(fabsf(x));
+  constexpr int32_t kFloor = std::bit_cast<int32_t>(87.0f);
+  constexpr int32_t kInf = 0x7f800000;
+  // e is computed whatever x is (a clamped argument), then kept or dropped by integer masks:
+  // GCC does not speculate float arithmetic behind a branch, so a select that guards the
+  // exponential would leave the loop scalar.
+  const float e = exp_nonpositive(copysignf(std::bit_cast<float>(bits < kFloor ? bits : kFloor), x));
+  const int32_t keep_e = -static_cast<int32_t>(bits < kFloor);
+  const int32_t keep_x = -static_cast<int32_t>(bits > kInf);
+  return std::bit_cast<float>((std::bit_cast<int32_t>(e) & keep_e) | (std::bit_cast<int32_t>(x) & keep_x));
+}
+
 // tanh(u) = sign(u) (1 - e) / (1 + e) with e = e^(-2|u|) <= 1: nothing overflows. |u| is
 // capped at 40 (tanh is 1 in float long before) by comparing bit patterns as integers,
 // which order like the values for non-negative floats and never trap. Accurate to about

@@ -111,7 +111,9 @@ class CausalSelfAttention final : public Layer {
   std::unique_ptr<TokenLinear> qkv_, projection_;  // created by build(), once the width is known
   std::unique_ptr<Dropout> dropout_;  // null when dropout == 0
   int64_t tokens_ = 0, width_ = 0;     // of one sample, from build()
-  Tensor attended_, probs_, dqkv_, workspace_;
+  // attended_ and lse_ (each query row's log-sum-exp, [B, H, T]) are all the fused kernel
+  // keeps for backward: no T x T probabilities.
+  Tensor attended_, lse_, dqkv_, workspace_;
   PartTimer* part_timer_ = nullptr;
 };
 

@@ -99,6 +99,10 @@ void gelu_backward(const float* x, const float* dy, float* dx, int64_t n);
 void attention_forward(const float* qkv, int64_t b, int64_t t, int64_t c, int64_t heads, float* out, float* probs);
 void attention_backward(const float* qkv, const float* probs, const float* dout, int64_t b, int64_t t, int64_t c,
                         int64_t heads, float* dqkv, float* dscores);
+// Fused: lse [b, heads, t]; fused_attention.cpp.
+void fused_attention_forward(const float* qkv, int64_t b, int64_t t, int64_t c, int64_t heads, float* out, float* lse);
+void fused_attention_backward(const float* qkv, const float* out, const float* lse, const float* dout, int64_t b,
+                              int64_t t, int64_t c, int64_t heads, float* dqkv);
 
 // Per-step statistics kept beside the parameters (kernels.h: tally_non_finite, sum_squares,
 // scale_by_clip); step_stats.cpp.

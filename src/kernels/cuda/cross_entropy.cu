@@ -1,12 +1,13 @@
 // Softmax cross-entropy, one warp per row. Each row's loss (double) and hit flag go to a
 // scratch array that is copied back and summed on the host in row order, so the total
-// is deterministic and summed like the CPU kernel's.
+// is deterministic and summed like the CPU kernel's; exp is the CPU's formula (softmax_exp).
 #include <cfloat>
 
 #include "cuda_kernels.h"
 #include "launch.cuh"
 #include "mirrored/core/cuda_check.h"
 #include "mirrored/core/error.h"
+#include "mirrored/kernels/transformer_math.h"
 
 namespace mirrored::kernels::cuda {
 namespace {
@@ -44,12 +45,13 @@ __global__ void cross_entropy_kernel(const float* logits, const int32_t* labels,
     }
   }
   double sum = 0.0;
-  for (int64_t j = lane; j < classes; j += kWarp) sum += static_cast<double>(expf(x[j] - best));
+  for (int64_t j = lane; j < classes; j += kWarp) sum += static_cast<double>(softmax_exp(x[j] - best));
   for (int offset = kWarp / 2; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
   if (dlogits) {
     float* d = dlogits + row * classes;
     const float inv = static_cast<float>(1.0 / sum) * grad_scale;
-    for (int64_t j = lane; j < classes; j += kWarp) d[j] = expf(x[j] - best) * inv - (j == label ? grad_scale : 0.0f);
+    for (int64_t j = lane; j < classes; j += kWarp)
+      d[j] = softmax_exp(x[j] - best) * inv - (j == label ? grad_scale : 0.0f);
   }
   if (lane == 0) {
     row_loss[row] = log(sum) - (static_cast<double>(x[label]) - best);

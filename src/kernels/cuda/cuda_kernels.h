@@ -174,6 +174,13 @@ void attention_forward(Context& ctx, const float* qkv, int64_t b, int64_t t, int
 int64_t attention_backward_workspace_floats(int64_t t, int64_t heads);
 void attention_backward(Context& ctx, const float* qkv, const float* probs, const float* dout, int64_t b, int64_t t,
                         int64_t c, int64_t heads, float* dqkv, float* workspace);
+// Fused (fused_attention.cu): lse [b, heads, t]; backward's workspace holds one float per
+// query row (dO . O).
+void fused_attention_forward(Context& ctx, const float* qkv, int64_t b, int64_t t, int64_t c, int64_t heads,
+                             float* out, float* lse);
+int64_t fused_attention_backward_workspace_floats(int64_t b, int64_t t, int64_t heads);
+void fused_attention_backward(Context& ctx, const float* qkv, const float* out, const float* lse, const float* dout,
+                              int64_t b, int64_t t, int64_t c, int64_t heads, float* dqkv, float* workspace);
 
 // ---- Per-step statistics (kernels.h; step_stats.cu): queued, never waited for.
 // Row losses and the mean as softmax_cross_entropy, the mean summed on the device in row

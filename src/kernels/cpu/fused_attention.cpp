@@ -1,0 +1,374 @@
+// Fused causal self-attention on the CPU (FlashAttention 2's schedule): per (batch, head),
+// blocks of kKeyBlock keys meet tiles of kTileRows queries with a running softmax, so no
+// T x T matrix exists and blocks above the diagonal are never touched. Forward keeps one
+// log-sum-exp per query row; backward recomputes the probabilities from it, one key block
+// at a time, holding that block's dK and dV and the head's dQ in scratch.
+//
+// Bits: every output element is a chain of IEEE operations in a fixed order set by the
+// block sizes only (keys in increasing order, the head dimension in increasing order,
+// query rows in increasing order), computed by one thread. The (batch, head) pairs are
+// spread over OpenMP threads, never split, so 1 or N threads give the same bits; vectors
+// of 4, 8 or 16 floats (the clones of simd_dispatch.h) only ever hold independent output
+// elements, never a sum across lanes, so every SIMD width gives the same bits too.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "cpu_kernels.h"
+#include "mirrored/kernels/transformer_math.h"
+#include "simd_dispatch.h"
+
+namespace mirrored::kernels::cpu {
+namespace {
+
+// Vectors pass between always-inlined functions only, never through a call: GCC's notes on
+// the AVX and AVX-512 calling conventions do not apply.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+constexpr int64_t kLanes = 16;  // keys per step of tile_products, and lane_sum's partial sums
+constexpr int64_t kKeyBlock = 64;  // keys per block: the scores of a tile stay in L1
+constexpr int64_t kTileRows = 4;   // queries per tile: 4 x 16 scores in registers
+constexpr int64_t kQueryBlock = 16;  // backward: query rows per pass over a key block's dK, dV
+constexpr int64_t kWidthStep = 2 * kLanes;  // head channels per pass of accumulate_products
+
+int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+// The layout of one (batch, head)'s packed operands: rows padded to a whole key block, the
+// head dimension to kWidthStep, all padding zero.
+struct HeadLayout {
+  int64_t t = 0, hs = 0, c = 0;
+  int64_t rows = 0;   // t rounded up to kKeyBlock
+  int64_t width = 0;  // hs rounded up to kWidthStep
+  float scale = 0.0f;
+};
+
+HeadLayout head_layout(int64_t t, int64_t c, int64_t heads) {
+  HeadLayout l;
+  l.t = t;
+  l.c = c;
+  l.hs = c / heads;
+  l.rows = round_up(t, kKeyBlock);
+  l.width = round_up(l.hs, kWidthStep);
+  l.scale = 1.0f / std::sqrt(static_cast<float>(l.hs));
+  return l;
+}
+
+// rows x width, row-major: src rows of hs floats (stride ld) copied, the rest zero.
+MIRRORED_ALWAYS_INLINE void pack_rows(const float* src, int64_t ld, const HeadLayout& l, float* dst) {
+  std::memset(dst, 0, static_cast<size_t>(l.rows * l.width) * sizeof(float));
+  for (int64_t r = 0; r < l.t; ++r) std::memcpy(dst + r * l.width, src + r * ld, static_cast<size_t>(l.hs) * sizeof(float));
+}
+
+// The transpose, one key block after another: block r / kKeyBlock is hs x kKeyBlock floats
+// at (r / kKeyBlock) hs kKeyBlock, so a block's rows are kKeyBlock floats apart (rows a
+// whole context apart would fall into the same L1 sets); columns past t zero.
+MIRRORED_ALWAYS_INLINE void pack_transposed(const float* src, int64_t ld, const HeadLayout& l, float* dst) {
+  std::memset(dst, 0, static_cast<size_t>(l.hs * l.rows) * sizeof(float));
+  for (int64_t r = 0; r < l.t; ++r) {
+    float* block = dst + (r / kKeyBlock) * l.hs * kKeyBlock + r % kKeyBlock;
+    for (int64_t d = 0; d < l.hs; ++d) block[d * kKeyBlock] = src[r * ld + d];
+  }
+}
+
+template <class V>
+constexpr int64_t kWidth = sizeof(V) / sizeof(float);
+
+template <class V>
+MIRRORED_ALWAYS_INLINE V load(const float* p) {
+  V v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+template <class V>
+MIRRORED_ALWAYS_INLINE void store(float* p, V v) {
+  std::memcpy(p, &v, sizeof v);
+}
+
+// s[i][j] = sum_d a[i][d] bt[d][j] for kTileRows rows i and j < key_count rounded up to 16:
+// the scores (a = q, bt = k^T) or the probability gradients (a = dO, bt = v^T) of a tile.
+template <class V>
+MIRRORED_ALWAYS_INLINE void tile_products(const float* a, int64_t lda, const float* bt, int64_t ldb, int64_t depth,
+                                          int64_t key_count, float* s /* [kTileRows][kKeyBlock] */) {
+  constexpr int64_t kVectors = kLanes / kWidth<V>;
+  for (int64_t j = 0; j < key_count; j += kLanes) {
+    V acc[kTileRows][kVectors] = {};
+    for (int64_t d = 0; d < depth; ++d) {
+      V b[kVectors];
+      for (int64_t v = 0; v < kVectors; ++v) b[v] = load<V>(bt + d * ldb + j + v * kWidth<V>);
+      for (int64_t i = 0; i < kTileRows; ++i) {
+        const float f = a[i * lda + d];
+        for (int64_t v = 0; v < kVectors; ++v) acc[i][v] += f * b[v];
+      }
+    }
+    for (int64_t i = 0; i < kTileRows; ++i)
+      for (int64_t v = 0; v < kVectors; ++v) store<V>(s + i * kKeyBlock + j + v * kWidth<V>, acc[i][v]);
+  }
+}
+
+// acc[i][:width] += sum_{j < count} coef[i][j] m[j][:width] for kRows rows, j increasing.
+template <class V, int64_t kRows>
+MIRRORED_ALWAYS_INLINE void accumulate_rows(float* acc, int64_t ldacc, const float* coef, int64_t ldcoef,
+                                            const float* m, int64_t ldm, int64_t count, int64_t width) {
+  constexpr int64_t kVectors = kWidthStep / kWidth<V>;
+  for (int64_t c0 = 0; c0 < width; c0 += kWidthStep) {
+    V a[kRows][kVectors];
+    for (int64_t i = 0; i < kRows; ++i)
+      for (int64_t v = 0; v < kVectors; ++v) a[i][v] = load<V>(acc + i * ldacc + c0 + v * kWidth<V>);
+    for (int64_t j = 0; j < count; ++j) {
+      V b[kVectors];
+      for (int64_t v = 0; v < kVectors; ++v) b[v] = load<V>(m + j * ldm + c0 + v * kWidth<V>);
+      for (int64_t i = 0; i < kRows; ++i) {
+        const float f = coef[i * ldcoef + j];
+        for (int64_t v = 0; v < kVectors; ++v) a[i][v] += f * b[v];
+      }
+    }
+    for (int64_t i = 0; i < kRows; ++i)
+      for (int64_t v = 0; v < kVectors; ++v) store<V>(acc + i * ldacc + c0 + v * kWidth<V>, a[i][v]);
+  }
+}
+
+// accumulate_rows over `rows` rows (pairs, then a last single one).
+template <class V>
+MIRRORED_ALWAYS_INLINE void accumulate_products(float* acc, int64_t ldacc, const float* coef, int64_t ldcoef,
+                                                const float* m, int64_t ldm, int64_t rows, int64_t count,
+                                                int64_t width) {
+  int64_t i = 0;
+  for (; i + 2 <= rows; i += 2)
+    accumulate_rows<V, 2>(acc + i * ldacc, ldacc, coef + i * ldcoef, ldcoef, m, ldm, count, width);
+  if (i < rows) accumulate_rows<V, 1>(acc + i * ldacc, ldacc, coef + i * ldcoef, ldcoef, m, ldm, count, width);
+}
+
+// The maximum of x[0, n), n a multiple of kLanes (a maximum is exact: any order will do).
+template <class V>
+MIRRORED_ALWAYS_INLINE float max_of(const float* x, int64_t n) {
+  V m = load<V>(x);
+  for (int64_t j = kWidth<V>; j < n; j += kWidth<V>) {
+    const V v = load<V>(x + j);
+    m = v > m ? v : m;
+  }
+  float result = m[0];
+  for (int64_t l = 1; l < kWidth<V>; ++l) result = std::max(result, m[l]);
+  return result;
+}
+
+// The sum of x[0, n), n a multiple of kLanes, in kLanes interleaved partial sums.
+MIRRORED_ALWAYS_INLINE float lane_sum(const float* x, int64_t n) {
+  float lanes[kLanes] = {};
+  for (int64_t j = 0; j < n; j += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l) lanes[l] += x[j + l];
+  float sum = 0.0f;
+  for (int64_t l = 0; l < kLanes; ++l) sum += lanes[l];
+  return sum;
+}
+
+// Scratch of one thread, sized for one (batch, head).
+struct ForwardScratch {
+  std::vector<float> q, kt, v, o;
+  explicit ForwardScratch(const HeadLayout& l)
+      : q(static_cast<size_t>(l.rows * l.width)), kt(static_cast<size_t>(l.hs * l.rows)),
+        v(static_cast<size_t>(l.rows * l.width)), o(static_cast<size_t>(kTileRows * l.width)) {}
+};
+
+template <class V>
+MIRRORED_ALWAYS_INLINE void fused_attention_forward_head_body(const float* qkv, const HeadLayout* layout, float* out,
+                                                              float* lse, ForwardScratch* scratch) {
+  const HeadLayout& l = *layout;
+  const int64_t ld = 3 * l.c;
+  float* q = scratch->q.data();
+  float* kt = scratch->kt.data();
+  float* v = scratch->v.data();
+  float* o = scratch->o.data();
+  pack_rows(qkv, ld, l, q);
+  pack_transposed(qkv + l.c, ld, l, kt);
+  pack_rows(qkv + 2 * l.c, ld, l, v);
+  alignas(64) float s[kTileRows * kKeyBlock];
+  for (int64_t r0 = 0; r0 < l.t; r0 += kTileRows) {
+    const int64_t last = std::min(r0 + kTileRows, l.t) - 1;  // the tile's last real row
+    float row_max[kTileRows] = {}, row_sum[kTileRows] = {};
+    std::memset(o, 0, static_cast<size_t>(kTileRows * l.width) * sizeof(float));
+    // Key blocks start at multiples of kKeyBlock, tiles at multiples of kTileRows: every
+    // block reached starts at or before the tile's first row.
+    for (int64_t j0 = 0; j0 <= last; j0 += kKeyBlock) {
+      const int64_t keys = std::min(kKeyBlock, last - j0 + 1);
+      const int64_t keys_padded = round_up(keys, kLanes);
+      tile_products<V>(q + r0 * l.width, l.width, kt + j0 * l.hs, kKeyBlock, l.hs, keys_padded, s);
+      for (int64_t i = 0; i <= last - r0; ++i) {
+        float* p = s + i * kKeyBlock;
+        const int64_t valid = std::min(keys, r0 + i - j0 + 1);  // keys j <= the row's position
+        for (int64_t j = 0; j < valid; ++j) p[j] *= l.scale;
+        for (int64_t j = valid; j < keys_padded; ++j) p[j] = -INFINITY;
+        const float block_max = max_of<V>(p, keys_padded);
+        const float new_max = j0 == 0 ? block_max : std::max(row_max[i], block_max);
+        for (int64_t j = 0; j < valid; ++j) p[j] = softmax_exp(p[j] - new_max);
+        for (int64_t j = valid; j < keys_padded; ++j) p[j] = 0.0f;
+        const float block_sum = lane_sum(p, keys_padded);
+        if (j0 > 0) {
+          // Rescale what earlier blocks summed to the new maximum.
+          const float correction = softmax_exp(row_max[i] - new_max);
+          float* oi = o + i * l.width;
+          for (int64_t d = 0; d < l.width; ++d) oi[d] *= correction;
+          row_sum[i] = row_sum[i] * correction + block_sum;
+        } else {
+          row_sum[i] = block_sum;
+        }
+        row_max[i] = new_max;
+      }
+      accumulate_products<V>(o, l.width, s, kKeyBlock, v + j0 * l.width, l.width, last - r0 + 1, keys, l.width);
+    }
+    for (int64_t i = 0; i <= last - r0; ++i) {
+      const float inv = 1.0f / row_sum[i];
+      float* dst = out + (r0 + i) * l.c;
+      const float* oi = o + i * l.width;
+      for (int64_t d = 0; d < l.hs; ++d) dst[d] = oi[d] * inv;
+      lse[r0 + i] = row_max[i] + std::log(row_sum[i]);
+    }
+  }
+}
+
+MIRRORED_SIMD_DISPATCH_VECTOR(fused_attention_forward_head,
+                       (const float* qkv, const HeadLayout* layout, float* out, float* lse, ForwardScratch* scratch),
+                       (qkv, layout, out, lse, scratch))
+
+struct BackwardScratch {
+  std::vector<float> q, kt, k, vt, dout, dq, dk, dv, delta;
+  explicit BackwardScratch(const HeadLayout& l)
+      : q(static_cast<size_t>(l.rows * l.width)), kt(static_cast<size_t>(l.hs * l.rows)),
+        k(static_cast<size_t>(l.rows * l.width)), vt(static_cast<size_t>(l.hs * l.rows)),
+        dout(static_cast<size_t>(l.rows * l.width)), dq(static_cast<size_t>(l.rows * l.width)),
+        dk(static_cast<size_t>(kKeyBlock * l.width)), dv(static_cast<size_t>(kKeyBlock * l.width)),
+        delta(static_cast<size_t>(l.rows)) {}
+};
+
+template <class V>
+MIRRORED_ALWAYS_INLINE void fused_attention_backward_head_body(const float* qkv, const float* out, const float* lse,
+                                                               const float* dout, const HeadLayout* layout,
+                                                               float* dqkv, BackwardScratch* scratch) {
+  const HeadLayout& l = *layout;
+  const int64_t ld = 3 * l.c;
+  BackwardScratch& w = *scratch;
+  pack_rows(qkv, ld, l, w.q.data());
+  pack_transposed(qkv + l.c, ld, l, w.kt.data());
+  pack_rows(qkv + l.c, ld, l, w.k.data());
+  pack_transposed(qkv + 2 * l.c, ld, l, w.vt.data());
+  pack_rows(dout, l.c, l, w.dout.data());
+  std::fill(w.dq.begin(), w.dq.end(), 0.0f);
+  // delta[r] = dO[r] . O[r] = sum_j P[r][j] dP[r][j], the softmax backward's row term.
+  for (int64_t r = 0; r < l.t; ++r) {
+    float sum = 0.0f;
+    for (int64_t d = 0; d < l.hs; ++d) sum += dout[r * l.c + d] * out[r * l.c + d];
+    w.delta[static_cast<size_t>(r)] = sum;
+  }
+  // P and dS of kQueryBlock query rows against one key block, and their transposes.
+  alignas(64) float p[kQueryBlock * kKeyBlock], ds[kQueryBlock * kKeyBlock];
+  alignas(64) float pt[kKeyBlock * kQueryBlock], dst[kKeyBlock * kQueryBlock];
+  for (int64_t j0 = 0; j0 < l.t; j0 += kKeyBlock) {
+    const int64_t block_keys = std::min(kKeyBlock, l.t - j0);
+    std::fill(w.dk.begin(), w.dk.end(), 0.0f);
+    std::fill(w.dv.begin(), w.dv.end(), 0.0f);
+    for (int64_t q0 = j0; q0 < l.t; q0 += kQueryBlock) {
+      const int64_t query_rows = std::min(kQueryBlock, l.t - q0);
+      const int64_t keys = std::min(block_keys, q0 + query_rows - j0);  // keys any row of the block sees
+      const int64_t keys_padded = round_up(keys, kLanes);
+      for (int64_t r0 = q0; r0 < q0 + query_rows; r0 += kTileRows) {
+        const int64_t rows = std::min(kTileRows, q0 + query_rows - r0);
+        float* tile_p = p + (r0 - q0) * kKeyBlock;
+        float* tile_ds = ds + (r0 - q0) * kKeyBlock;
+        tile_products<V>(w.q.data() + r0 * l.width, l.width, w.kt.data() + j0 * l.hs, kKeyBlock, l.hs, keys_padded,
+                         tile_p);
+        tile_products<V>(w.dout.data() + r0 * l.width, l.width, w.vt.data() + j0 * l.hs, kKeyBlock, l.hs,
+                         keys_padded, tile_ds);
+        for (int64_t i = 0; i < rows; ++i) {
+          float* pi = tile_p + i * kKeyBlock;
+          float* dsi = tile_ds + i * kKeyBlock;
+          const int64_t valid = std::min(keys, r0 + i - j0 + 1);
+          const float row_lse = lse[r0 + i], row_delta = w.delta[static_cast<size_t>(r0 + i)];
+          for (int64_t j = 0; j < valid; ++j) pi[j] = softmax_exp(pi[j] * l.scale - row_lse);
+          for (int64_t j = 0; j < valid; ++j) dsi[j] = pi[j] * (dsi[j] - row_delta);
+          for (int64_t j = valid; j < keys; ++j) pi[j] = dsi[j] = 0.0f;
+        }
+        // dQ[r] += dS[r][j] K[j] (scaled at the end), keys in increasing order per row.
+        accumulate_products<V>(w.dq.data() + r0 * l.width, l.width, tile_ds, kKeyBlock, w.k.data() + j0 * l.width,
+                               l.width, rows, keys, l.width);
+      }
+      // dV[j] += P[r][j] dO[r] and dK[j] += dS[r][j] Q[r], rows in increasing order per key.
+      for (int64_t i = 0; i < query_rows; ++i)
+        for (int64_t j = 0; j < keys; ++j) {
+          pt[j * kQueryBlock + i] = p[i * kKeyBlock + j];
+          dst[j * kQueryBlock + i] = ds[i * kKeyBlock + j];
+        }
+      accumulate_products<V>(w.dv.data(), l.width, pt, kQueryBlock, w.dout.data() + q0 * l.width, l.width, keys,
+                             query_rows, l.width);
+      accumulate_products<V>(w.dk.data(), l.width, dst, kQueryBlock, w.q.data() + q0 * l.width, l.width, keys,
+                             query_rows, l.width);
+    }
+    for (int64_t j = 0; j < block_keys; ++j) {
+      float* dk = dqkv + (j0 + j) * ld + l.c;
+      float* dv = dk + l.c;
+      for (int64_t d = 0; d < l.hs; ++d) {
+        dk[d] = w.dk[static_cast<size_t>(j * l.width + d)] * l.scale;
+        dv[d] = w.dv[static_cast<size_t>(j * l.width + d)];
+      }
+    }
+  }
+  for (int64_t r = 0; r < l.t; ++r)
+    for (int64_t d = 0; d < l.hs; ++d) dqkv[r * ld + d] = w.dq[static_cast<size_t>(r * l.width + d)] * l.scale;
+}
+
+MIRRORED_SIMD_DISPATCH_VECTOR(fused_attention_backward_head,
+                       (const float* qkv, const float* out, const float* lse, const float* dout,
+                        const HeadLayout* layout, float* dqkv, BackwardScratch* scratch),
+                       (qkv, out, lse, dout, layout, dqkv, scratch))
+
+#pragma GCC diagnostic pop
+}  // namespace
+
+// One (batch, head) per iteration, on whichever thread: see the note at the top on bits.
+void fused_attention_forward(const float* qkv, int64_t b_len, int64_t t_len, int64_t c, int64_t heads, float* out,
+                             float* lse) {
+  const HeadLayout layout = head_layout(t_len, c, heads);
+  const int64_t pairs = b_len * heads;
+#ifdef _OPENMP
+#pragma omp parallel if (pairs > 1)
+#endif
+  {
+    ForwardScratch scratch(layout);
+#ifdef _OPENMP
+#pragma omp for schedule(static)
+#endif
+    for (int64_t n = 0; n < pairs; ++n) {
+      const int64_t b = n / heads, h = n % heads;
+      fused_attention_forward_head(qkv + b * t_len * 3 * c + h * layout.hs, &layout,
+                                   out + b * t_len * c + h * layout.hs, lse + n * t_len, &scratch);
+    }
+  }
+}
+
+void fused_attention_backward(const float* qkv, const float* out, const float* lse, const float* dout,
+                              int64_t b_len, int64_t t_len, int64_t c, int64_t heads, float* dqkv) {
+  const HeadLayout layout = head_layout(t_len, c, heads);
+  const int64_t pairs = b_len * heads;
+#ifdef _OPENMP
+#pragma omp parallel if (pairs > 1)
+#endif
+  {
+    BackwardScratch scratch(layout);
+#ifdef _OPENMP
+#pragma omp for schedule(static)
+#endif
+    for (int64_t n = 0; n < pairs; ++n) {
+      const int64_t b = n / heads, h = n % heads;
+      const int64_t offset = b * t_len * 3 * c + h * layout.hs;
+      const int64_t row_offset = b * t_len * c + h * layout.hs;
+      fused_attention_backward_head(qkv + offset, out + row_offset, lse + n * t_len, dout + row_offset, &layout,
+                                    dqkv + offset, &scratch);
+    }
+  }
+}
+
+}  // namespace mirrored::kernels::cpu

@@ -1,0 +1,195 @@
+// The fused causal attention on the CPU against a reference worked out here in double and
+// against the materialised kernels (attention_forward / attention_backward), at contexts
+// that are below, at and across its 64-key blocks; its bits at 1 and 2 threads; and the
+// attention layer (which runs it) with its dropout on and off.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <tuple>
+#include <vector>
+
+#include "gradcheck.h"
+#include "mirrored/kernels/kernels.h"
+#include "mirrored/nn/transformer.h"
+
+namespace mirrored {
+namespace {
+
+using testing::random_tensor;
+using testing::relative_error;
+
+// Per (b, h): s = q k^T / sqrt(hs) for j <= t, p = softmax(s), o = p v, lse = log sum e^s;
+// backward: dv = p^T do, dp = do v^T, ds = p (dp - rowsum(p dp)), dq = ds k s, dk = ds^T q s.
+struct Reference {
+  std::vector<double> out, lse, dqkv;
+};
+Reference reference(const Tensor& qkv, const Tensor& dout, int64_t heads) {
+  const int64_t B = qkv.dim(0), T = qkv.dim(1), C = qkv.dim(2) / 3, hs = C / heads;
+  const float* X = qkv.data<float>();
+  const float* D = dout.data<float>();
+  Reference r;
+  r.out.assign(static_cast<size_t>(B * T * C), 0.0);
+  r.lse.assign(static_cast<size_t>(B * heads * T), 0.0);
+  r.dqkv.assign(static_cast<size_t>(B * T * 3 * C), 0.0);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hs));
+  std::vector<double> p(static_cast<size_t>(T)), dp(static_cast<size_t>(T));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < heads; ++h) {
+      const auto at = [&](int64_t t, int64_t part) { return (b * T + t) * 3 * C + part * C + h * hs; };
+      for (int64_t t = 0; t < T; ++t) {
+        double max = -1e300;
+        for (int64_t j = 0; j <= t; ++j) {
+          double dot = 0.0;
+          for (int64_t i = 0; i < hs; ++i) dot += static_cast<double>(X[at(t, 0) + i]) * X[at(j, 1) + i];
+          p[static_cast<size_t>(j)] = dot * scale;
+          max = std::max(max, dot * scale);
+        }
+        double sum = 0.0;
+        for (int64_t j = 0; j <= t; ++j) sum += std::exp(p[static_cast<size_t>(j)] - max);
+        r.lse[static_cast<size_t>((b * heads + h) * T + t)] = max + std::log(sum);
+        for (int64_t j = 0; j <= t; ++j) p[static_cast<size_t>(j)] = std::exp(p[static_cast<size_t>(j)] - max) / sum;
+        const float* dy = D + (b * T + t) * C + h * hs;
+        double dot_p_dp = 0.0;
+        for (int64_t j = 0; j <= t; ++j) {
+          double o = 0.0;
+          for (int64_t i = 0; i < hs; ++i) o += static_cast<double>(dy[i]) * X[at(j, 2) + i];
+          dp[static_cast<size_t>(j)] = o;
+          dot_p_dp += p[static_cast<size_t>(j)] * o;
+        }
+        for (int64_t j = 0; j <= t; ++j) {
+          const double pj = p[static_cast<size_t>(j)];
+          const double ds = pj * (dp[static_cast<size_t>(j)] - dot_p_dp) * scale;
+          for (int64_t i = 0; i < hs; ++i) {
+            r.out[static_cast<size_t>((b * T + t) * C + h * hs + i)] += pj * X[at(j, 2) + i];
+            r.dqkv[static_cast<size_t>(at(j, 2) + i)] += pj * dy[i];
+            r.dqkv[static_cast<size_t>(at(t, 0) + i)] += ds * X[at(j, 1) + i];
+            r.dqkv[static_cast<size_t>(at(j, 1) + i)] += ds * X[at(t, 0) + i];
+          }
+        }
+      }
+    }
+  return r;
+}
+
+std::vector<float> as_floats(const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); }
+
+struct Fused {
+  Tensor out, lse, dqkv;
+};
+Fused run_fused(const Tensor& qkv, const Tensor& dout, int64_t heads) {
+  const int64_t B = qkv.dim(0), T = qkv.dim(1), C = qkv.dim(2) / 3;
+  Fused f{Tensor({B, T, C}), Tensor({B, heads, T}), Tensor(qkv.shape())};
+  Tensor workspace;
+  kernels::fused_attention_forward(qkv, heads, f.out, f.lse);
+  kernels::fused_attention_backward(qkv, f.out, f.lse, dout, heads, f.dqkv, workspace);
+  return f;
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.numel() == b.numel() &&
+         std::memcmp(a.data<float>(), b.data<float>(), static_cast<size_t>(a.numel()) * sizeof(float)) == 0;
+}
+
+// (context, heads): one key, a partial block, one block, across blocks, sixteen blocks.
+class FusedAttention : public ::testing::TestWithParam<std::tuple<int64_t, int64_t>> {};
+
+TEST_P(FusedAttention, MatchesDoubleReferenceAndMaterialisedKernels) {
+  const auto [T, H] = GetParam();
+  const int64_t B = 2, C = 32 * H;  // head size 32, as in the gpt recipe
+  Rng rng(static_cast<uint64_t>(100 + T * 8 + H));
+  const Tensor qkv = random_tensor({B, T, 3 * C}, rng, -2.0f, 2.0f), dout = random_tensor({B, T, C}, rng);
+  const Fused f = run_fused(qkv, dout, H);
+  const Reference ref = reference(qkv, dout, H);
+  // float32 against double on O(1) values: scores of up to ~20, sums over up to 1024 keys.
+  constexpr double kTolerance = 2e-5;
+  EXPECT_LT(relative_error(f.out.to_vector(), as_floats(ref.out)), kTolerance);
+  EXPECT_LT(relative_error(f.lse.to_vector(), as_floats(ref.lse)), kTolerance);
+  EXPECT_LT(relative_error(f.dqkv.to_vector(), as_floats(ref.dqkv)), kTolerance);
+
+  Tensor out({B, T, C}), probs({B, H, T, T}), dqkv(qkv.shape()), workspace;
+  kernels::attention_forward(qkv, H, out, probs);
+  kernels::attention_backward(qkv, probs, dout, H, dqkv, workspace);
+  EXPECT_LT(relative_error(f.out.to_vector(), out.to_vector()), kTolerance);
+  EXPECT_LT(relative_error(f.dqkv.to_vector(), dqkv.to_vector()), kTolerance);
+}
+
+TEST_P(FusedAttention, SameBitsAtOneAndTwoThreads) {
+  const auto [T, H] = GetParam();
+  const int64_t B = 3, C = 32 * H;
+  Rng rng(static_cast<uint64_t>(7 + T));
+  const Tensor qkv = random_tensor({B, T, 3 * C}, rng, -2.0f, 2.0f), dout = random_tensor({B, T, C}, rng);
+  const int threads = kernels::cpu_threads();
+  kernels::set_cpu_threads(1);
+  const Fused one = run_fused(qkv, dout, H);
+  kernels::set_cpu_threads(2);
+  const Fused two = run_fused(qkv, dout, H);
+  kernels::set_cpu_threads(threads);
+  EXPECT_TRUE(same_bits(one.out, two.out));
+  EXPECT_TRUE(same_bits(one.lse, two.lse));
+  EXPECT_TRUE(same_bits(one.dqkv, two.dqkv));
+}
+
+INSTANTIATE_TEST_SUITE_P(Contexts, FusedAttention,
+                         ::testing::Combine(::testing::Values(1, 7, 64, 257, 1024), ::testing::Values(1, 4)),
+                         [](const auto& info) {
+                           return "T" + std::to_string(std::get<0>(info.param)) + "_H" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
+
+// A head size that is not a multiple of the kernel's 32-channel step, and large scores: the
+// running maximum changes from block to block and the padding must stay out of the sums.
+TEST(FusedAttentionShapes, OddHeadSizeAndLargeScores) {
+  const int64_t B = 1, T = 150, H = 3, C = 3 * 5;
+  Rng rng(11);
+  const Tensor qkv = random_tensor({B, T, 3 * C}, rng, -6.0f, 6.0f), dout = random_tensor({B, T, C}, rng);
+  const Fused f = run_fused(qkv, dout, H);
+  const Reference ref = reference(qkv, dout, H);
+  EXPECT_LT(relative_error(f.out.to_vector(), as_floats(ref.out)), 5e-5);
+  EXPECT_LT(relative_error(f.dqkv.to_vector(), as_floats(ref.dqkv)), 5e-5);
+}
+
+TEST(FusedAttentionShapes, RejectsAnLseOfTheWrongShape) {
+  const Tensor qkv({1, 4, 12});
+  Tensor out({1, 4, 4}), lse({1, 2, 3});
+  EXPECT_THROW(kernels::fused_attention_forward(qkv, 2, out, lse), Error);
+}
+
+// The layer on the fused kernels, dropout (on its output, keyed by seed, step and layer)
+// off and on: the same step draws the same mask, so two forwards agree bit for bit, and
+// the gradients hold against finite differences with the mask fixed.
+class FusedAttentionLayer : public ::testing::TestWithParam<float> {};
+
+TEST_P(FusedAttentionLayer, GradientsMatchFiniteDifferences) {
+  const float dropout = GetParam();
+  nn::CausalSelfAttention layer(/*heads=*/2, dropout, /*projection_std=*/0.02f);
+  nn::ParameterArena arena;
+  layer.build({9, 8}, "0.attn.", 0, arena);
+  arena.allocate(Device::cpu());
+  layer.bind(arena);
+  Rng rng(21);
+  layer.initialize(rng);
+  float* params = arena.flat_params().data<float>();
+  for (int64_t i = 0; i < arena.flat_params().numel(); ++i) params[i] = rng.uniform(-1.0f, 1.0f);
+  nn::RunContext context;
+  context.seed = 5;
+  context.step = 3;
+  layer.attach(&context);
+  const Tensor x = random_tensor({2, 9, 8}, rng), upstream = random_tensor({2, 9, 8}, rng);
+  const Tensor first = layer.forward(x, nn::Mode::kTrain).clone();
+  const Tensor second = layer.forward(x, nn::Mode::kTrain).clone();
+  EXPECT_TRUE(same_bits(first, second));
+  arena.zero_grads();
+  const Tensor dx = layer.backward(upstream, true).clone();
+  const auto loss = [&] { return testing::weighted_sum(layer.forward(x, nn::Mode::kTrain), upstream); };
+  for (size_t i = 0; i < arena.size(); ++i)
+    EXPECT_LT(relative_error(arena.grad(i).to_vector(), testing::numerical_grad(arena.param(i), loss, 1e-2f)),
+              testing::kGradTolerance)
+        << arena.info(i).name;
+  EXPECT_LT(relative_error(dx.to_vector(), testing::numerical_grad(x, loss, 1e-2f)), testing::kGradTolerance);
+}
+
+INSTANTIATE_TEST_SUITE_P(Dropout, FusedAttentionLayer, ::testing::Values(0.0f, 0.25f));
+
+}  // namespace
+}  // namespace mirrored
