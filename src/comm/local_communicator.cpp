@@ -2,9 +2,41 @@
 
 #include <cstring>
 
+#ifdef MIRRORED_WITH_CUDA
+#include <cuda_runtime.h>
+#endif
+
+#include "mirrored/core/cuda_memory.h"
 #include "mirrored/core/error.h"
 
 namespace mirrored::comm {
+namespace {
+#ifdef MIRRORED_WITH_CUDA
+bool on_device(const void* ptr) {
+  cudaPointerAttributes attributes{};
+  if (cudaPointerGetAttributes(&attributes, ptr) != cudaSuccess) {
+    (void)cudaGetLastError();  // an unregistered host pointer
+    return false;
+  }
+  return attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged;
+}
+#endif
+
+// The one data movement of a world of one. Device buffers were written by kernels on the
+// compute stream: wait for them, then copy synchronously (a rare path: out-of-place
+// reduce-scatters and all-gathers have nothing to exchange in a world of one).
+void copy_bytes(void* dst, const void* src, size_t bytes) {
+  if (dst == src || bytes == 0) return;
+#ifdef MIRRORED_WITH_CUDA
+  if (on_device(dst) || on_device(src)) {
+    if (cudaDeviceSynchronize() != cudaSuccess) (void)cudaGetLastError();
+    cuda_copy(dst, src, bytes);
+    return;
+  }
+#endif
+  std::memmove(dst, src, bytes);
+}
+}  // namespace
 
 void LocalCommunicator::allreduce(void*, size_t, DataType type, ReduceOp op) {
   MIRRORED_CHECK(op != ReduceOp::kMean || type == DataType::kF32 || type == DataType::kF64 ||
@@ -17,7 +49,7 @@ void LocalCommunicator::broadcast(void*, size_t, DataType, int root) {
 }
 
 void LocalCommunicator::allgather(const void* send, void* recv, size_t count, DataType type) {
-  if (send != recv) std::memmove(recv, send, count * datatype_size(type));
+  copy_bytes(recv, send, count * datatype_size(type));
 }
 
 std::unique_ptr<Work> LocalCommunicator::reduce_scatter_async(const void* send, void* recv,
@@ -25,7 +57,7 @@ std::unique_ptr<Work> LocalCommunicator::reduce_scatter_async(const void* send, 
                                                              ReduceOp op) {
   MIRRORED_CHECK(counts.size() == 1, "reduce-scatter with ", counts.size(), " counts in a world of 1");
   allreduce(nullptr, 0, type, op);  // the same checks of the operation
-  if (send != recv) std::memmove(recv, send, counts[0] * datatype_size(type));
+  copy_bytes(recv, send, counts[0] * datatype_size(type));
   return completed_work();
 }
 

@@ -157,8 +157,12 @@ Runtime::Runtime(int& argc, char**& argv, RuntimeOptions options) {
 #ifdef MIRRORED_WITH_CUDA
     MIRRORED_CUDA_CHECK(cudaSetDevice(device_.index));
     device_context_ = std::make_unique<kernels::DeviceContext>(device_.index);
-    if (options.device_communicator)
+    // A world of one has nothing to exchange: no NCCL communicator, so a NCCL that cannot
+    // start in this runtime (a sandbox) can only stop jobs of several ranks.
+    if (options.device_communicator && world_->size() > 1)
       device_comm_ = std::make_unique<comm::NcclCommunicator>(*world_, device_.index, options.collective_timeout_s);
+    else if (options.device_communicator)
+      device_comm_ = std::make_unique<comm::LocalCommunicator>();
 #endif
   }
   if (options.print_cluster_table) chief_info(cluster_.table());

@@ -40,12 +40,15 @@ TEST(DeviceChoice, AutoFallsBackToTheCpuWithoutAGpu) {
 // The Runtime makes the device context itself: the fixture only asks for a GPU.
 class DeviceChoiceOnGpu : public testing::GpuTest {};
 
-TEST_F(DeviceChoiceOnGpu, CudaOnAGpuGetsTheNcclCommunicator) {
+// A world of one needs no NCCL: its device communicator is the local one, which takes
+// device buffers.
+TEST_F(DeviceChoiceOnGpu, CudaInAWorldOfOneGetsTheLocalDeviceCommunicator) {
   int argc = 0;
   char** argv = nullptr;
   distribute::Runtime runtime(argc, argv, {distribute::Launch::kLocal, distribute::DeviceChoice::kCuda});
   EXPECT_TRUE(runtime.device().is_cuda());
-  EXPECT_EQ(runtime.device_communicator().backend(), "nccl");
+  EXPECT_EQ(runtime.device_communicator().backend(), "local");
+  EXPECT_TRUE(runtime.device_communicator().capabilities().device_buffers);
   EXPECT_EQ(runtime.world().backend(), "local");
   EXPECT_NE(runtime.cluster().table().find("cuda:"), std::string::npos);
 }

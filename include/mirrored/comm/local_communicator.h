@@ -1,6 +1,8 @@
 #pragma once
 // A world of one process: every collective is the identity (kMean of one value is itself).
-// Lets unit tests and single-process runs use the strategy without mpirun.
+// Lets unit tests and single-process runs use the strategy without mpirun, and a one-GPU
+// job run without NCCL: buffers may be host or device memory (an out-of-place copy of
+// device memory waits for the device, then copies).
 #include "mirrored/comm/communicator.h"
 
 namespace mirrored::comm {
@@ -10,8 +12,8 @@ class LocalCommunicator final : public Communicator {
   int rank() const override { return 0; }
   int size() const override { return 1; }
   std::string backend() const override { return "local"; }
-  // Host buffers; every collective completes at once.
-  Capabilities capabilities() const override { return {.sharded_collectives = true}; }
+  // Every collective completes at once.
+  Capabilities capabilities() const override { return {.device_buffers = true, .sharded_collectives = true}; }
   void allreduce(void* buffer, size_t count, DataType type, ReduceOp op) override;
   void broadcast(void* buffer, size_t count, DataType type, int root) override;
   void allgather(const void* send, void* recv, size_t count, DataType type) override;

@@ -101,7 +101,7 @@ class Runtime {
   // CUDA devices only: the GPU's stream, library handles and plans. Destroyed after NCCL
   // (which queues work on its stream), before the MPI world.
   std::unique_ptr<kernels::DeviceContext> device_context_;
-  std::unique_ptr<comm::Communicator> device_comm_;            // NCCL, CUDA devices only
+  std::unique_ptr<comm::Communicator> device_comm_;  // CUDA devices only: NCCL, or local in a world of one
   std::unique_ptr<comm::Communicator> flat_gradients_;         // created on first request
   std::unique_ptr<comm::HierarchicalCommunicator> hierarchical_gradients_;
 };
