@@ -2,6 +2,8 @@
 
 #include <array>
 
+#include "mirrored/data/image_cache.h"
+
 namespace mirrored::data {
 namespace {
 
@@ -31,7 +33,7 @@ void assemble_batch(const Dataset& dataset, std::span<const int64_t> indices, Te
   std::array<float, 256> byte_table = pixel_scale();
   if (dataset.pixel_scale)
     for (size_t i = 0; i < byte_table.size(); ++i) byte_table[i] = static_cast<float>(i) * *dataset.pixel_scale;
-  const bool floats = !dataset.float_images.empty();
+  const bool floats = dataset.cache ? dataset.cache->floats() : !dataset.float_images.empty();
   float* image_out = images.data<float>();
   int32_t* label_out = labels.data<int32_t>();
   for (int64_t row = 0; row < n; ++row) {
@@ -39,15 +41,20 @@ void assemble_batch(const Dataset& dataset, std::span<const int64_t> indices, Te
     MIRRORED_CHECK(index >= 0 && index < dataset.size, "sample index ", index,
                    " outside dataset '", dataset.source, "' of ", dataset.size, " samples");
     float* out = image_out + row * sample_numel;
+    // A cached sample's block stays alive (held here) while its pixels are converted.
+    ImageCache::Sample cached;
+    if (dataset.cache) cached = dataset.cache->sample(index);
     if (floats) {
-      const float* pixels = dataset.float_images.data() + index * sample_numel;
+      const float* pixels = cached.block ? cached.block->floats.data() + cached.offset
+                                         : dataset.float_images.data() + index * sample_numel;
       if (dataset.pixel_scale) {
         for (int64_t k = 0; k < sample_numel; ++k) out[k] = pixels[k] * *dataset.pixel_scale;
       } else {
         for (int64_t k = 0; k < sample_numel; ++k) out[k] = pixels[k] / 255.0f;
       }
     } else {
-      const uint8_t* pixels = dataset.images.data() + index * sample_numel;
+      const uint8_t* pixels = cached.block ? cached.block->bytes.data() + cached.offset
+                                           : dataset.images.data() + index * sample_numel;
       for (int64_t k = 0; k < sample_numel; ++k) out[k] = byte_table[pixels[k]];
     }
     label_out[row] = dataset.labels[static_cast<size_t>(index)];
