@@ -1,6 +1,9 @@
 #include "mirrored/data/dataset.h"
 
+#include <algorithm>
 #include <array>
+#include <numeric>
+#include <vector>
 
 #include "mirrored/data/image_cache.h"
 
@@ -36,7 +39,15 @@ void assemble_batch(const Dataset& dataset, std::span<const int64_t> indices, Te
   const bool floats = dataset.cache ? dataset.cache->floats() : !dataset.float_images.empty();
   float* image_out = images.data<float>();
   int32_t* label_out = labels.data<int32_t>();
-  for (int64_t row = 0; row < n; ++row) {
+  // Cached samples are visited in file order, so the rows that share a block are read
+  // together and each block is read once per batch; the rows land where they belong.
+  std::vector<int64_t> rows(static_cast<size_t>(n));
+  std::iota(rows.begin(), rows.end(), int64_t{0});
+  if (dataset.cache)
+    std::stable_sort(rows.begin(), rows.end(), [&](int64_t a, int64_t b) {
+      return indices[static_cast<size_t>(a)] < indices[static_cast<size_t>(b)];
+    });
+  for (const int64_t row : rows) {
     const int64_t index = indices[static_cast<size_t>(row)];
     MIRRORED_CHECK(index >= 0 && index < dataset.size, "sample index ", index,
                    " outside dataset '", dataset.source, "' of ", dataset.size, " samples");

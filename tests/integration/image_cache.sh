@@ -7,7 +7,7 @@
 source "$(dirname "$0")/lib.sh"
 require_data
 common=(train --config "$SOURCE_DIR/launch/configs/fmnist_mlp.ini" --data.train "$DATA_DIR/train.h5"
-        --data.test "$DATA_DIR/test.h5" --batch_size 64 --epochs 1 --max_steps 20 --eval_every 10 --seed 3 --threads 1
+        --data.test "$DATA_DIR/test.h5" --batch_size 32 --epochs 1 --max_steps 20 --eval_every 10 --seed 3 --threads 1
         --progress off)
 start=$SECONDS
 mpirun_np 2 "${common[@]}" --data.cache_mb 4 --out "$WORK/cached" > "$WORK/cached.log" 2>&1 ||
