@@ -9,6 +9,8 @@
 namespace mirrored::data {
 namespace detail {
 
+constexpr double kMaxCompressionRatio = 1100.0;  // as io/hdf5.cpp
+
 // Reads ranges of samples of /images by hyperslab, as stored or narrowed to bytes. HDF5's
 // own chunk cache is switched off: the ImageCache caches what it reads, and memory stays
 // within its bound.
@@ -30,6 +32,16 @@ class ImageSlabReader {
 
     const io::H5Handle type(static_cast<hid_t>(ok(H5Dget_type(images_.get()), "H5Dget_type")), H5Tclose);
     bytes_stored_ = H5Tget_size(type.get()) == 1 && H5Tget_sign(type.get()) == H5T_SGN_NONE;
+    // The io layer's guard for whole reads, kept for reads in blocks: a damaged file may
+    // declare far more samples than it stores (HDF5 returns the fill value for chunks never
+    // written); only deflate, below ~1032:1, makes the stored bytes legitimately fewer.
+    double declared = static_cast<double>(H5Tget_size(type.get()));
+    for (const hsize_t d : dims_) declared *= static_cast<double>(d);
+    const hsize_t stored = H5Dget_storage_size(images_.get());
+    if (declared > static_cast<double>(stored) * kMaxCompressionRatio + 4096.0)
+      throw InputError(str_cat("'", path_, "' /images declares ", static_cast<int64_t>(declared),
+                               " bytes of data but the file holds ", stored,
+                               " bytes of it; the file is truncated or corrupt"));
     const io::H5Handle create(static_cast<hid_t>(ok(H5Dget_create_plist(images_.get()), "H5Dget_create_plist")),
                               H5Pclose);
     if (H5Pget_layout(create.get()) == H5D_CHUNKED) {

@@ -193,6 +193,31 @@ TEST(ImageCache, BadPixelsAreRefusedAtLoadAsWhenLoadedWhole) {
   }
 }
 
+// The io layer refuses a dataset that declares far more bytes than the file stores; the
+// cached path, which never reads it whole, refuses it too.
+TEST(ImageCache, ExtentBeyondTheStoredBytesIsCorrupt) {
+  TempDir dir;
+  const std::string path = dir.file("extent.h5");
+  constexpr hsize_t kHuge = hsize_t{1} << 20;  // samples; 18 pixel bytes are stored
+  {
+    H5File file(path, H5File::Access::kTruncate);
+    const std::vector<uint8_t> label_values(kHuge, 1);
+    file.write_u8("/labels", {static_cast<int64_t>(kHuge)}, label_values.data(), /*compress=*/true);
+    const hsize_t dims[3] = {2, 3, 3}, max_dims[3] = {H5S_UNLIMITED, 3, 3}, chunk[3] = {1, 3, 3};
+    const io::H5Handle space(H5Screate_simple(3, dims, max_dims), H5Sclose);
+    const io::H5Handle props(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+    H5Pset_chunk(props.get(), 3, chunk);
+    const io::H5Handle set(
+        H5Dcreate2(file.id(), "/images", H5T_STD_U8LE, space.get(), H5P_DEFAULT, props.get(), H5P_DEFAULT), H5Dclose);
+    const std::vector<uint8_t> pixels(18, 9);
+    H5Dwrite(set.get(), H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, pixels.data());
+    const hsize_t huge[3] = {kHuge, 3, 3};
+    ASSERT_GE(H5Dset_extent(set.get(), huge), 0);
+  }
+  expect_mentions(message_of<InputError>([&] { load_hdf5_dataset(path, kTinyBudget); }),
+                  {path, "/images", "declares 9437184 bytes", "truncated or corrupt"});
+}
+
 // A file damaged after it was opened (its compressed pixels overwritten): the failing
 // read names the file and the samples.
 TEST(ImageCache, AFailedReadNamesTheFile) {
