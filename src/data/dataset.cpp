@@ -1,6 +1,11 @@
 #include "mirrored/data/dataset.h"
 
+#include <algorithm>
 #include <array>
+#include <numeric>
+#include <vector>
+
+#include "mirrored/data/image_cache.h"
 
 namespace mirrored::data {
 namespace {
@@ -31,23 +36,36 @@ void assemble_batch(const Dataset& dataset, std::span<const int64_t> indices, Te
   std::array<float, 256> byte_table = pixel_scale();
   if (dataset.pixel_scale)
     for (size_t i = 0; i < byte_table.size(); ++i) byte_table[i] = static_cast<float>(i) * *dataset.pixel_scale;
-  const bool floats = !dataset.float_images.empty();
+  const bool floats = dataset.cache ? dataset.cache->floats() : !dataset.float_images.empty();
   float* image_out = images.data<float>();
   int32_t* label_out = labels.data<int32_t>();
-  for (int64_t row = 0; row < n; ++row) {
+  // Cached samples are visited in file order, so the rows that share a block are read
+  // together and each block is read once per batch; the rows land where they belong.
+  std::vector<int64_t> rows(static_cast<size_t>(n));
+  std::iota(rows.begin(), rows.end(), int64_t{0});
+  if (dataset.cache)
+    std::stable_sort(rows.begin(), rows.end(), [&](int64_t a, int64_t b) {
+      return indices[static_cast<size_t>(a)] < indices[static_cast<size_t>(b)];
+    });
+  for (const int64_t row : rows) {
     const int64_t index = indices[static_cast<size_t>(row)];
     MIRRORED_CHECK(index >= 0 && index < dataset.size, "sample index ", index,
                    " outside dataset '", dataset.source, "' of ", dataset.size, " samples");
     float* out = image_out + row * sample_numel;
+    // A cached sample's block stays alive (held here) while its pixels are converted.
+    ImageCache::Sample cached;
+    if (dataset.cache) cached = dataset.cache->sample(index);
     if (floats) {
-      const float* pixels = dataset.float_images.data() + index * sample_numel;
+      const float* pixels = cached.block ? cached.block->floats.data() + cached.offset
+                                         : dataset.float_images.data() + index * sample_numel;
       if (dataset.pixel_scale) {
         for (int64_t k = 0; k < sample_numel; ++k) out[k] = pixels[k] * *dataset.pixel_scale;
       } else {
         for (int64_t k = 0; k < sample_numel; ++k) out[k] = pixels[k] / 255.0f;
       }
     } else {
-      const uint8_t* pixels = dataset.images.data() + index * sample_numel;
+      const uint8_t* pixels = cached.block ? cached.block->bytes.data() + cached.offset
+                                           : dataset.images.data() + index * sample_numel;
       for (int64_t k = 0; k < sample_numel; ++k) out[k] = byte_table[pixels[k]];
     }
     label_out[row] = dataset.labels[static_cast<size_t>(index)];

@@ -4,7 +4,9 @@
 #include <cmath>
 #include <optional>
 
+#include "mirrored/data/image_cache.h"
 #include "mirrored/io/hdf5.h"
+#include "pixel_checks.h"
 
 namespace mirrored::data {
 namespace {
@@ -57,14 +59,8 @@ std::vector<uint8_t> integer_pixels(const io::H5File& file, int64_t sample_numel
   if (stored_as_bytes(file, kImages)) return file.read_u8(kImages);
   const std::vector<int64_t> wide = file.read_i64(kImages);
   std::vector<uint8_t> pixels(wide.size());
-  for (size_t i = 0; i < wide.size(); ++i) {
-    if (wide[i] < 0 || wide[i] > 255) {
-      throw problem(file.path(), str_cat(kImages, " value ", wide[i], " at sample ",
-                                         static_cast<int64_t>(i) / sample_numel,
-                                         " is outside the pixel range [0, 255]"));
-    }
-    pixels[i] = static_cast<uint8_t>(wide[i]);
-  }
+  detail::narrow_integer_pixels(wide.data(), static_cast<int64_t>(wide.size()), 0, sample_numel, file.path(),
+                                pixels.data());
   return pixels;
 }
 
@@ -74,31 +70,29 @@ std::vector<uint8_t> integer_pixels(const io::H5File& file, int64_t sample_numel
 // the uint8 file would, and data normalised to [0, 1] is refused rather than divided again.
 std::vector<float> float_pixels(const io::H5File& file, int64_t sample_numel, bool scaled) {
   std::vector<float> values = file.read_f32(kImages);
-  bool fractional = false;
-  float largest = 0.0f;
-  for (size_t i = 0; i < values.size(); ++i) {
-    const float v = values[i];
-    const int64_t sample = static_cast<int64_t>(i) / sample_numel;
-    if (std::isnan(v)) throw problem(file.path(), str_cat(kImages, " contains NaN at sample ", sample));
-    if (scaled) {
-      if (!std::isfinite(v))
-        throw problem(file.path(), str_cat(kImages, " value ", v, " at sample ", sample, " is not finite"));
-      continue;
-    }
-    if (!(v >= 0.0f && v <= 255.0f)) {
-      throw problem(file.path(), str_cat(kImages, " value ", v, " at sample ", sample,
-                                         " is outside the pixel range [0, 255] (set the root attribute "
-                                         "pixel_scale to train on other float values as stored, times it)"));
-    }
-    fractional = fractional || v != std::floor(v);
-    largest = std::max(largest, v);
-  }
-  if (!scaled && fractional && largest <= 1.0f) {
-    throw problem(file.path(), str_cat(kImages, " holds floats in [0, 1], which looks normalised;"
-                                                " expected raw pixel values in [0, 255], or set the root "
-                                                "attribute pixel_scale = 1 to use them as stored"));
-  }
+  detail::FloatPixelCheck check(file.path(), sample_numel, scaled);
+  check.check(values.data(), static_cast<int64_t>(values.size()), 0);
+  check.finish();
   return values;
+}
+
+// A file larger than the budget: its pixels stay on disk behind a block cache. They are
+// checked once here, block by block, as the whole-file reader checks them, so both refuse
+// the same files with the same messages (integer pixels are range-checked by the reads).
+std::shared_ptr<ImageCache> cached_pixels(const io::H5File& file, int64_t num_samples, int64_t sample_numel,
+                                          bool floats, bool scaled, int64_t cache_bytes) {
+  auto cache = std::make_shared<ImageCache>(file.path(), num_samples, sample_numel, floats,
+                                            ImageCacheOptions{.cache_bytes = cache_bytes});
+  if (floats) {
+    detail::FloatPixelCheck check(file.path(), sample_numel, scaled);
+    cache->scan([&](int64_t first_sample, const ImageCache::Block& block) {
+      check.check(block.floats.data(), static_cast<int64_t>(block.floats.size()), first_sample * sample_numel);
+    });
+    check.finish();
+  } else {
+    cache->scan([](int64_t, const ImageCache::Block&) {});
+  }
+  return cache;
 }
 
 // The root attribute pixel_scale: model input = pixel * pixel_scale (default pixel / 255).
@@ -136,7 +130,8 @@ std::vector<uint8_t> read_labels(const io::H5File& file, int num_classes) {
 
 }  // namespace
 
-Dataset load_hdf5_dataset(const std::string& path) {
+Dataset load_hdf5_dataset(const std::string& path, int64_t cache_bytes) {
+  MIRRORED_CHECK(cache_bytes >= 0, "cache_bytes ", cache_bytes);
   const io::H5File file = open_dataset_file(path);
   require(file, kImages, "uint8 or float32 images [N, H, W] or [N, C, H, W]");
   require(file, kLabels, "integer labels [N]");
@@ -179,13 +174,19 @@ Dataset load_hdf5_dataset(const std::string& path) {
 
   dataset.pixel_scale = read_pixel_scale(file);
   const H5T_class_t image_class = file.type_class(kImages);
-  if (image_class == H5T_INTEGER) {
-    dataset.images = integer_pixels(file, dataset.sample_numel());
-  } else if (image_class == H5T_FLOAT) {
-    dataset.float_images = float_pixels(file, dataset.sample_numel(), dataset.pixel_scale.has_value());
-  } else {
+  if (image_class != H5T_INTEGER && image_class != H5T_FLOAT) {
     throw problem(path, str_cat(kImages, " holds ", class_name(image_class),
                                 " values, expected uint8 or float32 pixels"));
+  }
+  const bool floats = image_class == H5T_FLOAT;
+  const int64_t held_bytes = dataset.size * dataset.sample_numel() * (floats ? int64_t{sizeof(float)} : int64_t{1});
+  if (cache_bytes > 0 && held_bytes > cache_bytes) {
+    dataset.cache = cached_pixels(file, dataset.size, dataset.sample_numel(), floats, dataset.pixel_scale.has_value(),
+                                  cache_bytes);
+  } else if (floats) {
+    dataset.float_images = float_pixels(file, dataset.sample_numel(), dataset.pixel_scale.has_value());
+  } else {
+    dataset.images = integer_pixels(file, dataset.sample_numel());
   }
   return dataset;
 }
@@ -193,7 +194,8 @@ Dataset load_hdf5_dataset(const std::string& path) {
 void write_hdf5_dataset(const std::string& path, const Dataset& dataset) {
   MIRRORED_CHECK(dataset.sample_shape.size() == 3, "sample shape ",
                  shape_str(dataset.sample_shape), " is not [C, H, W]");
-  MIRRORED_CHECK(dataset.float_images.empty(), "write_hdf5_dataset writes uint8 images only");
+  MIRRORED_CHECK(dataset.float_images.empty() && dataset.in_memory(),
+                 "write_hdf5_dataset writes uint8 images held in memory only");
   MIRRORED_CHECK(static_cast<int64_t>(dataset.images.size()) == dataset.size * dataset.sample_numel(),
                  dataset.images.size(), " image bytes for ", dataset.size, " samples of ",
                  shape_str(dataset.sample_shape));

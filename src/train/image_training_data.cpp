@@ -1,4 +1,5 @@
-// Image classification data: an HDF5 image set loaded whole, a seeded order per epoch,
+// Image classification data: an HDF5 image set (loaded whole, or behind a block cache when
+// larger than data.cache_mb), a seeded order per epoch,
 // evaluation over every test sample.
 #include <optional>
 
@@ -13,7 +14,7 @@ class ImageTrainingData final : public TrainingData {
  public:
   ImageTrainingData(const LibraryOptions& lib, distribute::MirroredStrategy& strategy, bool with_eval) {
     const DataSpec& files = lib.data;
-    train_set_ = load_dataset(files.train);
+    train_set_ = load_dataset(files.train, files.cache_mb);
     if (with_eval) {
       test_ = load_eval_data(files, files.test, files.eval_batch_size, strategy);
       if (test_->inputs().sample_shape != train_set_->sample_shape)

@@ -17,8 +17,8 @@ bool reads_tokens(const DataSpec& data) { return data.context > 0; }
 
 class ImageEvalData final : public EvalData {
  public:
-  ImageEvalData(const std::string& path, int64_t batch, distribute::MirroredStrategy& strategy)
-      : set_(load_dataset(path)), data_(strategy.distribute_eval_dataset(set_, batch)) {}
+  ImageEvalData(const DataSpec& spec, const std::string& path, int64_t batch, distribute::MirroredStrategy& strategy)
+      : set_(load_dataset(path, spec.cache_mb)), data_(strategy.distribute_eval_dataset(set_, batch)) {}
   ModelInputs inputs() const override { return {set_->sample_shape, set_->num_classes}; }
   EvalResult evaluate(distribute::MirroredStrategy& strategy, distribute::DistributedModel& model) override {
     return train::evaluate(strategy, model, data_);
@@ -53,7 +53,7 @@ class TokenEvalData final : public EvalData {
 std::unique_ptr<EvalData> load_eval_data(const DataSpec& data, const std::string& path, int64_t batch,
                                          distribute::MirroredStrategy& strategy) {
   if (reads_tokens(data)) return std::make_unique<TokenEvalData>(data, path, batch, strategy);
-  return std::make_unique<ImageEvalData>(path, batch, strategy);
+  return std::make_unique<ImageEvalData>(data, path, batch, strategy);
 }
 
 void check_data_kind(const std::string& path, const ModelSpec& model, const std::string& model_origin) {
@@ -87,7 +87,7 @@ HostBatch load_first_batch(const DataSpec& data, const std::string& path, int64_
     out.model_inputs = {{data.context}, static_cast<int>(tokens->vocab_size())};
     return out;
   }
-  const auto images = load_dataset(path);
+  const auto images = load_dataset(path, data.cache_mb);
   std::vector<int64_t> indices(static_cast<size_t>(std::min(batch, images->size)));
   for (size_t i = 0; i < indices.size(); ++i) indices[i] = static_cast<int64_t>(i);
   data::assemble_batch(*images, indices, out.inputs, out.targets);

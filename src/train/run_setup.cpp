@@ -39,8 +39,11 @@ int threads_for_one_process(int64_t threads) {
   return threads > 0 ? capped(threads, allowed, true, "this process may use") : allowed;
 }
 
-std::shared_ptr<const data::Dataset> load_dataset(const std::string& path) {
-  return std::make_shared<const data::Dataset>(data::load_hdf5_dataset(path));
+std::shared_ptr<const data::Dataset> load_dataset(const std::string& path, int64_t cache_mb) {
+  if (cache_mb < 0)
+    throw InputError(str_cat("data.cache_mb = ", cache_mb, ", expected 0 (no bound) or a size in MiB"),
+                     ExitCode::kUsage);
+  return std::make_shared<const data::Dataset>(data::load_hdf5_dataset(path, cache_mb << 20));
 }
 
 void check_augment_fits(const data::AugmentOptions& augment, const Shape& sample_shape, const std::string& path) {

@@ -1,7 +1,10 @@
 #pragma once
-// Labelled images held in memory as stored (uint8 bytes, or float32 values), converted to
-// float per batch: model input = pixel * pixel_scale, by default pixel / 255.
+// Labelled images, converted to float per batch: model input = pixel * pixel_scale, by
+// default pixel / 255. The pixels are held in memory as stored (uint8 bytes, or float32
+// values), or, for a file larger than its memory budget, read on demand through a bounded
+// block cache (image_cache.h); labels are always in memory.
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -11,6 +14,8 @@
 
 namespace mirrored::data {
 
+class ImageCache;
+
 struct Dataset {
   std::string source;          // the file it came from, for messages
   int64_t size = 0;            // number of samples
@@ -18,12 +23,16 @@ struct Dataset {
   int num_classes = 10;
   std::vector<uint8_t> images; // size * C*H*W, row-major (uint8 pixels; empty for float ones)
   std::vector<float> float_images;  // the same for float32 pixels (then `images` is empty)
+  // Set when the pixels are read on demand instead (then `images` and `float_images` are
+  // both empty); shared by copies of the Dataset, and safe to read from several threads.
+  std::shared_ptr<ImageCache> cache;
   std::vector<uint8_t> labels; // size, each in [0, num_classes)
   // Model input = pixel * pixel_scale; unset: pixel / 255 (the file's root attribute
   // pixel_scale sets it).
   std::optional<float> pixel_scale;
 
   int64_t sample_numel() const { return shape_numel(sample_shape); }
+  bool in_memory() const { return cache == nullptr; }
 };
 
 // Fills `images` [n, C, H, W] float32 (pixel / 255, or pixel * pixel_scale) and `labels` [n] int32 with the samples

@@ -56,7 +56,7 @@ struct DataSpec {
   std::string test;                // data.test
   int64_t eval_batch_size = 1000;  // per replica
   int64_t context = 0;             // tokens per window (gpt.context); 0: an image model
-  int64_t cache_mb = 256;          // bound of a token file's block cache (0: no bound)
+  int64_t cache_mb = 256;          // bound of a token or image file's block cache (0: no bound)
   int64_t eval_windows = 0;        // validation windows scored (0: all that fit)
 };
 

@@ -15,8 +15,9 @@ int threads_per_rank(int64_t threads, const distribute::Cluster& cluster);
 // A process alone (bench layers): `threads`, or (0) every CPU it may run on; capped there.
 int threads_for_one_process(int64_t threads);
 
-// An HDF5 dataset file, loaded whole.
-std::shared_ptr<const data::Dataset> load_dataset(const std::string& path);
+// An HDF5 dataset file: loaded whole when its pixels fit in `cache_mb` MiB (or cache_mb is
+// 0), else read on demand through a block cache of that size (data.cache_mb).
+std::shared_ptr<const data::Dataset> load_dataset(const std::string& path, int64_t cache_mb);
 
 // Throws InputError(kUsage) when augment.crop_padding is not smaller than the images of
 // `path` (the shift would leave nothing of them).
