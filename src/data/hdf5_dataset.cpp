@@ -4,6 +4,8 @@
 #include <cmath>
 #include <optional>
 
+#include "mirrored/core/log.h"
+#include "mirrored/core/strings.h"
 #include "mirrored/data/image_cache.h"
 #include "mirrored/io/hdf5.h"
 #include "pixel_checks.h"
@@ -183,6 +185,10 @@ Dataset load_hdf5_dataset(const std::string& path, int64_t cache_bytes) {
   if (cache_bytes > 0 && held_bytes > cache_bytes) {
     dataset.cache = cached_pixels(file, dataset.size, dataset.sample_numel(), floats, dataset.pixel_scale.has_value(),
                                   cache_bytes);
+    constexpr double kMiB = 1 << 20;
+    chief_info(str_cat("'", path, "': ", fixed(static_cast<double>(held_bytes) / kMiB, 1),
+                       " MiB of pixels, more than data.cache_mb: read in blocks through a ",
+                       fixed(static_cast<double>(cache_bytes) / kMiB, 1), " MiB cache"));
   } else if (floats) {
     dataset.float_images = float_pixels(file, dataset.sample_numel(), dataset.pixel_scale.has_value());
   } else {

@@ -3,8 +3,7 @@
 # being loaded whole: Fashion-MNIST's train.h5 holds 45 MiB of pixels and test.h5 7.5 MiB,
 # so a 4 MiB cache reads both in blocks (training in a shuffled order, evaluation in
 # ranges). 20 steps of the mlp on 2 ranks through it must give the model and the records of
-# the same run with the files loaded whole (data.cache_mb = 0), bit for bit, with a peak
-# resident set smaller by most of the pixels.
+# the same run with the files loaded whole (data.cache_mb = 0), bit for bit.
 source "$(dirname "$0")/lib.sh"
 require_data
 common=(train --config "$SOURCE_DIR/launch/configs/fmnist_mlp.ini" --data.train "$DATA_DIR/train.h5"
@@ -33,9 +32,13 @@ whole_kb=$(run_with 0 whole)
 diff <(without_timings "$WORK/cached/metrics.jsonl") <(without_timings "$WORK/whole/metrics.jsonl") ||
   fail "the records of the cached run differ"
 grep -q '"kind": "eval"' "$WORK/cached/metrics.jsonl" || fail "no evaluation record: the test set was not read"
-# Loaded whole, a rank holds 52.5 MiB of pixels; through the caches at most 8 MiB (measured
-# here: 98 MiB against 55 MiB at the peak). 25 MiB less shows the files were not loaded.
-((cached_kb + 25 * 1024 < whole_kb)) ||
-  fail "peak resident set $cached_kb KiB through the cache, $whole_kb KiB loaded whole: expected 25 MiB less"
+# Which path each file took, as the chief says at start-up (train.h5: 44.9 MiB of pixels,
+# test.h5: 7.5 MiB).
+(( $(grep -c "MiB of pixels, more than data.cache_mb: read in blocks through a 4.0 MiB cache" "$WORK/cached.log") >= 2 )) ||
+  { cat "$WORK/cached.log"; fail "the cached run did not read both files through the cache"; }
+! grep -q "read in blocks through" "$WORK/whole.log" || { cat "$WORK/whole.log"; fail "data.cache_mb = 0 used a cache"; }
+# The peak resident sets are printed, not compared: in a CUDA build the libraries' start-up
+# dominates the peak (measured 262 MiB against 256 MiB), while a CPU build shows the pixels
+# (55 MiB through the cache against 97 MiB loaded whole).
 echo "ok: 20 steps through a 4 MiB cache over the 45 MiB train set give the same model and records" \
   "(peak resident $((cached_kb / 1024)) MiB against $((whole_kb / 1024)) MiB loaded whole), $((SECONDS - start)) s"
