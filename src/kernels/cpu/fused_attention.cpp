@@ -329,46 +329,41 @@ MIRRORED_SIMD_DISPATCH_VECTOR(fused_attention_backward_head,
 }  // namespace
 
 // One (batch, head) per iteration, on whichever thread: see the note at the top on bits.
-void fused_attention_forward(const float* qkv, int64_t b_len, int64_t t_len, int64_t c, int64_t heads, float* out,
-                             float* lse) {
-  const HeadLayout layout = head_layout(t_len, c, heads);
+// `run(b, h, n, scratch)` computes head h of sample b (n = b * heads + h) with this thread's
+// scratch.
+template <typename Scratch, typename Run>
+void for_each_head(const HeadLayout& layout, int64_t b_len, int64_t heads, const Run& run) {
   const int64_t pairs = b_len * heads;
 #ifdef _OPENMP
 #pragma omp parallel if (pairs > 1)
 #endif
   {
-    ForwardScratch scratch(layout);
+    Scratch scratch(layout);
 #ifdef _OPENMP
 #pragma omp for schedule(static)
 #endif
-    for (int64_t n = 0; n < pairs; ++n) {
-      const int64_t b = n / heads, h = n % heads;
-      fused_attention_forward_head(qkv + b * t_len * 3 * c + h * layout.hs, &layout,
-                                   out + b * t_len * c + h * layout.hs, lse + n * t_len, &scratch);
-    }
+    for (int64_t n = 0; n < pairs; ++n) run(n / heads, n % heads, n, &scratch);
   }
+}
+
+void fused_attention_forward(const float* qkv, int64_t b_len, int64_t t_len, int64_t c, int64_t heads, float* out,
+                             float* lse) {
+  const HeadLayout layout = head_layout(t_len, c, heads);
+  for_each_head<ForwardScratch>(layout, b_len, heads, [&](int64_t b, int64_t h, int64_t n, ForwardScratch* scratch) {
+    fused_attention_forward_head(qkv + b * t_len * 3 * c + h * layout.hs, &layout, out + b * t_len * c + h * layout.hs,
+                                 lse + n * t_len, scratch);
+  });
 }
 
 void fused_attention_backward(const float* qkv, const float* out, const float* lse, const float* dout,
                               int64_t b_len, int64_t t_len, int64_t c, int64_t heads, float* dqkv) {
   const HeadLayout layout = head_layout(t_len, c, heads);
-  const int64_t pairs = b_len * heads;
-#ifdef _OPENMP
-#pragma omp parallel if (pairs > 1)
-#endif
-  {
-    BackwardScratch scratch(layout);
-#ifdef _OPENMP
-#pragma omp for schedule(static)
-#endif
-    for (int64_t n = 0; n < pairs; ++n) {
-      const int64_t b = n / heads, h = n % heads;
-      const int64_t offset = b * t_len * 3 * c + h * layout.hs;
-      const int64_t row_offset = b * t_len * c + h * layout.hs;
-      fused_attention_backward_head(qkv + offset, out + row_offset, lse + n * t_len, dout + row_offset, &layout,
-                                    dqkv + offset, &scratch);
-    }
-  }
+  for_each_head<BackwardScratch>(layout, b_len, heads, [&](int64_t b, int64_t h, int64_t n, BackwardScratch* scratch) {
+    const int64_t offset = b * t_len * 3 * c + h * layout.hs;
+    const int64_t row_offset = b * t_len * c + h * layout.hs;
+    fused_attention_backward_head(qkv + offset, out + row_offset, lse + n * t_len, dout + row_offset, &layout,
+                                  dqkv + offset, scratch);
+  });
 }
 
 }  // namespace mirrored::kernels::cpu
