@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "attention_reference.h"
 #include "devices.h"
 #include "gradcheck.h"
 #include "mirrored/core/error.h"
@@ -188,77 +189,14 @@ TEST(TransformerKernels, GeluOnTheCpuIsTheSharedFormulaBitForBit) {
   }
 }
 
-// The reference: per (b, h), s = q k^T / sqrt(hs) masked to j <= t, p = softmax, o = p v;
-// backward by the chain rule written out element by element.
-struct AttentionReference {
-  std::vector<double> out, probs, dqkv;
-};
-AttentionReference attention_reference(const Tensor& qkv, const Tensor& dout, int64_t heads) {
-  const int64_t B = qkv.dim(0), T = qkv.dim(1), C = qkv.dim(2) / 3, hs = C / heads;
-  const float* X = qkv.data<float>();
-  const float* D = dout.data<float>();
-  auto q = [&](int64_t b, int64_t t, int64_t h, int64_t i) { return static_cast<double>(X[(b * T + t) * 3 * C + h * hs + i]); };
-  auto k = [&](int64_t b, int64_t t, int64_t h, int64_t i) { return static_cast<double>(X[(b * T + t) * 3 * C + C + h * hs + i]); };
-  auto v = [&](int64_t b, int64_t t, int64_t h, int64_t i) { return static_cast<double>(X[(b * T + t) * 3 * C + 2 * C + h * hs + i]); };
-  AttentionReference r;
-  r.out.assign(static_cast<size_t>(B * T * C), 0.0);
-  r.probs.assign(static_cast<size_t>(B * heads * T * T), 0.0);
-  r.dqkv.assign(static_cast<size_t>(B * T * 3 * C), 0.0);
-  const double scale = 1.0 / std::sqrt(static_cast<double>(hs));
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t h = 0; h < heads; ++h) {
-      std::vector<double> P(static_cast<size_t>(T * T), 0.0), dP(static_cast<size_t>(T * T), 0.0);
-      for (int64_t t = 0; t < T; ++t) {
-        double max = -1e300;
-        std::vector<double> s(static_cast<size_t>(t + 1));
-        for (int64_t j = 0; j <= t; ++j) {
-          double dot = 0.0;
-          for (int64_t i = 0; i < hs; ++i) dot += q(b, t, h, i) * k(b, j, h, i);
-          s[static_cast<size_t>(j)] = dot * scale;
-          max = std::max(max, dot * scale);
-        }
-        double sum = 0.0;
-        for (int64_t j = 0; j <= t; ++j) sum += std::exp(s[static_cast<size_t>(j)] - max);
-        for (int64_t j = 0; j <= t; ++j) P[static_cast<size_t>(t * T + j)] = std::exp(s[static_cast<size_t>(j)] - max) / sum;
-      }
-      for (int64_t t = 0; t < T; ++t)
-        for (int64_t j = 0; j < T; ++j) r.probs[static_cast<size_t>(((b * heads + h) * T + t) * T + j)] = P[static_cast<size_t>(t * T + j)];
-      for (int64_t t = 0; t < T; ++t)
-        for (int64_t i = 0; i < hs; ++i) {
-          double o = 0.0;
-          for (int64_t j = 0; j <= t; ++j) o += P[static_cast<size_t>(t * T + j)] * v(b, j, h, i);
-          r.out[static_cast<size_t>((b * T + t) * C + h * hs + i)] = o;
-        }
-      auto dy = [&](int64_t t, int64_t i) { return static_cast<double>(D[(b * T + t) * C + h * hs + i]); };
-      auto dq = [&](int64_t t, int64_t i) -> double& { return r.dqkv[static_cast<size_t>((b * T + t) * 3 * C + h * hs + i)]; };
-      auto dk = [&](int64_t t, int64_t i) -> double& { return r.dqkv[static_cast<size_t>((b * T + t) * 3 * C + C + h * hs + i)]; };
-      auto dv = [&](int64_t t, int64_t i) -> double& { return r.dqkv[static_cast<size_t>((b * T + t) * 3 * C + 2 * C + h * hs + i)]; };
-      for (int64_t t = 0; t < T; ++t)
-        for (int64_t j = 0; j <= t; ++j)
-          for (int64_t i = 0; i < hs; ++i) {
-            dP[static_cast<size_t>(t * T + j)] += dy(t, i) * v(b, j, h, i);
-            dv(j, i) += P[static_cast<size_t>(t * T + j)] * dy(t, i);
-          }
-      for (int64_t t = 0; t < T; ++t) {
-        double dot = 0.0;
-        for (int64_t j = 0; j <= t; ++j) dot += P[static_cast<size_t>(t * T + j)] * dP[static_cast<size_t>(t * T + j)];
-        for (int64_t j = 0; j <= t; ++j) {
-          const double ds = P[static_cast<size_t>(t * T + j)] * (dP[static_cast<size_t>(t * T + j)] - dot) * scale;
-          for (int64_t i = 0; i < hs; ++i) {
-            dq(t, i) += ds * k(b, j, h, i);
-            dk(j, i) += ds * q(b, t, h, i);
-          }
-        }
-      }
-    }
-  return r;
-}
+using testing::attention_reference;
+
 
 TEST_P(TransformerKernelsOn, CausalAttentionForwardAndBackwardMatchTheReference) {
   const int64_t B = 2, T = 5, C = 12, H = 3;
   Rng rng(6);
   const Tensor qkv = random_tensor({B, T, 3 * C}, rng, -2.0f, 2.0f), dout = random_tensor({B, T, C}, rng);
-  const AttentionReference ref = attention_reference(qkv, dout, H);
+  const auto ref = attention_reference(qkv, dout, H, /*with_probs=*/true);
   Tensor out = on_device(Tensor({B, T, C})), probs = on_device(random_tensor({B, H, T, T}, rng));  // stale values
   kernels::attention_forward(on_device(qkv), H, out, probs);
   Tensor dqkv = on_device(random_tensor(qkv.shape(), rng)), workspace;  // overwritten, not accumulated
