@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "mirrored/core/error.h"
+#include "mirrored/core/fingerprint.h"
 #include "mirrored/core/strings.h"
 #include "mirrored/distribute/gradient_buckets.h"
 
@@ -12,13 +13,6 @@ std::string shape_text(const Shape& shape) {
   std::string text = "[";
   for (size_t i = 0; i < shape.size(); ++i) text += str_cat(i ? "," : "", shape[i]);
   return text + "]";
-}
-
-uint64_t fnv1a(const std::vector<std::string>& lines) {
-  uint64_t hash = 0xcbf29ce484222325ull;
-  for (const auto& line : lines)
-    for (const char c : line + '\n') hash = (hash ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
-  return hash;
 }
 
 std::string joined(const std::vector<std::string>& lines) {
@@ -75,9 +69,10 @@ std::string first_difference(const std::vector<std::string>& chief, const std::v
 
 void require_same_replicas(const std::vector<std::string>& description, comm::Communicator& comm) {
   if (comm.size() == 1) return;
-  const auto fingerprints = comm.allgather_value<int64_t>(static_cast<int64_t>(fnv1a(description)));
+  const std::string text = joined(description);
+  const auto fingerprints = comm.allgather_value<int64_t>(static_cast<int64_t>(fingerprint_text(text)));
   if (std::all_of(fingerprints.begin(), fingerprints.end(), [&](int64_t f) { return f == fingerprints[0]; })) return;
-  const auto all = comm.allgather_strings(joined(description));
+  const auto all = comm.allgather_strings(text);
   const auto chief = split_lines(all[0]);
   for (size_t r = 1; r < all.size(); ++r) {
     const std::string difference = first_difference(chief, split_lines(all[r]));

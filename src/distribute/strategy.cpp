@@ -2,18 +2,16 @@
 
 #include <cstring>
 
+#include "mirrored/core/fingerprint.h"
 #include "mirrored/core/log.h"
 #include "mirrored/distribute/replica_agreement.h"
 
 namespace mirrored::distribute {
 namespace {
-// FNV-1a over the parameter bytes: a cheap fingerprint, compared exactly across replicas.
+// The parameter bytes' fingerprint, compared exactly across replicas.
 uint64_t fingerprint(const Tensor& t) {
   const auto values = t.to_vector();
-  const auto* bytes = reinterpret_cast<const unsigned char*>(values.data());
-  uint64_t hash = 0xcbf29ce484222325ull;
-  for (size_t i = 0; i < values.size() * sizeof(float); ++i) hash = (hash ^ bytes[i]) * 0x100000001b3ull;
-  return hash;
+  return fingerprint_bytes(values.data(), values.size() * sizeof(float));
 }
 }  // namespace
 

@@ -1,20 +1,14 @@
 #include "mirrored/nn/conv.h"
 
-namespace mirrored::nn {
-namespace {
-uint64_t fnv1a(const std::string& text) {
-  uint64_t hash = 0xcbf29ce484222325ull;
-  for (unsigned char c : text) hash = (hash ^ c) * 0x100000001b3ull;
-  return hash;
-}
-}  // namespace
+#include "mirrored/core/fingerprint.h"
 
+namespace mirrored::nn {
 Dropout::Dropout(float p) : p_(p) {
   MIRRORED_CHECK(p >= 0.0f && p < 1.0f, "Dropout probability ", p, " outside [0, 1)");
 }
 
 Shape Dropout::build(const Shape& input, const std::string& prefix, size_t, ParameterArena&) {
-  layer_key_ = fnv1a(prefix);
+  layer_key_ = fingerprint_text(prefix);
   return input;
 }
 
