@@ -120,6 +120,14 @@ Tensor Tensor::narrow_rows(int64_t rows) const {
   return view(0, std::move(shape));
 }
 
+Tensor Tensor::rows(int64_t first, int64_t count) const {
+  MIRRORED_CHECK(!shape_.empty() && first >= 0 && count >= 0 && first + count <= shape_[0], "rows(", first, ", ",
+                 count, ") of ", shape_str(shape_));
+  Shape shape = shape_;
+  shape[0] = count;
+  return view(shape_[0] == 0 ? 0 : first * (numel() / shape_[0]), std::move(shape));
+}
+
 Tensor Tensor::clone() const {
   if (device().is_cuda()) {
     Tensor copy = uninitialized(shape_, dtype_, device());

@@ -26,37 +26,55 @@ std::vector<int64_t> epoch_permutation(int64_t n, uint64_t seed, int64_t epoch) 
   return order;
 }
 
-ShardedSampler::ShardedSampler(int64_t dataset_size, int64_t global_batch, int rank, int world,
-                               uint64_t seed, bool shuffle)
+IndexRange balanced_share(int64_t units, int rank, int world) {
+  MIRRORED_CHECK(units >= 0 && world >= 1 && rank >= 0 && rank < world, "balanced_share(", units, ", ", rank,
+                 ", ", world, ")");
+  const int64_t base = units / world;
+  const int64_t extra = units % world;
+  IndexRange range;
+  range.begin = rank * base + std::min<int64_t>(rank, extra);
+  range.end = range.begin + base + (rank < extra ? 1 : 0);
+  return range;
+}
+
+IndexRange even_share(int64_t global_batch, int rank, int world) {
+  MIRRORED_CHECK(world >= 1 && rank >= 0 && rank < world, "rank ", rank, " of world ", world);
+  if (global_batch <= 0)
+    throw InputError(str_cat("batch_size (global) must be positive, got ", global_batch), ExitCode::kUsage);
+  if (global_batch % world != 0)
+    throw InputError(str_cat("batch_size (global) ", global_batch, " does not divide evenly over ", world,
+                             " replicas: choose a multiple of ", world),
+                     ExitCode::kUsage);
+  const int64_t per_replica = global_batch / world;
+  return IndexRange{rank * per_replica, (rank + 1) * per_replica};
+}
+
+ShardedSampler::ShardedSampler(int64_t dataset_size, int64_t global_batch, IndexRange share, uint64_t seed,
+                               bool shuffle)
     : size_(dataset_size),
       global_batch_(global_batch),
-      per_replica_batch_(0),
+      per_replica_batch_(share.size()),
       steps_per_epoch_(0),
-      rank_(rank),
-      world_(world),
+      share_(share),
       seed_(seed),
       shuffle_(shuffle) {
-  MIRRORED_CHECK(world >= 1 && rank >= 0 && rank < world, "rank ", rank, " of world ", world);
-  if (global_batch <= 0) {
-    throw InputError(str_cat("batch_size (global) must be positive, got ", global_batch),
-                     ExitCode::kUsage);
-  }
-  if (global_batch % world != 0) {
-    throw InputError(str_cat("batch_size (global) ", global_batch, " does not divide evenly over ",
-                             world, " replicas: choose a multiple of ", world),
-                     ExitCode::kUsage);
-  }
+  if (global_batch <= 0)
+    throw InputError(str_cat("batch_size (global) must be positive, got ", global_batch), ExitCode::kUsage);
+  MIRRORED_CHECK(share.begin >= 0 && share.begin <= share.end && share.end <= global_batch, "share [", share.begin,
+                 ", ", share.end, ") of a global batch of ", global_batch);
   if (global_batch > dataset_size) {
     throw InputError(str_cat("batch_size (global) ", global_batch, " is too large: the dataset has only ",
-                             dataset_size, " samples, fewer than one global batch of ",
-                             global_batch),
+                             dataset_size, " samples, fewer than one global batch of ", global_batch),
                      ExitCode::kUsage);
   }
-  per_replica_batch_ = global_batch / world;
   // The incomplete last batch is dropped so every replica runs the same number of steps.
   steps_per_epoch_ = dataset_size / global_batch;
   set_epoch(0);
 }
+
+ShardedSampler::ShardedSampler(int64_t dataset_size, int64_t global_batch, int rank, int world, uint64_t seed,
+                               bool shuffle)
+    : ShardedSampler(dataset_size, global_batch, even_share(global_batch, rank, world), seed, shuffle) {}
 
 void ShardedSampler::set_epoch(int64_t epoch) {
   if (shuffle_) {
@@ -70,21 +88,15 @@ void ShardedSampler::set_epoch(int64_t epoch) {
 std::span<const int64_t> ShardedSampler::replica_indices(int64_t step) const {
   MIRRORED_CHECK(step >= 0 && step < steps_per_epoch_, "step ", step, " of an epoch with ",
                  steps_per_epoch_, " steps");
-  const int64_t first = step * global_batch_ + rank_ * per_replica_batch_;
+  const int64_t first = step * global_batch_ + share_.begin;
   return std::span<const int64_t>(order_).subspan(static_cast<size_t>(first),
                                                   static_cast<size_t>(per_replica_batch_));
 }
 
-IndexRange eval_shard(int64_t dataset_size, int rank, int world) {
-  MIRRORED_CHECK(dataset_size >= 0 && world >= 1 && rank >= 0 && rank < world, "eval_shard(",
-                 dataset_size, ", ", rank, ", ", world, ")");
-  // The first (size % world) ranks take one extra sample.
-  const int64_t base = dataset_size / world;
-  const int64_t extra = dataset_size % world;
-  IndexRange range;
-  range.begin = rank * base + std::min<int64_t>(rank, extra);
-  range.end = range.begin + base + (rank < extra ? 1 : 0);
-  return range;
+IndexRange eval_shard(int64_t dataset_size, int64_t batch, int rank, int world) {
+  MIRRORED_CHECK(dataset_size >= 0 && batch >= 1, "eval_shard(", dataset_size, ", batch ", batch, ")");
+  const IndexRange batches = balanced_share((dataset_size + batch - 1) / batch, rank, world);
+  return IndexRange{std::min(batches.begin * batch, dataset_size), std::min(batches.end * batch, dataset_size)};
 }
 
 }  // namespace mirrored::data

@@ -7,9 +7,10 @@
 namespace mirrored::distribute {
 
 DistributedDataset::DistributedDataset(std::shared_ptr<const data::Dataset> dataset, DatasetOptions options,
-                                       int rank, int world, Device device)
+                                       data::IndexRange share, Device device)
     : dataset_(std::move(dataset)),
-      sampler_(dataset_->size, options.global_batch, rank, world, options.seed, options.shuffle),
+      sampler_(dataset_->size, options.global_batch, share, options.seed, options.shuffle),
+      first_sample_(share.begin),
       augmenter_(options.augment, options.seed),
       device_(device) {}
 
@@ -46,6 +47,7 @@ const Batch& DistributedDataset::batch_at(int64_t step) {
     assemble(step, batch_.inputs, batch_.targets);
   }
   batch_.step = step;
+  batch_.first_sample = first_sample_;
   return batch_;
 }
 
@@ -55,7 +57,7 @@ EvalDataset::EvalDataset(std::shared_ptr<const data::Dataset> dataset, int64_t b
                          Device device)
     : dataset_(std::move(dataset)),
       batch_size_(batch),
-      range_(data::eval_shard(dataset_->size, rank, world)),
+      range_(data::eval_shard(dataset_->size, batch, rank, world)),
       device_(device) {
   MIRRORED_CHECK(batch_size_ > 0, "evaluation batch must be positive");
   indices_.resize(static_cast<size_t>(shard_size()));

@@ -18,7 +18,8 @@ void CommunicatorReducer::sum(Tensor& values) {
 }
 
 DistributedModel::DistributedModel(std::unique_ptr<nn::Model> model, comm::Communicator& gradients,
-                                   comm::Communicator& replicas, ReducerOptions options, int accumulate_steps)
+                                   comm::Communicator& replicas, ReducerOptions options, int accumulate_steps,
+                                   const BatchPlan* invariant)
     : model_(std::move(model)),
       reducer_(std::make_unique<GradientReducer>(model_->parameters(), gradients, options)),
       accumulate_steps_(accumulate_steps),
@@ -27,7 +28,20 @@ DistributedModel::DistributedModel(std::unique_ptr<nn::Model> model, comm::Commu
       cross_replica_(std::make_unique<CommunicatorReducer>(replicas)) {
   MIRRORED_CHECK(accumulate_steps_ >= 1, "accumulate_steps = ", accumulate_steps_);
   // A world of one has nothing to reduce: layers then skip the call altogether.
-  model_->set_replica(replicas.rank(), replicas.size() > 1 ? cross_replica_.get() : nullptr);
+  model_->set_cross_replica_reducer(replicas.size() > 1 ? cross_replica_.get() : nullptr);
+  if (invariant != nullptr) {
+    MIRRORED_CHECK(invariant->mode() == Reduction::kInvariant && invariant->world() == gradients.size(),
+                   "an invariant batch plan for ", gradients.size(), " replicas");
+    const int local = static_cast<int>(invariant->groups_of(gradients.rank()).size());
+    virtual_ = std::make_unique<VirtualReplicaGradients>(model_->parameters(), local, invariant->groups());
+    virtual_size_ = invariant->group_size();
+    virtual_scale_ = 1.0f / static_cast<float>(invariant->groups() * accumulate_steps_);
+  }
+}
+
+void DistributedModel::begin_virtual_replica(int index, int64_t first_sample) {
+  model_->set_first_sample(first_sample);
+  if (virtual_) virtual_->begin(index);
 }
 
 DistributedModel::~DistributedModel() = default;
@@ -36,12 +50,15 @@ DistributedModel::DistributedModel(DistributedModel&&) noexcept = default;
 void DistributedModel::zero_grad() {
   model_->parameters().zero_grads();
   backward_passes_ = 0;
+  if (virtual_) virtual_->restart();
 }
 
 void DistributedModel::backward(const Tensor& dloss_dout) {
-  MIRRORED_CHECK(backward_passes_ < accumulate_steps_, "more than accumulate_steps = ", accumulate_steps_,
-                 " backward passes between zero_grad() calls");
-  if (++backward_passes_ < accumulate_steps_) {
+  const int passes = accumulate_steps_ * virtual_replicas();
+  MIRRORED_CHECK(backward_passes_ < passes, "more than accumulate_steps = ", accumulate_steps_, " x ",
+                 virtual_replicas(), " virtual replica(s) backward passes between zero_grad() calls");
+  // Invariant: every pass only accumulates; synchronize_gradients() sums them all at once.
+  if (++backward_passes_ < passes || virtual_) {
     model_->backward(dloss_dout);  // accumulate locally, no communication
     return;
   }
@@ -50,8 +67,12 @@ void DistributedModel::backward(const Tensor& dloss_dout) {
 }
 
 void DistributedModel::synchronize_gradients() {
-  MIRRORED_CHECK(backward_passes_ == accumulate_steps_, "synchronize_gradients() after ", backward_passes_,
-                 " of ", accumulate_steps_, " backward passes");
+  MIRRORED_CHECK(backward_passes_ == accumulate_steps_ * virtual_replicas(), "synchronize_gradients() after ",
+                 backward_passes_, " of ", accumulate_steps_ * virtual_replicas(), " backward passes");
+  if (virtual_) {
+    virtual_->sum(*gradients_comm_, virtual_scale_);
+    return;
+  }
   reducer_->finish();
 }
 
@@ -64,6 +85,12 @@ void DistributedModel::flag_non_finite(Tensor& flag) {
 void DistributedModel::gather_parameters() { shard_plan().all_gather(model_->parameters().flat_params(), *gradients_comm_); }
 
 void DistributedModel::clip_gradient_norm(float max_norm) {
+  if (virtual_) {
+    // Every replica holds the whole summed gradient: the norm over all of it, locally, is
+    // the same bits everywhere (a sum over shards would depend on the world size).
+    clipper_.clip(model_->parameters().flat_grads(), max_norm);
+    return;
+  }
   const optim::ArenaRange owned = shard();
   Tensor mine = model_->parameters().flat_grads().view(owned.begin, {owned.numel()});
   clipper_.clip(mine, max_norm, shard_plan(), *gradients_comm_);

@@ -32,19 +32,17 @@ std::vector<int64_t> eval_offsets(int64_t first_window, int64_t count, int64_t c
 }  // namespace
 
 DistributedTokenDataset::DistributedTokenDataset(std::shared_ptr<data::TokenDataset> dataset,
-                                                 TokenDatasetOptions options, int replica, int replicas, Device device)
-    : dataset_(std::move(dataset)), options_(options), replica_(replica), replicas_(replicas), device_(device) {
+                                                 TokenDatasetOptions options, data::IndexRange share,
+                                                 Device device)
+    : dataset_(std::move(dataset)), options_(options), share_(share), device_(device) {
   MIRRORED_CHECK(dataset_ != nullptr, "no token dataset");
-  MIRRORED_CHECK(replicas >= 1 && replica >= 0 && replica < replicas, "replica ", replica, " of ", replicas);
   if (options_.global_batch <= 0) {
     throw InputError(str_cat("batch_size (global) must be positive, got ", options_.global_batch), ExitCode::kUsage);
   }
-  if (options_.global_batch % replicas != 0) {
-    throw InputError(str_cat("batch_size (global) ", options_.global_batch, " does not divide evenly over ", replicas,
-                             " replicas: choose a multiple of ", replicas),
-                     ExitCode::kUsage);
-  }
-  per_replica_batch_ = options_.global_batch / replicas;
+  MIRRORED_CHECK(share.begin >= 0 && share.begin <= share.end && share.end <= options_.global_batch, "share [",
+                 share.begin, ", ", share.end, ") of a global batch of ", options_.global_batch);
+  per_replica_batch_ = share.size();
+  batch_.first_sample = share.begin;
   starts_ = data::window_starts(dataset_->size(), options_.context, dataset_->source());
 }
 
@@ -53,7 +51,7 @@ int64_t DistributedTokenDataset::steps_per_epoch() const {
 }
 
 std::vector<int64_t> DistributedTokenDataset::replica_offsets(int64_t step) const {
-  return data::window_offsets(options_.seed, step, replica_ * per_replica_batch_, per_replica_batch_, starts_);
+  return data::window_offsets(options_.seed, step, share_.begin, per_replica_batch_, starts_);
 }
 
 const Batch& DistributedTokenDataset::batch(int64_t step) {
@@ -80,7 +78,7 @@ TokenEvalDataset::TokenEvalDataset(std::shared_ptr<data::TokenDataset> dataset, 
   MIRRORED_CHECK(dataset_ != nullptr, "no token dataset");
   MIRRORED_CHECK(batch_size_ > 0, "evaluation batch must be positive");
   num_windows_ = data::eval_window_count(dataset_->size(), context_, max_windows, dataset_->source());
-  range_ = data::eval_shard(num_windows_, replica, replicas);
+  range_ = data::eval_shard(num_windows_, batch_size_, replica, replicas);
 }
 
 int64_t TokenEvalDataset::num_batches() const { return (shard_size() + batch_size_ - 1) / batch_size_; }

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "mirrored/comm/exact_sum.h"
 #include "mirrored/core/fingerprint.h"
 #include "mirrored/core/log.h"
 #include "mirrored/distribute/replica_agreement.h"
@@ -34,7 +35,8 @@ MirroredStrategy::MirroredStrategy(Runtime& runtime, StrategyOptions options)
       comm_(runtime.world()),
       device_comm_(runtime.device_communicator()),
       allreduce_(resolve_for(runtime, options.allreduce)),
-      gradients_(runtime.gradient_communicator(allreduce_)) {
+      gradients_(runtime.gradient_communicator(allreduce_)),
+      reduction_(options.reduction) {
   const Cluster& cluster = runtime.cluster();
   if (device().is_cuda()) {
     // One NCCL communicator carries everything on the device; NCCL picks its own algorithm.
@@ -57,16 +59,27 @@ MirroredStrategy::MirroredStrategy(Runtime& runtime, StrategyOptions options)
   }
 }
 
-int64_t MirroredStrategy::per_replica_batch(int64_t global_batch) const {
-  const int replicas = num_replicas_in_sync();
-  if (global_batch <= 0)
-    throw InputError(str_cat("batch_size = ", global_batch, ": expected a positive global batch"), ExitCode::kUsage);
-  if (global_batch % replicas != 0)
-    throw InputError(str_cat("batch_size (global) ", global_batch, " does not divide evenly over ", replicas,
-                             " replicas: choose a multiple of ", replicas),
-                     ExitCode::kUsage);
-  return global_batch / replicas;
+BatchPlan MirroredStrategy::batch_plan(int64_t global_batch) const {
+  return BatchPlan::make(global_batch, num_replicas_in_sync(), reduction_);
 }
+
+int64_t MirroredStrategy::per_replica_batch(int64_t global_batch) const { return batch_share(global_batch).size(); }
+
+namespace {
+// What reduction = invariant cannot do yet, refused on every rank before any collective.
+void require_invariant_support(const nn::Model& model, const ReducerOptions& reducer, Device device) {
+  const char* why = nullptr;
+  if (device.is_cuda())
+    why = "runs on CPUs only so far (device = cpu); on GPUs use reduction = fast";
+  else if (model.parameters().num_buffers() > 0)
+    why = "cannot train models with batch normalisation: their running statistics and sync_batchnorm's "
+          "batch statistics depend on how the batch is spread over replicas; use reduction = fast";
+  else if (reducer.compression != GradCompression::kNone)
+    why = "sums float32 gradients exactly; grad_compression must be none";
+  if (why != nullptr)
+    throw InputError(str_cat("reduction = invariant ", why), ExitCode::kUsage);
+}
+}  // namespace
 
 DistributedModel MirroredStrategy::mirror(std::unique_ptr<nn::Model> model, const ModelOptions& options) {
   model->build(options.input_shape, device());
@@ -88,17 +101,27 @@ DistributedModel MirroredStrategy::mirror(std::unique_ptr<nn::Model> model, cons
   MIRRORED_CHECK(!reducer.shard || gradients_.capabilities().sharded_collectives, "optimizer.shard = true: the '",
                  gradients_.backend(), "' communicator has no reduce-scatter");
   reducer.ranks_on_host = runtime_.cluster().local_size();
-  return DistributedModel(std::move(model), gradients_, device_comm_, reducer, options.accumulate_steps);
+  if (reduction_.mode == Reduction::kFast)
+    return DistributedModel(std::move(model), gradients_, device_comm_, reducer, options.accumulate_steps);
+  require_invariant_support(*model, reducer, device());
+  MIRRORED_CHECK(options.global_batch > 0, "reduction = invariant needs ModelOptions::global_batch");
+  const BatchPlan plan = batch_plan(options.global_batch);
+  chief_info(str_cat("reduction = invariant: ", plan.describe(), "; the same bits at any world size from 1 to ",
+                     plan.groups()));
+  return DistributedModel(std::move(model), gradients_, device_comm_, reducer, options.accumulate_steps, &plan);
 }
 
 DistributedDataset MirroredStrategy::distribute_dataset(std::shared_ptr<const data::Dataset> dataset,
                                                         const DatasetOptions& options) {
-  per_replica_batch(options.global_batch);  // the clear error, before the sampler's
-  return DistributedDataset(std::move(dataset), options, replica_id(), num_replicas_in_sync(), device());
+  return DistributedDataset(std::move(dataset), options, batch_share(options.global_batch), device());
 }
 
 EvalDataset MirroredStrategy::distribute_eval_dataset(std::shared_ptr<const data::Dataset> dataset, int64_t batch) {
   return EvalDataset(std::move(dataset), batch, replica_id(), num_replicas_in_sync(), device());
+}
+
+double MirroredStrategy::reduce_exact(const std::vector<double>& values, int64_t total_terms) {
+  return comm::exact_sum(values, total_terms, comm_);
 }
 
 void MirroredStrategy::check_replicas_in_sync(const DistributedModel& model) {

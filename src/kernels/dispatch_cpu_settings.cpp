@@ -12,6 +12,8 @@ void set_cpu_threads(int threads) { cpu::set_threads(threads); }
 
 int cpu_threads() { return cpu::threads(); }
 
+void set_cpu_thread_invariant(bool on) { cpu::set_thread_invariant(on); }
+
 std::string cpu_blas_core() { return cpu::blas_core(); }
 
 std::string cpu_blas_core_upgrade() { return cpu::better_blas_core(); }

@@ -17,12 +17,12 @@ const Tensor& Dropout::forward(const Tensor& x, Mode mode) {
   if (!active_) return x;
   const RunContext context = context_ ? *context_ : RunContext{};
   // One key per (run seed, step, layer); the kernel then draws sample k's mask from
-  // stream k. This replica's samples are the replica-th slice of the global batch.
+  // stream k, k the sample's position in the global batch.
   Rng key(context.seed ^ layer_key_, static_cast<uint64_t>(context.step));
   const uint64_t seed = key.next_u64();
   ensure_shape(mask_, x.shape(), DType::kF32, x.device());
   ensure_shape(output_, x.shape(), DType::kF32, x.device());
-  kernels::dropout_forward(x, p_, seed, static_cast<int64_t>(context.replica) * x.dim(0), mask_, output_);
+  kernels::dropout_forward(x, p_, seed, context.first_sample, mask_, output_);
   return output_;
 }
 

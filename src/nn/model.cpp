@@ -52,10 +52,9 @@ void Model::initialize(uint64_t seed) {
   for (auto& layer : layers_) layer->bind(arena_);
 }
 
-void Model::set_replica(int replica, CrossReplicaReducer* reducer) {
-  MIRRORED_CHECK(replica >= 0, "replica index ", replica);
-  context_->replica = replica;
-  context_->reducer = reducer;
+void Model::set_first_sample(int64_t first_sample) {
+  MIRRORED_CHECK(first_sample >= 0, "first sample ", first_sample);
+  context_->first_sample = first_sample;
 }
 
 const Tensor& Model::forward(const Tensor& x, Mode mode) {

@@ -28,8 +28,27 @@ int64_t step_of(const std::string& name) {
 
 std::vector<float> flat_values(const Tensor& tensor) { return tensor.to_vector(); }
 
+// The reduction mode the run that wrote `checkpoint` used (fast before the key existed).
+distribute::Reduction stored_reduction(const io::Checkpoint& checkpoint) {
+  if (checkpoint.config.empty()) return distribute::Reduction::kFast;
+  try {
+    return parse_config_text(checkpoint.config, "the configuration stored in the checkpoint",
+                             /*ignore_unknown_keys=*/true)
+        .reduction;
+  } catch (const InputError&) {
+    return distribute::Reduction::kFast;  // config_changes warns about unreadable text
+  }
+}
+
 // Why `checkpoint` cannot continue this run, or "" when it can.
 std::string misfit(const TrainContext& ctx, const io::Checkpoint& checkpoint) {
+  // A fast run's parameters are not any invariant run's, nor the reverse: continuing one
+  // as the other would end with a model that neither mode can reproduce.
+  if (const distribute::Reduction stored = stored_reduction(checkpoint); stored != ctx.config.reduction)
+    return str_cat("it was written with reduction = ", distribute::reduction_name(stored), ", this run has reduction = ",
+                   distribute::reduction_name(ctx.config.reduction),
+                   "; a run keeps its reduction mode (set reduction = ", distribute::reduction_name(stored),
+                   " to continue it)");
   if (checkpoint.steps_per_epoch != ctx.steps_per_epoch)
     return str_cat("it was written with ", checkpoint.steps_per_epoch, " steps per epoch, this run has ",
                    ctx.steps_per_epoch, " (batch_size or data.train differ)");

@@ -327,6 +327,17 @@ const std::vector<Option>& options() {
                              &TrainConfig::precision, {{"fp32", Precision::kF32}, {"bf16", Precision::kBF16}}),
       int_option("accumulate_steps", "micro-batches of batch_size per update, one all-reduce per update",
                  &TrainConfig::accumulate_steps, 1),
+      enum_option<distribute::Reduction>(
+          "reduction",
+          "how gradients, losses and evaluations are summed over replicas: fast (all-reduce; the same model at "
+          "any world size up to float summation order), invariant (the same bits at any world size from 1 to "
+          "reduction.shards: per-virtual-replica gradients summed exactly)",
+          &TrainConfig::reduction,
+          {{"fast", distribute::Reduction::kFast}, {"invariant", distribute::Reduction::kInvariant}}),
+      int_option("reduction.shards",
+                 "reduction = invariant: virtual replicas per global batch, a divisor of batch_size and the most "
+                 "ranks the run can use (0: the largest divisor of batch_size up to 8, or the world size if larger)",
+                 &TrainConfig::reduction_shards, 0),
       // Sharding moves where sums are formed, not what is computed: the result equals the
       // unsharded one up to float summation order (as across world sizes), so a resume
       // that flips it is not warned about.
@@ -418,6 +429,15 @@ void check_consistency(const TrainConfig& c, const std::string& origin) {
   if (c.optimizer_shard && c.grad_compression != distribute::GradCompression::kNone)
     throw InputError(str_cat(origin, ": optimizer.shard = true with grad_compression = bf16: sharded gradients are "
                                      "reduce-scattered in float32; set grad_compression = none or optimizer.shard = false"),
+                     ExitCode::kUsage);
+  if (c.reduction == distribute::Reduction::kInvariant && c.grad_compression != distribute::GradCompression::kNone)
+    throw InputError(str_cat(origin, ": reduction = invariant with grad_compression = bf16: invariant sums are exact "
+                                     "sums of float32 gradients; set grad_compression = none or reduction = fast"),
+                     ExitCode::kUsage);
+  if (c.reduction == distribute::Reduction::kInvariant && c.sync_batchnorm)
+    throw InputError(str_cat(origin, ": reduction = invariant with model.sync_batchnorm = true: batch statistics "
+                                     "depend on how the batch is spread over replicas; set model.sync_batchnorm = "
+                                     "false or reduction = fast"),
                      ExitCode::kUsage);
   if (c.optimizer_shard && c.allreduce == distribute::Allreduce::kHierarchical)
     throw InputError(str_cat(origin, ": optimizer.shard = true with allreduce = hierarchical: sharded gradients are "

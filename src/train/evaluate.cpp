@@ -1,6 +1,8 @@
 #include "mirrored/train/evaluate.h"
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 #include <numbers>
 
 #include "mirrored/nn/loss.h"
@@ -8,13 +10,17 @@
 namespace mirrored::train {
 namespace {
 
-// {loss sum, correct, scored positions, samples} over this replica's batches, reduced in
-// one all-reduce. Doubles hold these counts exactly.
+// {loss sum, correct, scored positions, samples, batches} over this replica's batches,
+// reduced in one all-reduce. Doubles hold these counts exactly. With reduction =
+// invariant the loss sum is then replaced by an exact sum of the batches' loss sums: every
+// batch holds the same samples at any world size (data::eval_shard), so the result is the
+// same bits at any world size.
 template <typename Data>
 EvalResult score(distribute::MirroredStrategy& strategy, distribute::DistributedModel& model, Data& data,
                  EvalKind kind) {
   nn::CrossEntropyLoss loss;
-  double sums[4] = {0.0, 0.0, 0.0, 0.0};
+  double sums[5] = {0.0, 0.0, 0.0, 0.0, 0.0};
+  std::vector<double> batch_losses;
   for (int64_t b = 0; b < data.num_batches(); ++b) {
     const auto& batch = data.batch(b);
     const auto value = loss.forward(model.forward(batch.inputs, nn::Mode::kEval), batch.targets, false);
@@ -22,8 +28,12 @@ EvalResult score(distribute::MirroredStrategy& strategy, distribute::Distributed
     sums[1] += static_cast<double>(value.correct);
     sums[2] += static_cast<double>(value.count);
     sums[3] += static_cast<double>(batch.size());
+    batch_losses.push_back(value.loss_sum);
   }
-  strategy.communicator().allreduce(sums, 4, comm::ReduceOp::kSum);
+  sums[4] = static_cast<double>(batch_losses.size());
+  strategy.communicator().allreduce(sums, 5, comm::ReduceOp::kSum);
+  if (strategy.reduction() == distribute::Reduction::kInvariant)
+    sums[0] = strategy.reduce_exact(batch_losses, std::max<int64_t>(1, static_cast<int64_t>(sums[4])));
   EvalResult result;
   result.kind = kind;
   result.samples = static_cast<int64_t>(sums[3]);

@@ -31,8 +31,8 @@ class TokenTrainingData final : public TrainingData {
     vocab_ = train_set->vocab_size();
     const distribute::TokenDatasetOptions options{lib.train_data.global_batch, context_, lib.train_data.seed};
     train_.emplace(naming_key("data.train", [&] {
-      return distribute::DistributedTokenDataset(train_set, options, strategy.replica_id(),
-                                                 strategy.num_replicas_in_sync(), strategy.device());
+      return distribute::DistributedTokenDataset(train_set, options, strategy.batch_share(options.global_batch),
+                                                 strategy.device());
     }));
     if (!with_eval) return;
     test_ = naming_key("data.test",

@@ -18,12 +18,13 @@ StepResult train_step(distribute::DistributedModel& model, optim::Optimizer& opt
     if (hooks.phase_done) hooks.phase_done(phase);
   };
   const int micro_batches = model.accumulate_steps();
+  const int groups = model.virtual_replicas();
   StepResult result;
   result.losses = hooks.losses.defined()
                       ? hooks.losses
-                      : Tensor({micro_batches}, DType::kF32, model.parameters().flat_params().device());
-  MIRRORED_CHECK(result.losses.numel() == micro_batches, "train_step: room for ", result.losses.numel(),
-                 " losses, ", micro_batches, " micro-batches");
+                      : Tensor({micro_batches * groups}, DType::kF32, model.parameters().flat_params().device());
+  MIRRORED_CHECK(result.losses.numel() == micro_batches * groups, "train_step: room for ", result.losses.numel(),
+                 " losses, ", micro_batches, " micro-batches x ", groups, " virtual replica(s)");
   model.zero_grad();
   for (int micro = 0; micro < micro_batches; ++micro) {
     model.set_step(step * micro_batches + micro);  // dropout masks are keyed by it
@@ -33,12 +34,22 @@ StepResult train_step(distribute::DistributedModel& model, optim::Optimizer& opt
       batch = &next_batch();
     }
     done(StepPhase::kData);
-    Tensor micro_loss = result.losses.view(micro, {1});
-    loss_fn.forward_to(model.forward(batch->inputs, nn::Mode::kTrain), batch->targets, micro_loss);
-    done(StepPhase::kForward);
-    // The last micro-batch's backward also starts the all-reduce, bucket by bucket.
-    model.backward(loss_fn.grad());
-    done(StepPhase::kBackward);
+    // Fast: the whole batch in one pass. Invariant: each virtual replica's group in a pass
+    // of its own, with the same shapes whatever the world size.
+    const int64_t rows = groups == 1 ? batch->size() : model.virtual_replica_size();
+    MIRRORED_CHECK(rows * groups == batch->size(), "a batch of ", batch->size(), " samples for ", groups,
+                   " virtual replicas of ", rows);
+    for (int group = 0; group < groups; ++group) {
+      model.begin_virtual_replica(group, batch->first_sample + group * rows);
+      Tensor loss = result.losses.view(micro * groups + group, {1});
+      const Tensor inputs = groups == 1 ? batch->inputs : batch->inputs.rows(group * rows, rows);
+      const Tensor targets = groups == 1 ? batch->targets : batch->targets.rows(group * rows, rows);
+      loss_fn.forward_to(model.forward(inputs, nn::Mode::kTrain), targets, loss);
+      done(StepPhase::kForward);
+      // Fast: the last micro-batch's backward also starts the all-reduce, bucket by bucket.
+      model.backward(loss_fn.grad());
+      done(StepPhase::kBackward);
+    }
   }
   model.synchronize_gradients();
   done(StepPhase::kAllreduce);

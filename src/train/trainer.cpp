@@ -108,12 +108,13 @@ void Trainer::State::plan_steps() {
 Trainer::Trainer(const TrainConfig& config, distribute::Runtime& runtime, TrainerOptions options)
     : s_(std::make_unique<State>(config, runtime, options)) {
   State& s = *s_;
-  s.strategy.per_replica_batch(config.batch_size);  // fails fast, on every rank, before any I/O
+  s.strategy.batch_plan(config.batch_size);  // fails fast, on every rank, before any I/O
+  kernels::set_cpu_thread_invariant(config.reduction == distribute::Reduction::kInvariant);
   kernels::set_cpu_threads(threads_per_rank(s.lib.threads, runtime.cluster()));
   s.load_data();
   const Shape sample_shape = s.data->sample_shape();
   s.model.emplace(s.strategy.scope([&] { return build_model(s.lib.model, sample_shape, s.data->num_classes()); },
-                                   {sample_shape, config.seed, s.lib.reducer, s.lib.accumulate_steps}));
+                                   {sample_shape, config.seed, s.lib.reducer, s.lib.accumulate_steps, config.batch_size}));
   warn_about_slow_precision(s.lib.model, runtime.device(), s.strategy.is_chief());
   if (!config.timeline.empty()) s.model->set_timeline(&s.timeline);
   s.optimizer = make_optimizer(s.lib.optimizer, s.model->parameters(), s.model->shard());
@@ -122,7 +123,8 @@ Trainer::Trainer(const TrainConfig& config, distribute::Runtime& runtime, Traine
   s.lr_schedule.emplace(s.lib.lr_schedule.in_steps(s.steps_per_epoch));
   s.ctx.emplace(TrainContext{s.config, s.strategy, *s.model, *s.optimizer, *s.run_dir, s.steps_per_epoch, s.total_steps});
   s.guard.emplace(s.config, s.strategy.is_chief());
-  s.losses = StepLosses(s.model->parameters().flat_params().device(), s.lib.accumulate_steps, s.steps_per_epoch);
+  s.losses = StepLosses(s.model->parameters().flat_params().device(),
+                        s.lib.accumulate_steps * s.model->virtual_replicas(), s.steps_per_epoch);
   s.ctx->guard = &*s.guard;
   s.ctx->losses = &s.losses;
 }
@@ -243,8 +245,14 @@ void Trainer::log_point(int64_t epoch) {
   point.step = s.summary.steps;
   point.epoch = epoch;
   // The interval's losses come to the host here: on a GPU the one wait for the step.
-  const double loss_sum = s.losses.sum(interval.first_index, interval.first_index + interval.steps);
-  point.loss = s.strategy.reduce(distribute::ReduceOp::kMean, loss_sum) / steps;
+  const int64_t first = interval.first_index, last = interval.first_index + interval.steps;
+  if (s.strategy.reduction() == distribute::Reduction::kInvariant) {
+    // The mean of every pass loss of every virtual replica: the same bits at any world size.
+    const int64_t passes = interval.steps * s.lib.accumulate_steps * s.strategy.batch_plan(s.config.batch_size).groups();
+    point.loss = s.strategy.reduce_exact(s.losses.pass_losses(first, last), passes) / static_cast<double>(passes);
+  } else {
+    point.loss = s.strategy.reduce(distribute::ReduceOp::kMean, s.losses.sum(first, last)) / steps;
+  }
   // The same on every replica (clipped after the all-reduce): the last step's, not reduced.
   if (s.config.grad_clip > 0.0) point.grad_norm = s.model->gradient_norm().to_vector().at(0);
   point.lr = s.optimizer->lr();

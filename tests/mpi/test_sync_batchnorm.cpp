@@ -59,7 +59,7 @@ TEST(SyncBatchNorm, SlicesOfTheGlobalBatchMatchOneBatchNormOverAllOfIt) {
   Bn mine(true);
   distribute::CommunicatorReducer reducer(world);
   mine.context.reducer = &reducer;
-  mine.context.replica = rank;
+  mine.context.first_sample = rank * local;
   const Tensor x_mine = x.view(rank * local * sample, {local, 3, 4, 4});
   const Tensor up_mine = up.view(rank * local * sample, {local, 3, 4, 4});
   const Tensor y = mine.layer.forward(x_mine, nn::Mode::kTrain).clone();

@@ -192,17 +192,17 @@ TEST(GradcheckTransformer, GptDropoutMasksDependOnTheGlobalSampleOnly) {
   Tensor second_half({half, spec.context}, DType::kI32);
   std::copy(tokens.data<int32_t>() + half * spec.context, tokens.data<int32_t>() + batch * spec.context,
             second_half.data<int32_t>());
-  auto run = [&](const Tensor& x, int replica) {
+  auto run = [&](const Tensor& x, int64_t first_sample) {
     nn::Model model = nn::gpt(spec);
     model.build({spec.context});
     model.initialize(10);
     model.set_random_seed(11);
     model.set_step(3);
-    model.set_replica(replica, nullptr);
+    model.set_first_sample(first_sample);
     return model.forward(x, nn::Mode::kTrain).to_vector();
   };
   const std::vector<float> whole = run(tokens, 0);
-  const std::vector<float> second = run(second_half, 1);
+  const std::vector<float> second = run(second_half, half);
   const size_t row = static_cast<size_t>(spec.context * spec.vocab);
   // Equal up to the GEMMs' rounding: a BLAS may pick another kernel (and summation order)
   // for half the rows. A different dropout mask would move outputs by ~1e-1, not 1e-6.

@@ -117,31 +117,59 @@ TEST(ShardedSampler, NonPositiveBatch) {
                   {"batch_size", "positive"});
 }
 
-TEST(EvalShard, CoversEverySampleExactlyOnce) {
+TEST(EvalShard, CoversEverySampleExactlyOnceInWholeBatches) {
   for (int64_t n : {0, 1, 3, 7, 10, 10000, 10001}) {
-    for (int world : {1, 2, 3, 4, 8}) {
-      int64_t expected_begin = 0;
-      int64_t smallest = n, largest = 0;
-      for (int rank = 0; rank < world; ++rank) {
-        const IndexRange range = eval_shard(n, rank, world);
-        EXPECT_EQ(range.begin, expected_begin) << "n " << n << " world " << world << " rank " << rank;
-        EXPECT_GE(range.end, range.begin);
-        expected_begin = range.end;
-        smallest = std::min(smallest, range.end - range.begin);
-        largest = std::max(largest, range.end - range.begin);
+    for (int64_t batch : {1, 3, 64}) {
+      for (int world : {1, 2, 3, 4, 8}) {
+        int64_t expected_begin = 0;
+        int64_t smallest = n, largest = 0;
+        for (int rank = 0; rank < world; ++rank) {
+          const IndexRange range = eval_shard(n, batch, rank, world);
+          EXPECT_EQ(range.begin, expected_begin) << "n " << n << " world " << world << " rank " << rank;
+          EXPECT_GE(range.end, range.begin);
+          // Every share starts at a batch boundary: the batches are the same at any world size.
+          if (range.size() > 0) EXPECT_EQ(range.begin % batch, 0) << "n " << n << " batch " << batch << " rank " << rank;
+          expected_begin = range.end;
+          smallest = std::min(smallest, range.size());
+          largest = std::max(largest, range.size());
+        }
+        EXPECT_EQ(expected_begin, n) << "n " << n << " world " << world;
+        // One more batch on some ranks, and the set's partial last batch on the last one.
+        EXPECT_LE(largest - smallest, 2 * batch) << "n " << n << " world " << world;
       }
-      EXPECT_EQ(expected_begin, n) << "n " << n << " world " << world;
-      EXPECT_LE(largest - smallest, 1) << "n " << n << " world " << world;
     }
   }
 }
 
-TEST(EvalShard, FewerSamplesThanRanks) {
-  // Three samples over four ranks: the first three take one each, the last none.
-  EXPECT_EQ(eval_shard(3, 0, 4).end - eval_shard(3, 0, 4).begin, 1);
-  EXPECT_EQ(eval_shard(3, 2, 4).begin, 2);
-  EXPECT_EQ(eval_shard(3, 3, 4).begin, 3);
-  EXPECT_EQ(eval_shard(3, 3, 4).end, 3);
+TEST(EvalShard, FewerBatchesThanRanks) {
+  // Three batches of 2 (the last one of 1) over four ranks: the first three take one each.
+  EXPECT_EQ(eval_shard(5, 2, 0, 4).size(), 2);
+  EXPECT_EQ(eval_shard(5, 2, 2, 4).begin, 4);
+  EXPECT_EQ(eval_shard(5, 2, 2, 4).end, 5);
+  EXPECT_EQ(eval_shard(5, 2, 3, 4).size(), 0);
+}
+
+TEST(BalancedShare, FirstRanksTakeTheRemainder) {
+  EXPECT_EQ(balanced_share(10, 0, 4).size(), 3);
+  EXPECT_EQ(balanced_share(10, 1, 4).begin, 3);
+  EXPECT_EQ(balanced_share(10, 2, 4).begin, 6);
+  EXPECT_EQ(balanced_share(10, 3, 4).begin, 8);
+  EXPECT_EQ(balanced_share(10, 3, 4).end, 10);
+}
+
+TEST(ShardedSampler, UnevenSharesRebuildTheGlobalBatch) {
+  // 12 samples per global batch over shares of 5, 4 and 3: together the single-process batch.
+  const ShardedSampler single(100, 12, 0, 1, 7);
+  const IndexRange shares[] = {{0, 5}, {5, 9}, {9, 12}};
+  std::vector<int64_t> joined;
+  for (const IndexRange& share : shares) {
+    const ShardedSampler part(100, 12, share, 7);
+    const auto indices = part.replica_indices(3);
+    EXPECT_EQ(static_cast<int64_t>(indices.size()), share.size());
+    joined.insert(joined.end(), indices.begin(), indices.end());
+  }
+  const auto whole = single.replica_indices(3);
+  EXPECT_EQ(joined, std::vector<int64_t>(whole.begin(), whole.end()));
 }
 
 }  // namespace

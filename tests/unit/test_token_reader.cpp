@@ -76,8 +76,8 @@ TEST(TokenReader, BoundedCacheGivesTheSameBatchesAsUnbounded) {
   const std::shared_ptr<TokenDataset> bounded = load_token_dataset(path, 1);
   const std::shared_ptr<TokenDataset> unbounded = load_token_dataset(path, 0);
   const distribute::TokenDatasetOptions options{.global_batch = 16, .context = 256, .seed = 3};
-  distribute::DistributedTokenDataset a(bounded, options, 0, 1);
-  distribute::DistributedTokenDataset b(unbounded, options, 0, 1);
+  distribute::DistributedTokenDataset a(bounded, options, IndexRange{0, 16});
+  distribute::DistributedTokenDataset b(unbounded, options, IndexRange{0, 16});
   const int64_t steps = 3 * a.steps_per_epoch();
   ASSERT_EQ(a.steps_per_epoch(), 768);
   for (int64_t step = 0; step < steps; ++step) {

@@ -93,7 +93,7 @@ class TokenDatasetTest : public ::testing::Test, protected TokenData {
 };
 
 TEST_F(TokenDatasetTest, TargetsAreTheInputsShiftedByOne) {
-  DistributedTokenDataset data(dataset_, {.global_batch = 8, .context = 64, .seed = 5}, 0, 1);
+  DistributedTokenDataset data(dataset_, {.global_batch = 8, .context = 64, .seed = 5}, even_share(8, 0, 1));
   for (int64_t step : {0, 1, 17}) {
     const distribute::Batch& batch = data.batch(step);
     ASSERT_EQ(batch.inputs.shape(), (Shape{8, 64}));
@@ -117,10 +117,10 @@ TEST_F(TokenDatasetTest, TargetsAreTheInputsShiftedByOne) {
 // sizes 1, 2 and 4, whatever the order in which steps are asked for.
 TEST_F(TokenDatasetTest, WorldSizeDoesNotChangeTheGlobalBatch) {
   const TokenDatasetOptions options{.global_batch = 8, .context = 32, .seed = 77};
-  DistributedTokenDataset single(dataset_, options, 0, 1);
+  DistributedTokenDataset single(dataset_, options, even_share(8, 0, 1));
   for (int world : {2, 4}) {
     std::vector<DistributedTokenDataset> replicas;
-    for (int r = 0; r < world; ++r) replicas.emplace_back(dataset_, options, r, world);
+    for (int r = 0; r < world; ++r) replicas.emplace_back(dataset_, options, even_share(8, r, world));
     for (int64_t step : {0, 1, 2, 50, 3}) {
       const std::vector<int32_t> global_inputs = values(single.batch(step).inputs);
       const std::vector<int32_t> global_targets = values(single.batch(step).targets);
@@ -139,12 +139,12 @@ TEST_F(TokenDatasetTest, WorldSizeDoesNotChangeTheGlobalBatch) {
 }
 
 TEST_F(TokenDatasetTest, BadOptionsAreUsageErrors) {
-  const auto not_divisible = message_of<InputError>([&] { DistributedTokenDataset(dataset_, {.global_batch = 6, .context = 8, .seed = 0}, 0, 4); });
+  const auto not_divisible = message_of<InputError>([&] { even_share(6, 0, 4); });
   expect_mentions(not_divisible, {"batch_size (global) 6", "does not divide evenly over 4 replicas"});
-  const auto too_long = message_of<InputError>([&] { DistributedTokenDataset(dataset_, {.global_batch = 4, .context = 50000, .seed = 0}, 0, 1); });
+  const auto too_long = message_of<InputError>([&] { DistributedTokenDataset(dataset_, {.global_batch = 4, .context = 50000, .seed = 0}, {0, 4}); });
   expect_mentions(too_long, {"'" + path_ + "'", "context 50000 is longer than the data", "50000 tokens"});
   try {
-    DistributedTokenDataset(dataset_, {.global_batch = 4, .context = 50000, .seed = 0}, 0, 1);
+    DistributedTokenDataset(dataset_, {.global_batch = 4, .context = 50000, .seed = 0}, {0, 4});
   } catch (const InputError& e) {
     EXPECT_EQ(e.code(), ExitCode::kUsage);
   }
@@ -184,9 +184,10 @@ TEST_F(TokenDatasetTest, EvaluationCountsEveryWindowOnce) {
   }
   TokenEvalDataset capped(dataset_, 10, kContext, 1, 2, Device::cpu(), 25);
   EXPECT_EQ(capped.num_windows(), 25);
-  EXPECT_EQ(capped.shard_size(), 12);
-  EXPECT_EQ(capped.num_batches(), 2);
-  EXPECT_EQ(values(capped.batch(0).inputs)[0], bytes_[13 * kContext]);
+  // Batches of 10, 10 and 5 windows: rank 1 of 2 takes the third, windows 20 to 24.
+  EXPECT_EQ(capped.shard_size(), 5);
+  EXPECT_EQ(capped.num_batches(), 1);
+  EXPECT_EQ(values(capped.batch(0).inputs)[0], bytes_[20 * kContext]);
 }
 
 // The same data with a context for cuda:0 (the GPU batches are copied on its streams).
@@ -201,8 +202,8 @@ class TokenDatasetOnGpu : public mirrored::testing::CudaTest, protected TokenDat
 // On a GPU the batch lives on the device and holds what the host batch holds.
 TEST_F(TokenDatasetOnGpu, DeviceBatchesEqualHostBatches) {
   const TokenDatasetOptions options{.global_batch = 4, .context = 16, .seed = 9};
-  DistributedTokenDataset host(dataset_, options, 1, 2);
-  DistributedTokenDataset device(dataset_, options, 1, 2, Device::cuda(0));
+  DistributedTokenDataset host(dataset_, options, even_share(4, 1, 2));
+  DistributedTokenDataset device(dataset_, options, even_share(4, 1, 2), Device::cuda(0));
   for (int64_t step : {0, 1, 2}) {
     const distribute::Batch& on_gpu = device.batch(step);
     ASSERT_TRUE(on_gpu.inputs.device().is_cuda());

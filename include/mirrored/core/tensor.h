@@ -82,6 +82,8 @@ class Tensor {
   Tensor reshape(Shape shape) const;  // same elements, new shape (a view)
   // First `rows` entries along dimension 0 (a view): a smaller last batch reuses buffers.
   Tensor narrow_rows(int64_t rows) const;
+  // Entries [first, first + count) along dimension 0 (a view): one group of a batch.
+  Tensor rows(int64_t first, int64_t count) const;
   Tensor clone() const;
   void zero();  // on a GPU: queued on the compute stream, like the constructor's zeroing
 

@@ -1,8 +1,9 @@
 #pragma once
 // Which samples each replica sees. Every rank computes the same seeded permutation of the
-// global index list for an epoch; global batch b is entries [b*G, (b+1)*G); replica r
-// takes its contiguous slice [r*B, (r+1)*B) of it (B = G / world). The last incomplete
-// global batch is dropped, so every replica runs the same number of steps.
+// global index list for an epoch; global batch b is entries [b*G, (b+1)*G); a replica
+// takes its contiguous share of it: [r*B, (r+1)*B) (B = G / world) when the world divides
+// the batch evenly, or the share a batch plan gives it (distribute/batch_plan.h). The last
+// incomplete global batch is dropped, so every replica runs the same number of steps.
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -12,9 +13,27 @@ namespace mirrored::data {
 // A seeded Fisher-Yates permutation of 0..n-1, a function of (seed, epoch) alone.
 std::vector<int64_t> epoch_permutation(int64_t n, uint64_t seed, int64_t epoch);
 
+// [begin, end) of a sequence of samples, batches or groups.
+struct IndexRange {
+  int64_t begin = 0;
+  int64_t end = 0;
+  int64_t size() const { return end - begin; }
+};
+
+// `units` split over `world` ranks in contiguous runs, the first (units % world) ranks
+// taking one more: rank `rank`'s run.
+IndexRange balanced_share(int64_t units, int rank, int world);
+
+// Replica `rank`'s share [r*B, (r+1)*B) of a global batch split evenly over `world`. Throws
+// InputError (usage) when the batch is not positive or does not divide by the world.
+IndexRange even_share(int64_t global_batch, int rank, int world);
+
 class ShardedSampler {
  public:
-  // Throws InputError when global_batch does not divide by world or exceeds the dataset.
+  // This replica takes positions `share` of every global batch. Throws InputError when
+  // global_batch is not positive or exceeds the dataset.
+  ShardedSampler(int64_t dataset_size, int64_t global_batch, IndexRange share, uint64_t seed, bool shuffle = true);
+  // The even share of replica `rank` (even_share's errors).
   ShardedSampler(int64_t dataset_size, int64_t global_batch, int rank, int world, uint64_t seed,
                  bool shuffle = true);
 
@@ -28,18 +47,16 @@ class ShardedSampler {
 
  private:
   int64_t size_, global_batch_, per_replica_batch_, steps_per_epoch_;
-  int rank_, world_;
+  IndexRange share_;
   uint64_t seed_;
   bool shuffle_;
   std::vector<int64_t> order_;
 };
 
-// Evaluation: each rank takes a contiguous range so that every sample is covered exactly
-// once across ranks (ranges differ by at most one sample).
-struct IndexRange {
-  int64_t begin = 0;
-  int64_t end = 0;
-};
-IndexRange eval_shard(int64_t dataset_size, int rank, int world);
+// Evaluation: each rank takes a contiguous run of whole batches of `batch` samples (the last
+// batch of the set may be partial), so every sample is covered exactly once across ranks
+// and every batch holds the same samples whatever the world size (ranges differ by at most
+// one batch).
+IndexRange eval_shard(int64_t dataset_size, int64_t batch, int rank, int world);
 
 }  // namespace mirrored::data

@@ -1,7 +1,8 @@
 #pragma once
 // A dataset as one replica sees it. Training: each epoch a seeded global order, this
-// replica's contiguous slice of every global batch, the last partial batch dropped.
-// Evaluation: a contiguous share of the samples, every sample exactly once over replicas.
+// replica's contiguous share of every global batch (its batch plan's, batch_plan.h), the
+// last partial batch dropped. Evaluation: a contiguous run of whole batches, every sample
+// exactly once over replicas.
 #include <cstdint>
 #include <memory>
 
@@ -21,6 +22,8 @@ struct Batch {
   Tensor inputs;   // on the replica's device
   Tensor targets;
   int64_t step = 0;
+  // The position of row 0 in the global batch: dropout masks are keyed by global sample.
+  int64_t first_sample = 0;
   int64_t size() const { return targets.defined() ? targets.dim(0) : 0; }
 };
 
@@ -35,7 +38,8 @@ class DistributedDataset {
  public:
   // On a GPU `device`, batches are assembled on the host and copied over by a
   // DevicePrefetcher, the next one while the current step runs.
-  DistributedDataset(std::shared_ptr<const data::Dataset> dataset, DatasetOptions options, int rank, int world,
+  // This replica computes positions `share` of every global batch.
+  DistributedDataset(std::shared_ptr<const data::Dataset> dataset, DatasetOptions options, data::IndexRange share,
                      Device device = Device::cpu());
 
   int64_t steps_per_epoch() const { return sampler_.steps_per_epoch(); }
@@ -55,6 +59,7 @@ class DistributedDataset {
 
   std::shared_ptr<const data::Dataset> dataset_;
   data::ShardedSampler sampler_;
+  int64_t first_sample_;
   data::Augmenter augmenter_;
   int64_t epoch_ = 0;
   Batch batch_;
@@ -88,7 +93,8 @@ class DistributedDataset::EpochRange {
   int64_t first_, last_;
 };
 
-// Evaluation batches of this replica's share: every sample once across replicas.
+// Evaluation batches of this replica's share: every sample once across replicas, each
+// batch the same samples at any world size (data::eval_shard).
 class EvalDataset {
  public:
   EvalDataset(std::shared_ptr<const data::Dataset> dataset, int64_t batch, int rank, int world,

@@ -23,10 +23,20 @@
 //
 // Whatever else inspects the averaged gradients must look at shard() only and combine the
 // per-replica results with the shard plan's collectives.
+//
+// World-size-invariant reduction (reduction = invariant, batch_plan.h): the replica's batch
+// is computed as virtual_replicas() groups of virtual_replica_size() samples, one forward
+// and backward each, begin_virtual_replica(g) before each; synchronize_gradients() sums
+// every group's gradient on every rank exactly (VirtualReplicaGradients) instead of the
+// bucketed all-reduce, so every replica then holds the whole averaged gradient, the same
+// bits at any world size. Sharded, the optimizer still updates shard() only, and clipping
+// takes the norm of the whole gradient that every replica holds.
 #include <memory>
 
+#include "mirrored/distribute/batch_plan.h"
 #include "mirrored/distribute/gradient_clipper.h"
 #include "mirrored/distribute/gradient_reducer.h"
+#include "mirrored/distribute/virtual_replica_gradients.h"
 #include "mirrored/nn/model.h"
 
 namespace mirrored::distribute {
@@ -49,13 +59,22 @@ class DistributedModel {
  public:
   // `gradients`: the gradient reducer's communicator; `replicas`: sync batch norm and
   // synchronize_buffers() (buffers on the model's device). Both outlive the model.
+  // `invariant`: the batch plan of reduction = invariant (null: fast), whose groups this
+  // replica computes; its gradients are then summed exactly over `gradients`.
   DistributedModel(std::unique_ptr<nn::Model> model, comm::Communicator& gradients, comm::Communicator& replicas,
-                   ReducerOptions options, int accumulate_steps = 1);
+                   ReducerOptions options, int accumulate_steps = 1, const BatchPlan* invariant = nullptr);
   ~DistributedModel();
   DistributedModel(DistributedModel&&) noexcept;
   DistributedModel& operator=(DistributedModel&&) = delete;
 
   const Tensor& forward(const Tensor& x, nn::Mode mode) { return model_->forward(x, mode); }
+  // Groups this replica computes one pass each: 1 (its whole batch) unless invariant.
+  int virtual_replicas() const { return virtual_ ? virtual_->local() : 1; }
+  int64_t virtual_replica_size() const { return virtual_size_; }  // samples; 0: the whole batch
+  // Before the forward pass of group `index` of this replica's batch, whose row 0 is
+  // `first_sample` of the global batch (dropout masks are keyed by global sample).
+  void begin_virtual_replica(int index, int64_t first_sample);
+  Reduction reduction() const { return virtual_ ? Reduction::kInvariant : Reduction::kFast; }
   void zero_grad();
   void backward(const Tensor& dloss_dout);
   void synchronize_gradients();
@@ -101,6 +120,9 @@ class DistributedModel {
   std::unique_ptr<GradientReducer> reducer_;
   int accumulate_steps_;
   int backward_passes_ = 0;  // since zero_grad()
+  std::unique_ptr<VirtualReplicaGradients> virtual_;  // reduction = invariant only
+  int64_t virtual_size_ = 0;
+  float virtual_scale_ = 1.0f;  // 1 / (virtual replicas x accumulate_steps): the mean
   comm::Communicator* comm_;
   comm::Communicator* gradients_comm_;
   std::unique_ptr<CommunicatorReducer> cross_replica_;  // the model's layers point at it

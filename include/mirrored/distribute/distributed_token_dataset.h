@@ -1,9 +1,9 @@
 #pragma once
 // A token dataset as one replica sees it: the language-model analogue of
 // DistributedDataset. Global batch `step` is global_batch windows whose starts are a pure
-// function of (seed, step, position) (data/token_sampler.h); replica r takes positions
-// [r*B, (r+1)*B), B = global_batch / replicas, so any world size trains on the same global
-// batches. Evaluation: fixed non-overlapping windows, each on exactly one replica.
+// function of (seed, step, position) (data/token_sampler.h); a replica takes its share of
+// the positions (its batch plan's, batch_plan.h), so any world size trains on the same
+// global batches. Evaluation: fixed non-overlapping windows, each on exactly one replica.
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -24,10 +24,11 @@ struct TokenDatasetOptions {
 
 class DistributedTokenDataset {
  public:
-  // InputError (usage) when global_batch does not divide over the replicas or is not
-  // positive, and when a window does not fit in the file (context + 1 > tokens).
-  DistributedTokenDataset(std::shared_ptr<data::TokenDataset> dataset, TokenDatasetOptions options, int replica,
-                          int replicas, Device device = Device::cpu());
+  // This replica reads positions `share` of every global batch. InputError (usage) when
+  // global_batch is not positive, and when a window does not fit in the file
+  // (context + 1 > tokens).
+  DistributedTokenDataset(std::shared_ptr<data::TokenDataset> dataset, TokenDatasetOptions options,
+                          data::IndexRange share, Device device = Device::cpu());
 
   int64_t global_batch() const { return options_.global_batch; }
   int64_t per_replica_batch() const { return per_replica_batch_; }
@@ -50,7 +51,7 @@ class DistributedTokenDataset {
  private:
   std::shared_ptr<data::TokenDataset> dataset_;
   TokenDatasetOptions options_;
-  int replica_, replicas_;
+  data::IndexRange share_;
   int64_t per_replica_batch_ = 0;
   int64_t starts_ = 0;
   Device device_;
@@ -61,14 +62,15 @@ class DistributedTokenDataset {
 
 // Evaluation windows: window w holds tokens [w*context, (w+1)*context] (the first
 // `max_windows` such windows when positive, else all that fit). Replica r takes a
-// contiguous share, so every window is counted exactly once across replicas.
+// contiguous run of whole batches, so every window is counted exactly once across replicas
+// and every batch holds the same windows at any world size.
 class TokenEvalDataset {
  public:
   TokenEvalDataset(std::shared_ptr<data::TokenDataset> dataset, int64_t batch, int64_t context, int replica,
                    int replicas, Device device = Device::cpu(), int64_t max_windows = 0);
   int64_t num_windows() const { return num_windows_; }  // over all replicas
   int64_t shard_size() const { return range_.end - range_.begin; }
-  int64_t num_batches() const;  // of this replica (shares differ by at most one window)
+  int64_t num_batches() const;  // of this replica (shares differ by at most one batch)
   // Reused buffers; on a GPU staged and copied as DistributedTokenDataset::batch does,
   // with the next index prepared ahead. Not to be moved after the first batch.
   const Batch& batch(int64_t index);

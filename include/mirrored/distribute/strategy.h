@@ -1,6 +1,7 @@
 #pragma once
 // MirroredStrategy: TensorFlow's synchronous data-parallel contract, one replica per rank.
-//  - the global batch is split evenly: per-replica batch = global batch / replicas;
+//  - the global batch is split by a batch plan (batch_plan.h): evenly, per-replica batch =
+//    global batch / replicas, or, with reduction = invariant, in virtual replicas;
 //  - variables are created by the chief and broadcast, so every replica starts identical;
 //  - run() executes a step on this replica; gradients are averaged over replicas;
 //  - reduce() combines a per-replica value (loss, counts) across replicas.
@@ -12,6 +13,7 @@
 #include <utility>
 
 #include "mirrored/comm/communicator.h"
+#include "mirrored/distribute/batch_plan.h"
 #include "mirrored/distribute/distributed_dataset.h"
 #include "mirrored/distribute/distributed_model.h"
 #include "mirrored/distribute/runtime.h"
@@ -25,6 +27,9 @@ struct ModelOptions {
   uint64_t seed = 0;   // the chief initialises from it; the others receive a broadcast
   ReducerOptions reducer = {};
   int accumulate_steps = 1;
+  // The global batch the model trains on: needed with reduction = invariant, whose batch
+  // plan decides which groups of it this replica computes.
+  int64_t global_batch = 0;
 };
 
 // Allreduce (how gradients are all-reduced) is declared in runtime.h, which owns the
@@ -34,6 +39,7 @@ Allreduce resolve_allreduce(Allreduce requested, int num_nodes, int world_size);
 
 struct StrategyOptions {
   Allreduce allreduce = Allreduce::kAuto;
+  ReductionOptions reduction = {};
 };
 
 class MirroredStrategy {
@@ -54,8 +60,15 @@ class MirroredStrategy {
   // The communicator gradient buckets travel on (the Runtime's, for allreduce()).
   comm::Communicator& gradient_communicator() { return gradients_; }
 
-  // Global batch / replicas; an InputError on every rank when it does not divide.
+  // How every global batch is split over the replicas (the reduction mode's plan); an
+  // InputError on every rank when the batch does not fit the mode and world.
+  BatchPlan batch_plan(int64_t global_batch) const;
+  Reduction reduction() const { return reduction_.mode; }
+  // This replica's samples of each global batch (batch_plan's errors).
   int64_t per_replica_batch(int64_t global_batch) const;
+  data::IndexRange batch_share(int64_t global_batch) const {
+    return batch_plan(global_batch).samples_of(replica_id());
+  }
 
   // Builds the model returned by `make_model` on this replica's device, initialises it on
   // the chief and broadcasts the parameters to every replica. The model's gradients are
@@ -81,6 +94,10 @@ class MirroredStrategy {
   T reduce(ReduceOp op, T value) {
     return comm_.allreduce_value(value, op);
   }
+  // The sum of every replica's `values` whose bits do not depend on how the terms are
+  // spread over replicas (comm/exact_sum.h); `total_terms` (the same on every replica, the
+  // same at any world size) bounds their count over all replicas.
+  double reduce_exact(const std::vector<double>& values, int64_t total_terms);
 
   // Cross-replica check that every replica holds the same parameters (a checksum of the
   // bytes). Throws, naming the replicas that drifted from the chief.
@@ -92,6 +109,7 @@ class MirroredStrategy {
   comm::Communicator& device_comm_;
   Allreduce allreduce_ = Allreduce::kFlat;
   comm::Communicator& gradients_;
+  ReductionOptions reduction_;
 };
 
 using MultiWorkerMirroredStrategy = MirroredStrategy;

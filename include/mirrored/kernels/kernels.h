@@ -182,6 +182,10 @@ void add(const Tensor& a, const Tensor& b, Tensor& y);
 // Sets the number of threads the CPU kernels (and BLAS) use in this process.
 void set_cpu_threads(int threads);
 int cpu_threads();
+// On: every CPU kernel gives the same bits at any thread count (reduction = invariant).
+// Matrix products then run as fixed tiles of single-threaded sgemm spread over the
+// threads, and convolutions through im2col; off: BLAS and oneDNN thread as they see fit.
+void set_cpu_thread_invariant(bool on);
 
 // The OpenBLAS kernel set in use ("SkylakeX", "Haswell", "Prescott", ...), and the better
 // one this CPU's feature flags support when OpenBLAS fell back to an older set because the

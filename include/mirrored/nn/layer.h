@@ -28,7 +28,7 @@ class CrossReplicaReducer {
 struct RunContext {
   uint64_t seed = 0;       // dropout masks: (seed, step, layer, global sample index)
   int64_t step = 0;        // training step, set by the loop before each forward
-  int replica = 0;         // this replica's index; its batch is the replica-th slice
+  int64_t first_sample = 0;  // the global-batch position of the batch's row 0 (dropout keys)
   CrossReplicaReducer* reducer = nullptr;  // null: a single replica, nothing to reduce
   // The arithmetic of the model's matrix products and convolutions (core/precision.h).
   Precision precision = Precision::kF32;

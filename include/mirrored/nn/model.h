@@ -22,10 +22,12 @@ class Model {
   void build(const Shape& input_shape, Device device = Device::cpu());
   void initialize(uint64_t seed);  // deterministic from the seed
 
-  // Run context the layers see (see RunContext): the seed of dropout masks, this
-  // replica's index and the cross-replica reducer (sync batch norm), the current step.
+  // Run context the layers see (see RunContext): the seed of dropout masks, where the
+  // batch sits in the global batch, the cross-replica reducer (sync batch norm), the
+  // current step.
   void set_random_seed(uint64_t seed) { context_->seed = seed; }
-  void set_replica(int replica, CrossReplicaReducer* reducer);
+  void set_first_sample(int64_t first_sample);
+  void set_cross_replica_reducer(CrossReplicaReducer* reducer) { context_->reducer = reducer; }
   void set_step(int64_t step) { context_->step = step; }
   // The arithmetic of every matrix product and convolution in the model (core/precision.h);
   // parameters, gradients and every other op stay float32 either way.

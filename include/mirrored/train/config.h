@@ -97,6 +97,8 @@ struct TrainConfig {
   distribute::Allreduce allreduce = distribute::Allreduce::kAuto;
   distribute::GradCompression grad_compression = distribute::GradCompression::kNone;  // bf16 changes numerics
   int64_t accumulate_steps = 1;     // micro-batches per update (one all-reduce per update)
+  distribute::Reduction reduction = distribute::Reduction::kFast;  // invariant: the same bits at any world size
+  int64_t reduction_shards = 0;     // invariant: virtual replicas per global batch (0: a default)
   bool optimizer_shard = false;     // ZeRO stage 1: optimizer state sharded over replicas
   double collective_timeout_s = 300.0;
   std::string timeline;             // Chrome trace JSON file (empty: off)

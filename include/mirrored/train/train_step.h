@@ -4,6 +4,7 @@
 //
 //   for each of the model's accumulate_steps micro-batches:
 //     data -> forward -> loss -> backward (the last backward starts the bucket all-reduces)
+//     (reduction = invariant: forward -> loss -> backward once per virtual replica's group)
 //   synchronize_gradients (mean over replicas and micro-batches)
 //   -> NaN/Inf flag -> gradient clipping -> optimizer step
 //
@@ -33,17 +34,20 @@ const char* step_phase_name(StepPhase phase);  // "data", "forward", "backward",
 struct StepHooks {
   Timeline* timeline = nullptr;      // "data" and "optimizer" spans (the model records its own)
   NonFiniteGuard* guard = nullptr;   // null: every update is applied
-  // Where the micro-batch losses go: f32 [accumulate_steps] on the model's device (e.g.
-  // StepLosses::slots). Undefined: train_step allocates them, once per call.
+  // Where the micro-batch losses go: f32 [accumulate_steps x virtual_replicas] on the
+  // model's device (e.g. StepLosses::slots), micro-batch major. Undefined: train_step
+  // allocates them, once per call.
   Tensor losses;
   // > 0: clip the averaged gradient to this global L2 norm before the update (grad_clip).
   float grad_clip = 0.0f;
-  // Called as each phase ends; with micro-batches, data/forward/backward once per micro-batch.
+  // Called as each phase ends; with micro-batches, data once per micro-batch and
+  // forward/backward once per pass (micro-batch x virtual replica).
   std::function<void(StepPhase)> phase_done;
 };
 
 struct StepResult {
-  // This replica's mean loss of each micro-batch (not reduced), on the model's device:
+  // This replica's mean loss of each pass (micro-batch x virtual replica; not reduced), on
+  // the model's device:
   // step_loss(losses) (step_losses.h) reads the step's loss, waiting for the GPU.
   Tensor losses;
 };

@@ -141,7 +141,8 @@ void gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, f
     gemm(transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
-  if (bf16_gemm_backend() == Bf16Gemm::kOneDnn)
+  // oneDNN splits its work by the thread count; the rounded copies go through tiled sgemm.
+  if (bf16_gemm_backend() == Bf16Gemm::kOneDnn && !thread_invariant())
     onednn_gemm_bf16(transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   else
     rounded_gemm_bf16(transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);

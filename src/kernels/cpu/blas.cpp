@@ -3,9 +3,11 @@
 #include <cblas.h>
 
 #include <climits>
-#ifdef MIRRORED_WITH_ONEDNN
+#ifdef _OPENMP
 #include <omp.h>
 #endif
+
+#include <algorithm>
 
 #include "mirrored/core/error.h"
 #include "cpu_kernels.h"
@@ -18,6 +20,37 @@ int blas_int(int64_t value) {
 }
 // 0 until set_threads: then threads() asks OpenBLAS what it chose by itself.
 int g_threads = 0;
+bool g_thread_invariant = false;
+
+// Thread-invariant products: C's columns in tiles of this width, fixed whatever the thread
+// count. 64 columns keep OpenBLAS's packed kernels busy (A is packed once per tile: 1/64
+// of the tile's work) while a 128- or 256-wide layer still has tiles for two threads.
+constexpr int64_t kTileColumns = 64;
+
+void sgemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, transpose_a ? CblasTrans : CblasNoTrans,
+              transpose_b ? CblasTrans : CblasNoTrans, blas_int(m), blas_int(n), blas_int(k), alpha, a,
+              blas_int(lda), b, blas_int(ldb), beta, c, blas_int(ldc));
+}
+
+// OpenBLAS on several threads splits a product by rows and columns depending on the
+// thread count, and on some cores (Zen) its kernels round a row differently in blocks of
+// other heights: the bits then depend on --threads. Here every tile is one single-threaded
+// sgemm of a fixed shape, whichever thread runs it, so the bits do not.
+void tiled_sgemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                 int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  const int64_t tiles = (n + kTileColumns - 1) / kTileColumns;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (tiles > 1 && g_threads > 1)
+#endif
+  for (int64_t t = 0; t < tiles; ++t) {
+    const int64_t first = t * kTileColumns, columns = std::min(kTileColumns, n - first);
+    // op(b) [k, n]: column j of op(b) is column j of b, or row j of b when transposed.
+    const float* b_tile = transpose_b ? b + first * ldb : b + first;
+    sgemm(transpose_a, transpose_b, m, columns, k, alpha, a, lda, b_tile, ldb, beta, c + first, ldc);
+  }
+}
 }  // namespace
 
 void gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
@@ -32,21 +65,31 @@ void gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, f
     }
     return;
   }
-  cblas_sgemm(CblasRowMajor, transpose_a ? CblasTrans : CblasNoTrans,
-              transpose_b ? CblasTrans : CblasNoTrans, blas_int(m), blas_int(n), blas_int(k), alpha, a,
-              blas_int(lda), b, blas_int(ldb), beta, c, blas_int(ldc));
+  if (g_thread_invariant)
+    tiled_sgemm(transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  else
+    sgemm(transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 void set_threads(int threads) {
   MIRRORED_CHECK(threads >= 1, "thread count ", threads, " must be at least 1");
-  openblas_set_num_threads(threads);
-#ifdef MIRRORED_WITH_ONEDNN
-  // oneDNN (the convolutions) runs on OpenMP's threads. This sets the calling thread's
-  // count, which is what counts: kernels run on the main thread, which calls this.
+  // Thread-invariant: OpenBLAS itself on one thread; the tiles use the threads instead.
+  openblas_set_num_threads(g_thread_invariant ? 1 : threads);
+#ifdef _OPENMP
+  // oneDNN (the convolutions), the fused attention and the product tiles run on OpenMP's
+  // threads. This sets the calling thread's count, which is what counts: kernels run on
+  // the main thread, which calls this.
   omp_set_num_threads(threads);
 #endif
   g_threads = threads;
 }
+
+void set_thread_invariant(bool on) {
+  g_thread_invariant = on;
+  if (g_threads > 0) set_threads(g_threads);
+}
+
+bool thread_invariant() { return g_thread_invariant; }
 
 int threads() { return g_threads > 0 ? g_threads : openblas_get_num_threads(); }
 

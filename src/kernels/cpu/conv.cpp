@@ -219,6 +219,8 @@ void onednn_conv2d_backward(const float*, const float*, const float*, const Conv
 ConvBackend conv_backend(const ConvShape& s, ConvPass pass) {
   // Nothing to compute (an empty batch): im2col's loops handle it without a primitive.
   if (s.n == 0 || s.oh * s.ow == 0) return ConvBackend::kIm2col;
+  // oneDNN splits its work by the thread count; im2col's products are tiled (blas.cpp).
+  if (thread_invariant()) return ConvBackend::kIm2col;
   switch (conv_override()) {
     case ConvOverride::kIm2col: return ConvBackend::kIm2col;
     case ConvOverride::kOneDnn: return ConvBackend::kOneDnn;

@@ -19,6 +19,10 @@ void gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, f
 void gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
           const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
           Precision precision);
+// Thread-invariant mode (reduction = invariant): every kernel's bits, matrix products and
+// convolutions included, are the same at any thread count (blas.cpp).
+void set_thread_invariant(bool on);
+bool thread_invariant();
 // Whether this CPU multiplies bfloat16 natively (AVX512-BF16 or AMX-BF16).
 bool native_bf16();
 

@@ -1,0 +1,48 @@
+#pragma once
+// The gradients of this rank's virtual replicas (reduction = invariant, batch_plan.h), kept
+// apart until one exact sum over every virtual replica on every rank.
+//
+// Each virtual replica's gradient is the same bits on any rank (same samples, same shapes,
+// same kernels), and summed with accumulate_steps in micro-batch order, also the same on
+// any rank. Adding two of them in float on one rank would make the result depend on which
+// ones share a rank, so they are not added here: comm::exact_sum adds them all at once, in
+// integers, whatever their spread (one segment, so one grid, per parameter tensor).
+//
+// The arena's gradient buffer is the working buffer backward accumulates into; it belongs
+// to one virtual replica at a time. Switching to another saves it to that replica's slot
+// and restores (or zeroes) the next one's: with one micro-batch per step that is one copy
+// per virtual replica after the first; memory is one gradient-sized slot per virtual
+// replica on this rank beyond the first.
+#include <cstdint>
+#include <vector>
+
+#include "mirrored/comm/communicator.h"
+#include "mirrored/comm/exact_sum.h"
+#include "mirrored/nn/parameter_arena.h"
+
+namespace mirrored::distribute {
+
+class VirtualReplicaGradients {
+ public:
+  // `local`: the virtual replicas on this rank; `total`: on all ranks together.
+  VirtualReplicaGradients(nn::ParameterArena& arena, int local, int64_t total);
+
+  int local() const { return static_cast<int>(slots_.size()); }
+  // After zero_grad(): no virtual replica has a gradient yet.
+  void restart();
+  // Before a backward pass of local virtual replica `index`: the arena's gradient becomes
+  // that replica's running sum.
+  void begin(int index);
+  // Collective: the arena's gradient becomes `scale` x the sum of every virtual replica's
+  // gradient on every rank, the same bits on every rank at any world size. Host buffers.
+  void sum(comm::Communicator& comm, float scale);
+
+ private:
+  nn::ParameterArena& arena_;
+  std::vector<Tensor> slots_;     // slot i: replica i's running sum while another holds the arena
+  std::vector<char> started_;     // replica i has had a backward pass since restart()
+  int holder_ = -1;               // the replica whose sum is in the arena's gradient
+  comm::ExactSumLayout layout_;
+};
+
+}  // namespace mirrored::distribute
