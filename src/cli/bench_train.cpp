@@ -36,6 +36,16 @@ namespace {
 struct BenchOptions {
   StepCounts counts{50, 5};
   bool scaling = false;  // also time 1 replica and print the scaling efficiency
+  bool compare_reduction = false;  // time reduction = fast and invariant side by side
+};
+
+// What one timed run measured, for --compare-reduction's table.
+struct RunFigures {
+  double step_ms = 0.0;
+  // Bytes each rank hands to the gradient all-reduce per step (the wire carries about
+  // 2 (W-1)/W of it with a ring): float32 gradients in fast mode; int64 grid values plus
+  // one int32 exponent per parameter tensor in invariant mode.
+  int64_t allreduce_bytes = 0;
 };
 
 long minor_page_faults() {
@@ -188,18 +198,26 @@ void report_scaling(distribute::Runtime& runtime, const Args& train_args, int64_
                       " replicas=", replicas, " baseline_samples_per_sec=", fixed(baseline, 1)));
 }
 
+// Builds a Trainer for `config`, times its steps and prints the tables.
+RunFigures time_training(distribute::Runtime& runtime, const train::TrainConfig& config, const BenchOptions& bench,
+                         const Args& train_args, int64_t warmup);
+
 }  // namespace
 
 int bench_train(int& argc, char**& argv, const Args& args) {
   BenchOptions bench;
   bool help = false;
-  const Args train_args = take_step_counts(args, bench.counts, {{"--scaling", &bench.scaling}});
+  const Args train_args = take_step_counts(args, bench.counts,
+                                          {{"--scaling", &bench.scaling}, {"--compare-reduction", &bench.compare_reduction}});
   const train::TrainConfig config = train::parse_train_config(train_args, &help);
   if (help) {
-    std::puts("usage: mirrored bench train --config FILE [--steps N (50)] [--warmup N (5)] [--scaling] [--KEY VALUE ...]\n"
+    std::puts("usage: mirrored bench train --config FILE [--steps N (50)] [--warmup N (5)] [--scaling]\n"
+              "                             [--compare-reduction] [--KEY VALUE ...]\n"
               "Times N training steps after the warm-up (step 0 is always a warm-up step).\n"
               "--scaling: then times the same configuration at 1 replica (rank 0 alone, all of\n"
               "the host's cores) and prints samples/s per replica relative to it.\n"
+              "--compare-reduction: times reduction = fast, then invariant, and prints step\n"
+              "time and all-reduce bytes side by side.\n"
               "Every training key applies (mirrored train --help); the run writes no files\n"
               "(except --timeline) and neither resumes nor evaluates.");
     return 0;
@@ -207,6 +225,32 @@ int bench_train(int& argc, char**& argv, const Args& args) {
   distribute::Runtime runtime(argc, argv, train::library_options(config).runtime);
   if (!runtime.core_binding().summary.empty()) chief_info(runtime.core_binding().summary);
   const int64_t warmup = std::max<int64_t>(bench.counts.warmup, 1);  // step 0 pays one-time costs
+  if (!bench.compare_reduction) {
+    time_training(runtime, config, bench, train_args, warmup);
+    return 0;
+  }
+  // The same configuration in both modes, one after the other in this process.
+  RunFigures figures[2];
+  const distribute::Reduction modes[2] = {distribute::Reduction::kFast, distribute::Reduction::kInvariant};
+  for (int i = 0; i < 2; ++i) {
+    train::TrainConfig run = config;
+    run.reduction = modes[i];
+    chief_print(str_cat("--- reduction = ", distribute::reduction_name(modes[i])));
+    figures[i] = time_training(runtime, run, bench, train_args, warmup);
+  }
+  chief_print("  reduction  ms/step  all-reduce bytes/step/rank");
+  for (int i = 0; i < 2; ++i)
+    chief_print(str_cat("  ", distribute::reduction_name(modes[i]), "  ", fixed(figures[i].step_ms, 2), "  ",
+                        figures[i].allreduce_bytes));
+  chief_print(str_cat("invariant_vs_fast step_time=", fixed(figures[1].step_ms / figures[0].step_ms, 3),
+                      " bytes=", fixed(static_cast<double>(figures[1].allreduce_bytes) /
+                                           static_cast<double>(std::max<int64_t>(figures[0].allreduce_bytes, 1)), 3)));
+  return 0;
+}
+
+namespace {
+RunFigures time_training(distribute::Runtime& runtime, const train::TrainConfig& config, const BenchOptions& bench,
+                         const Args& train_args, int64_t warmup) {
   train::Trainer trainer(config, runtime, {.write_files = false, .evaluate = false, .steps = warmup + bench.counts.steps});
   auto& strategy = trainer.strategy();
   const int64_t samples_per_step = config.batch_size * config.accumulate_steps;
@@ -225,7 +269,15 @@ int bench_train(int& argc, char**& argv, const Args& args) {
                       strategy.allreduce() == distribute::Allreduce::kHierarchical ? "hierarchical" : "flat", ", accumulate ", config.accumulate_steps));
   trainer.fit();
   if (bench.scaling) report_scaling(runtime, train_args, bench.counts.steps, warmup, timing.samples_per_sec());
-  return 0;
+  RunFigures figures;
+  figures.step_ms = 1e3 * static_cast<double>(samples_per_step) / std::max(timing.samples_per_sec(), 1e-9);
+  const nn::ParameterArena& arena = trainer.model().parameters();
+  figures.allreduce_bytes = runtime.world_size() == 1 ? 0
+                            : config.reduction == distribute::Reduction::kInvariant
+                                ? arena.numel() * 8 + static_cast<int64_t>(arena.size()) * 4
+                                : arena.numel() * 4;
+  return figures;
 }
+}  // namespace
 
 }  // namespace mirrored::cli

@@ -10,11 +10,12 @@
 // added (locally, then an int64 all-reduce), and the total is rounded to float once.
 //
 // Grid: with |x| < 2^e for every term of a segment and T terms in all, the quantum is
-// 2^(e + ceil(log2 T) - 62), so no partial sum can leave int64. A term is then exact to
-// 2^(ceil(log2 T) - 63) of the segment's largest magnitude (2^-59 for 12 terms): far
-// closer than a float32 sum, whose every addition rounds to 2^-24 of the partial sum.
-// Values below half a quantum round to zero: a term 2^60 times smaller than the
-// segment's largest contributes nothing (a float32 sum drops such a term as well).
+// 2^(e + max(ceil(log2 T), 11) - 62), so no partial sum can leave int64 and no term's
+// integer exceeds 2^51 (which lets the conversion vectorise). A term is then exact to
+// 2^-52 of the segment's largest magnitude (up to 2048 terms): far closer than a float32
+// sum, whose every addition rounds to 2^-24 of the partial sum. Values below half a
+// quantum round to zero: a term 2^52 times smaller than the segment's largest contributes
+// nothing (a float32 sum drops a term 2^24 times smaller than its partial sum).
 //
 // Non-finite terms (NaN, Inf) have no grid: when any rank holds one in a segment, that
 // segment is summed in float32 instead (an all-reduce), so NaN and Inf propagate as in a
