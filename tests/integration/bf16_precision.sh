@@ -48,7 +48,7 @@ MIRRORED_CPU_BF16=rounded "$MIRRORED" train "${five[@]}" --out "$WORK/rounded"
 MIRRORED_CPU_BF16=auto "$MIRRORED" train "${five[@]}" --out "$WORK/auto"
 "$COMPARE" "$WORK/auto/final.h5" "$WORK/rounded/final.h5" --rtol 1e-5
 export MIRRORED_CPU_BF16=bogus
-expect_exit 3 bad_bf16_method "MIRRORED_CPU_BF16=bogus: expected auto, onednn or rounded" 60 1 train "${five[@]}" \
+expect_exit 3 bad_bf16_method "MIRRORED_CPU_BF16=bogus: expected auto, onednn, mkl or rounded" 60 1 train "${five[@]}" \
   --out "$WORK/bogus"
 unset MIRRORED_CPU_BF16
 echo "ok: the portable bf16 method agrees with oneDNN's"
