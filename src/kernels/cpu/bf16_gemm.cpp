@@ -33,7 +33,10 @@ Bf16Gemm bf16_override_or_auto() {
   const char* env = std::getenv("MIRRORED_CPU_BF16");
   const std::string_view name = env ? env : "auto";
   if (name == "rounded") return Bf16Gemm::kRounded;
-  if (name == "mkl") return Bf16Gemm::kMkl;
+  if (name == "mkl") {
+    mkl_bf16_version();  // loads it: a missing MKL stops start-up, not the first product
+    return Bf16Gemm::kMkl;
+  }
   if (name == "onednn") {
     if (!onednn_built())
       throw InputError("MIRRORED_CPU_BF16=onednn, but this build has no oneDNN (built with MIRRORED_ONEDNN=OFF, or not found)");
