@@ -1,7 +1,7 @@
 #pragma once
-// bfloat16 products on the CPU (core/precision.h): the two implementations behind
-// cpu::gemm with Precision::kBF16, and the choice between them. Internal to the CPU kernels
-// and their tests, which run both on the same cases and compare.
+// bfloat16 products on the CPU (core/precision.h): the implementations behind cpu::gemm
+// with Precision::kBF16, and the choice between them. Internal to the CPU kernels and their
+// tests, which run each on the same cases and compare.
 #include <cstdint>
 #include <string>
 
@@ -25,7 +25,7 @@ void round_rows_to_bf16(const float* x, uint16_t* y, int64_t rows, int64_t cols,
 // keeps x's row stride; valid until the next call with the same `which` (main thread only).
 const uint16_t* rounded_operand(int which, const float* x, int64_t rows, int64_t cols, int64_t ld);
 
-// Both take cpu::gemm's arguments and give its result with bf16 inputs and float32
+// Each takes cpu::gemm's arguments and gives its result with bf16 inputs and float32
 // accumulation. kRounded: inputs rounded into float copies, then sgemm (any CPU, any build).
 void rounded_gemm_bf16(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
                        const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
@@ -36,7 +36,7 @@ void onednn_gemm_bf16(bool transpose_a, bool transpose_b, int64_t m, int64_t n, 
 // kMkl (mkl_bf16_gemm.cpp; any build): inputs rounded into bfloat16 buffers, then MKL's
 // cblas_gemm_bf16bf16f32 from libmkl_rt opened at run time (MIRRORED_MKL_LIBRARY, else
 // libmkl_rt.so.3 or .so.2 on the library path). Loading fails with an InputError that
-// names what was tried; the first call loads.
+// names what was tried; the first call loads, and MIRRORED_CPU_BF16=mkl calls it at start-up.
 void mkl_gemm_bf16(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
                    const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 // MKL's version, loading it as mkl_gemm_bf16 does.

@@ -39,35 +39,35 @@ struct MklBf16 {
 };
 
 template <typename F>
-F symbol(void* handle, const char* name, const std::string& tried) {
+F symbol(void* handle, const char* name, const std::string& library) {
   void* address = dlsym(handle, name);
   if (!address)
-    throw InputError(str_cat("MIRRORED_CPU_BF16=mkl: ", tried, " has no ", name,
+    throw InputError(str_cat("MIRRORED_CPU_BF16=mkl: ", library, " has no ", name,
                              " (expected MKL's single-library runtime, libmkl_rt, 2020 or newer)"));
   return reinterpret_cast<F>(address);
 }
 
-MklBf16 load(const std::string& tried) {
-  void* handle = dlopen(tried.c_str(), RTLD_NOW | RTLD_LOCAL);
+MklBf16 load(const std::string& library) {
+  void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle)
     throw InputError(str_cat("MIRRORED_CPU_BF16=mkl: could not load MKL: ", dlerror(),
                              " (expected `pip install mkl` with its lib/ folder in LD_LIBRARY_PATH, or "
                              "MIRRORED_MKL_LIBRARY=/path/to/libmkl_rt.so.N)"));
   // Layers are chosen before any other MKL call. GNU OpenMP where this build runs on it
   // (the oneDNN builds), so MKL shares its threads with the convolutions; sequential
-  // otherwise, since MKL's OpenMP layer finds its runtime in the process.
+  // otherwise, since MKL's GNU layer does not load libgomp itself but expects it loaded.
 #ifdef MIRRORED_WITH_ONEDNN
   const int threading = kThreadingGnu;
 #else
   const int threading = kThreadingSequential;
 #endif
-  symbol<SetLayer>(handle, "MKL_Set_Interface_Layer", tried)(kInterfaceLp64);
-  symbol<SetLayer>(handle, "MKL_Set_Threading_Layer", tried)(threading);
+  symbol<SetLayer>(handle, "MKL_Set_Interface_Layer", library)(kInterfaceLp64);
+  symbol<SetLayer>(handle, "MKL_Set_Threading_Layer", library)(threading);
   MklBf16 mkl;
-  mkl.gemm = symbol<GemmBf16>(handle, "cblas_gemm_bf16bf16f32", tried);
-  mkl.set_threads_local = symbol<SetThreadsLocal>(handle, "MKL_Set_Num_Threads_Local", tried);
+  mkl.gemm = symbol<GemmBf16>(handle, "cblas_gemm_bf16bf16f32", library);
+  mkl.set_threads_local = symbol<SetThreadsLocal>(handle, "MKL_Set_Num_Threads_Local", library);
   char version[256] = {};
-  symbol<VersionString>(handle, "MKL_Get_Version_String", tried)(version, sizeof version);
+  symbol<VersionString>(handle, "MKL_Get_Version_String", library)(version, sizeof version);
   mkl.version = version;
   // "Intel(R) oneAPI Math Kernel Library Version 2026.2-Product Build ... applications"
   if (const size_t end = mkl.version.find("-Product"); end != std::string::npos) mkl.version.resize(end);
