@@ -23,8 +23,17 @@ std::string cpu_onednn_version() { return cpu::onednn_version(); }
 bool cpu_native_bf16() { return cpu::native_bf16(); }
 
 std::string cpu_bf16_method() {
-  return cpu::bf16_gemm_backend() == cpu::Bf16Gemm::kOneDnn ? "oneDNN bf16 matmul/convolution"
-                                                             : "rounded inputs, float32 BLAS";
+  switch (cpu::bf16_gemm_backend()) {
+    case cpu::Bf16Gemm::kOneDnn:
+      return "oneDNN bf16 matmul/convolution";
+    case cpu::Bf16Gemm::kMkl:
+      return "MKL cblas_gemm_bf16bf16f32 (" + cpu::mkl_bf16_version() + ")";
+    case cpu::Bf16Gemm::kRounded:
+      break;
+  }
+  return "rounded inputs, float32 BLAS";
 }
+
+bool cpu_bf16_runs_native() { return cpu::native_bf16() && cpu::bf16_gemm_backend() != cpu::Bf16Gemm::kRounded; }
 
 }  // namespace mirrored::kernels

@@ -48,9 +48,13 @@ MIRRORED_CPU_BF16=rounded "$MIRRORED" train "${five[@]}" --out "$WORK/rounded"
 MIRRORED_CPU_BF16=auto "$MIRRORED" train "${five[@]}" --out "$WORK/auto"
 "$COMPARE" "$WORK/auto/final.h5" "$WORK/rounded/final.h5" --rtol 1e-5
 export MIRRORED_CPU_BF16=bogus
-expect_exit 3 bad_bf16_method "MIRRORED_CPU_BF16=bogus: expected auto, onednn or rounded" 60 1 train "${five[@]}" \
+expect_exit 3 bad_bf16_method "MIRRORED_CPU_BF16=bogus: expected auto, onednn, mkl or rounded" 60 1 train "${five[@]}" \
   --out "$WORK/bogus"
-unset MIRRORED_CPU_BF16
+# MKL's bf16 GEMM is opened at start-up: a library that is not there stops every rank.
+export MIRRORED_CPU_BF16=mkl MIRRORED_MKL_LIBRARY=/nonexistent/libmkl_rt.so.3
+expect_exit 3 missing_mkl "MIRRORED_CPU_BF16=mkl: could not load MKL: /nonexistent/libmkl_rt.so.3" 60 2 train \
+  "${five[@]}" --out "$WORK/no_mkl"
+unset MIRRORED_CPU_BF16 MIRRORED_MKL_LIBRARY
 echo "ok: the portable bf16 method agrees with oneDNN's"
 
 # Resume across precisions: 20 bf16 steps, then fp32 to step 40; 20 fp32 steps, then bf16.

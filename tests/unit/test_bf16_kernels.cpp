@@ -4,6 +4,7 @@
 // accumulation mean) within float32 accumulation error.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <iterator>
@@ -14,6 +15,7 @@
 #include "../../src/kernels/cpu/bf16_backends.h"
 #include "../../src/kernels/cpu/conv_backends.h"
 #include "bf16_bounds.h"
+#include "mirrored/core/error.h"
 
 namespace mirrored {
 namespace {
@@ -30,19 +32,75 @@ std::vector<float> random_vector(size_t n, std::mt19937& rng) {
   return v;
 }
 
+// MKL's version, or "" where its runtime does not load here (MIRRORED_MKL_LIBRARY or
+// libmkl_rt on the library path: `pip install mkl`), with the reason in `why`.
+std::string mkl_version(std::string* why = nullptr) {
+  try {
+    return kernels::cpu::mkl_bf16_version();
+  } catch (const InputError& e) {
+    if (why) *why = e.what();
+    return "";
+  }
+}
+
 std::vector<Bf16Gemm> gemm_backends() {
   std::vector<Bf16Gemm> backends = {Bf16Gemm::kRounded};
   // oneDNN's bf16 matmul needs AVX-512 at least; where the CPU multiplies bf16 natively it is the one used.
   if (kernels::cpu::onednn_built() && kernels::cpu::native_bf16()) backends.push_back(Bf16Gemm::kOneDnn);
+  // MKL emulates bf16 on CPUs without it, so it runs wherever it loads.
+  if (!mkl_version().empty()) backends.push_back(Bf16Gemm::kMkl);
   return backends;
+}
+
+const char* name_of(Bf16Gemm backend) {
+  switch (backend) {
+    case Bf16Gemm::kOneDnn:
+      return "onednn";
+    case Bf16Gemm::kMkl:
+      return "mkl";
+    case Bf16Gemm::kRounded:
+      break;
+  }
+  return "rounded";
 }
 
 void bf16_gemm(Bf16Gemm backend, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   if (backend == Bf16Gemm::kOneDnn)
     kernels::cpu::onednn_gemm_bf16(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  else if (backend == Bf16Gemm::kMkl)
+    kernels::cpu::mkl_gemm_bf16(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   else
     kernels::cpu::rounded_gemm_bf16(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+TEST(Bf16Gemm, MklIsInTheBackendsWhereItsRuntimeLoads) {
+  std::string why;
+  const std::string version = mkl_version(&why);
+  if (version.empty()) GTEST_SKIP() << "MKL's bf16 GEMM is not tested here: " << why;
+  EXPECT_NE(version.find("Math Kernel Library"), std::string::npos) << version;
+  const auto backends = gemm_backends();
+  EXPECT_NE(std::find(backends.begin(), backends.end(), Bf16Gemm::kMkl), backends.end());
+}
+
+TEST(Bf16Gemm, AnMklThatDoesNotLoadIsNamedWithWhatWasExpected) {
+  try {
+    kernels::cpu::load_mkl_bf16("/nonexistent/libmkl_rt.so.3");
+    FAIL() << "a missing library loaded";
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("MIRRORED_CPU_BF16=mkl: could not load MKL: /nonexistent/libmkl_rt.so.3"),
+              std::string::npos) << what;
+    EXPECT_NE(what.find("pip install mkl"), std::string::npos) << what;
+  }
+  // A library that loads but is not MKL's runtime.
+  try {
+    kernels::cpu::load_mkl_bf16("libm.so.6");
+    FAIL() << "libm passed for MKL";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("MIRRORED_CPU_BF16=mkl: libm.so.6 has no MKL_Set_Interface_Layer"),
+              std::string::npos) << e.what();
+  }
 }
 
 TEST(Bf16Gemm, MatchesFloat32WithinTheRoundingBoundForEveryTransposeAndBackend) {
@@ -50,7 +108,7 @@ TEST(Bf16Gemm, MatchesFloat32WithinTheRoundingBoundForEveryTransposeAndBackend) 
   for (const Bf16Gemm backend : gemm_backends())
     for (const bool ta : {false, true})
       for (const bool tb : {false, true}) {
-        SCOPED_TRACE(std::string(backend == Bf16Gemm::kOneDnn ? "onednn" : "rounded") + " ta " +
+        SCOPED_TRACE(std::string(name_of(backend)) + " ta " +
                      std::to_string(ta) + " tb " + std::to_string(tb));
         std::mt19937 rng(3);
         // Row strides wider than the rows: the padding must be skipped, not read.

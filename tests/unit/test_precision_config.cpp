@@ -54,16 +54,43 @@ TEST(PrecisionConfig, OneWarningOnTheChiefWhereTheCpuLacksNativeBf16) {
     return ::testing::internal::GetCapturedStderr();
   };
   const std::string chief = warning_of(spec, Device::cpu(), true);
-  if (kernels::cpu_native_bf16()) {
+  if (kernels::cpu_bf16_runs_native()) {
     EXPECT_EQ(chief, "");
   } else {
-    EXPECT_NE(chief.find("precision = bf16 on a CPU without AVX512-BF16 or AMX"), std::string::npos) << chief;
+    EXPECT_NE(chief.find(kernels::cpu_native_bf16() ? "this CPU has AVX512-BF16 or AMX-BF16, but"
+                                                    : "precision = bf16 on a CPU without AVX512-BF16 or AMX-BF16"),
+              std::string::npos)
+        << chief;
     EXPECT_EQ(std::count(chief.begin(), chief.end(), '\n'), 1) << chief;
   }
   EXPECT_EQ(warning_of(spec, Device::cpu(), false), "") << "only the chief warns";
   // CPU check: cuda:0 is only named here (the warning's rule), nothing runs on it.
   EXPECT_EQ(warning_of(spec, Device::cuda(0), true), "") << "GPUs multiply bf16 natively";
   EXPECT_EQ(warning_of(train::ModelSpec{}, Device::cpu(), true), "") << "fp32 needs no warning";
+}
+
+TEST(PrecisionConfig, TheWarningNamesWhatIsMissingAndWhatItCosts) {
+  train::ModelSpec bf16;
+  bf16.precision = Precision::kBF16;
+  // No bf16 instructions: every method is float32 arithmetic on rounded inputs.
+  const std::string missing =
+      train::slow_precision_warning(bf16, Device::cpu(), {false, false, "rounded inputs, float32 BLAS"});
+  EXPECT_NE(missing.find("without AVX512-BF16 or AMX-BF16 (cpuid): no bf16 path here is faster than fp32"),
+            std::string::npos) << missing;
+  EXPECT_NE(missing.find("products run as rounded inputs, float32 BLAS"), std::string::npos) << missing;
+  EXPECT_NE(missing.find("fp32's speed"), std::string::npos) << missing;
+  EXPECT_NE(missing.find("precision = fp32 is faster on this CPU"), std::string::npos) << missing;
+  EXPECT_EQ(missing.find('\n'), std::string::npos) << "one line";
+  // Instructions present but unused (a build without oneDNN, or MIRRORED_CPU_BF16=rounded).
+  const std::string unused =
+      train::slow_precision_warning(bf16, Device::cpu(), {true, false, "rounded inputs, float32 BLAS"});
+  EXPECT_NE(unused.find("this CPU has AVX512-BF16 or AMX-BF16, but products run as rounded inputs"),
+            std::string::npos) << unused;
+  EXPECT_NE(unused.find("MIRRORED_CPU_BF16=onednn or mkl"), std::string::npos) << unused;
+  // Used: nothing to say; nor for fp32 or a GPU.
+  EXPECT_EQ(train::slow_precision_warning(bf16, Device::cpu(), {true, true, "oneDNN bf16 matmul/convolution"}), "");
+  EXPECT_EQ(train::slow_precision_warning(train::ModelSpec{}, Device::cpu(), {false, false, "x"}), "");
+  EXPECT_EQ(train::slow_precision_warning(bf16, Device::cuda(0), {false, false, "x"}), "");
 }
 
 }  // namespace

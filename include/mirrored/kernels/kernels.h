@@ -201,9 +201,12 @@ std::string cpu_onednn_version();
 // Precision::kBF16 still computes bf16 products on the CPU (float32 arithmetic on rounded
 // inputs), but more slowly than float32.
 bool cpu_native_bf16();
-// How the CPU computes Precision::kBF16 products: "oneDNN bf16 matmul/convolution" or
-// "rounded inputs, float32 BLAS".
+// How the CPU computes Precision::kBF16 products: "oneDNN bf16 matmul/convolution",
+// "MKL cblas_gemm_bf16bf16f32" or "rounded inputs, float32 BLAS".
 std::string cpu_bf16_method();
+// Whether those products run on the CPU's bf16 instructions (oneDNN or MKL on a CPU with
+// AVX512-BF16 or AMX-BF16): the only case in which precision = bf16 can beat fp32.
+bool cpu_bf16_runs_native();
 
 // ---- Transformer: activations are [B, T, C] (batch, tokens, channels), row-major; the
 // token-wise ops see them as [B * T, C] rows. Checked in src/kernels/dispatch_transformer.cpp.

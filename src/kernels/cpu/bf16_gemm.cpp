@@ -33,13 +33,17 @@ Bf16Gemm bf16_override_or_auto() {
   const char* env = std::getenv("MIRRORED_CPU_BF16");
   const std::string_view name = env ? env : "auto";
   if (name == "rounded") return Bf16Gemm::kRounded;
+  if (name == "mkl") {
+    mkl_bf16_version();  // loads it: a missing MKL stops start-up, not the first product
+    return Bf16Gemm::kMkl;
+  }
   if (name == "onednn") {
     if (!onednn_built())
       throw InputError("MIRRORED_CPU_BF16=onednn, but this build has no oneDNN (built with MIRRORED_ONEDNN=OFF, or not found)");
     return Bf16Gemm::kOneDnn;
   }
   if (name != "auto" && !name.empty())
-    throw InputError(str_cat("MIRRORED_CPU_BF16=", name, ": expected auto, onednn or rounded"));
+    throw InputError(str_cat("MIRRORED_CPU_BF16=", name, ": expected auto, onednn, mkl or rounded"));
   // Without native instructions oneDNN emulates bf16 (or, below AVX-512, has no bf16
   // matmul at all): rounded copies + sgemm are as fast and run everywhere.
   return onednn_built() && native_bf16() ? Bf16Gemm::kOneDnn : Bf16Gemm::kRounded;
@@ -116,6 +120,15 @@ void round_rows_to_bf16(const float* x, uint16_t* y, int64_t rows, int64_t cols,
   }
 }
 
+const uint16_t* rounded_operand(int which, const float* x, int64_t rows, int64_t cols, int64_t ld) {
+  static std::vector<uint16_t> buffers[2];
+  std::vector<uint16_t>& buffer = buffers[which];
+  const int64_t x_span = span(rows, cols, ld);
+  if (static_cast<int64_t>(buffer.size()) < x_span) buffer.resize(static_cast<size_t>(x_span));
+  round_rows_to_bf16(x, buffer.data(), rows, cols, ld);
+  return buffer.data();
+}
+
 void rounded_gemm_bf16(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
                        const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                        int64_t ldc) {
@@ -141,11 +154,20 @@ void gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, f
     gemm(transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
-  // oneDNN splits its work by the thread count; the rounded copies go through tiled sgemm.
-  if (bf16_gemm_backend() == Bf16Gemm::kOneDnn && !thread_invariant())
-    onednn_gemm_bf16(transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  else
-    rounded_gemm_bf16(transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  // oneDNN and MKL split their work by the thread count; in thread-invariant mode the
+  // rounded copies go through tiled sgemm instead (blas.cpp).
+  const Bf16Gemm backend = thread_invariant() ? Bf16Gemm::kRounded : bf16_gemm_backend();
+  switch (backend) {
+    case Bf16Gemm::kOneDnn:
+      onednn_gemm_bf16(transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+      return;
+    case Bf16Gemm::kMkl:
+      mkl_gemm_bf16(transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+      return;
+    case Bf16Gemm::kRounded:
+      rounded_gemm_bf16(transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+      return;
+  }
 }
 
 #ifndef MIRRORED_WITH_ONEDNN

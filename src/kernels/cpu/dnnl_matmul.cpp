@@ -16,7 +16,6 @@
 #include <memory>
 #include <tuple>
 #include <unordered_map>
-#include <vector>
 
 #include "bf16_backends.h"
 #include "dnnl_context.h"
@@ -70,20 +69,6 @@ Product& product(const Key& key) {
   return *slot;
 }
 
-std::vector<uint16_t>& bf16_scratch(int which) {
-  static std::vector<uint16_t> buffers[2];
-  return buffers[which];
-}
-
-// x rounded into a grown scratch buffer with the same row stride.
-uint16_t* rounded(int which, const float* x, int64_t rows, int64_t cols, int64_t ld) {
-  std::vector<uint16_t>& buffer = bf16_scratch(which);
-  const int64_t span = (rows - 1) * ld + cols;
-  if (static_cast<int64_t>(buffer.size()) < span) buffer.resize(static_cast<size_t>(span));
-  round_rows_to_bf16(x, buffer.data(), rows, cols, ld);
-  return buffer.data();
-}
-
 }  // namespace
 
 void onednn_gemm_bf16(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
@@ -91,8 +76,9 @@ void onednn_gemm_bf16(bool transpose_a, bool transpose_b, int64_t m, int64_t n, 
                       int64_t ldc) {
   try {
     Product& p = product(Key{m, n, k, transpose_a, transpose_b, lda, ldb, ldc, alpha, beta, omp_get_max_threads()});
-    p.a.set_data_handle(rounded(0, a, transpose_a ? k : m, transpose_a ? m : k, lda));
-    p.b.set_data_handle(rounded(1, b, transpose_b ? n : k, transpose_b ? k : n, ldb));
+    // oneDNN only reads its inputs; its handle type is not const.
+    p.a.set_data_handle(const_cast<uint16_t*>(rounded_operand(0, a, transpose_a ? k : m, transpose_a ? m : k, lda)));
+    p.b.set_data_handle(const_cast<uint16_t*>(rounded_operand(1, b, transpose_b ? n : k, transpose_b ? k : n, ldb)));
     p.c.set_data_handle(c);
     p.primitive.execute(dnnl_context().stream, p.args);
     dnnl_context().stream.wait();
