@@ -8,13 +8,13 @@
 namespace mirrored::train {
 namespace {
 
-// {loss sum, correct, scored positions, samples} over this replica's batches, reduced in
-// one all-reduce. Doubles hold these counts exactly.
+// {loss sum, correct, scored positions, samples, bytes the targets decode to} over this
+// replica's batches, reduced in one all-reduce. Doubles hold these counts exactly.
 template <typename Data>
 EvalResult score(distribute::MirroredStrategy& strategy, distribute::DistributedModel& model, Data& data,
-                 EvalKind kind) {
+                 EvalKind kind, double target_bytes) {
   nn::CrossEntropyLoss loss;
-  double sums[4] = {0.0, 0.0, 0.0, 0.0};
+  double sums[5] = {0.0, 0.0, 0.0, 0.0, target_bytes};
   for (int64_t b = 0; b < data.num_batches(); ++b) {
     const auto& batch = data.batch(b);
     const auto value = loss.forward(model.forward(batch.inputs, nn::Mode::kEval), batch.targets, false);
@@ -23,10 +23,12 @@ EvalResult score(distribute::MirroredStrategy& strategy, distribute::Distributed
     sums[2] += static_cast<double>(value.count);
     sums[3] += static_cast<double>(batch.size());
   }
-  strategy.communicator().allreduce(sums, 4, comm::ReduceOp::kSum);
+  strategy.communicator().allreduce(sums, 5, comm::ReduceOp::kSum);
   EvalResult result;
   result.kind = kind;
   result.samples = static_cast<int64_t>(sums[3]);
+  result.tokens = static_cast<int64_t>(sums[2]);
+  result.bytes = static_cast<int64_t>(sums[4]);
   if (sums[2] > 0) {
     result.loss = sums[0] / sums[2];
     result.accuracy = sums[1] / sums[2];
@@ -37,16 +39,20 @@ EvalResult score(distribute::MirroredStrategy& strategy, distribute::Distributed
 }  // namespace
 
 double EvalResult::perplexity() const { return std::exp(loss); }
-double EvalResult::bits_per_byte() const { return loss / std::numbers::ln2; }
+double EvalResult::bits_per_byte() const {
+  // Byte tokens: the mean loss in bits, as before subword tokens existed (the same bits).
+  if (bytes == tokens || bytes <= 0) return loss / std::numbers::ln2;
+  return loss * static_cast<double>(tokens) / static_cast<double>(bytes) / std::numbers::ln2;
+}
 
 EvalResult evaluate(distribute::MirroredStrategy& strategy, distribute::DistributedModel& model,
                     distribute::EvalDataset& data) {
-  return score(strategy, model, data, EvalKind::kClassification);
+  return score(strategy, model, data, EvalKind::kClassification, 0.0);
 }
 
 EvalResult evaluate(distribute::MirroredStrategy& strategy, distribute::DistributedModel& model,
                     distribute::TokenEvalDataset& data) {
-  return score(strategy, model, data, EvalKind::kLanguageModel);
+  return score(strategy, model, data, EvalKind::kLanguageModel, static_cast<double>(data.target_bytes()));
 }
 
 void append_eval_fields(io::JsonRecord& record, const EvalResult& result) {
