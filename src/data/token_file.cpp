@@ -13,6 +13,7 @@ constexpr const char* kVocabSize = "vocab_size";
 constexpr const char* kTokenizer = "tokenizer";
 constexpr const char* kSource = "source";
 constexpr const char* kTokenizerModel = "tokenizer_model";
+constexpr const char* kSentencePiece = "sentencepiece";  // data/tokenizer.h's name
 constexpr const char* kTokenizerSha256 = "tokenizer_sha256";
 // Tokens checked per read in open_token_file: bounded memory whatever the file's size.
 constexpr int64_t kScanTokens = int64_t{1} << 20;
@@ -94,6 +95,8 @@ bool same_tokenizer(const TokenFileInfo& a, const TokenFileInfo& b) {
 std::vector<int64_t> read_token_byte_lengths(const TokenFileInfo& info) {
   if (info.tokenizer == kByteTokenizer) return std::vector<int64_t>(static_cast<size_t>(info.vocab_size), 1);
   const io::H5File file = open_file(info.path);
+  if (!file.exists(kTokenBytesDataset) && info.tokenizer != kSentencePiece)
+    return std::vector<int64_t>(static_cast<size_t>(info.vocab_size), 1);
   if (!file.exists(kTokenBytesDataset))
     throw problem(info.path, str_cat("dataset ", kTokenBytesDataset, " is missing (expected the bytes each of the ",
                                      info.vocab_size, " tokens of tokenizer ", info.tokenizer, " decodes to)"));
@@ -131,14 +134,16 @@ TokenFileInfo describe_token_file(const std::string& path) {
   }
   info.tokenizer = file.read_string_attribute(kTokenizer);
   if (file.has_attribute(kSource)) info.source = file.read_string_attribute(kSource);
-  if (info.tokenizer != kByteTokenizer) {
+  // A SentencePiece file names its model; files of tokenizers mirrored does not apply
+  // itself (written by other tools) may.
+  if (info.tokenizer == kSentencePiece) {
     for (const char* name : {kTokenizerModel, kTokenizerSha256})
       if (!file.has_attribute(name))
         throw problem(path, str_cat("attribute ", name, " is missing (expected it with ", kTokenizer, " = \"",
                                     info.tokenizer, "\": the tokenizer model's file name and SHA-256)"));
-    info.tokenizer_model = file.read_string_attribute(kTokenizerModel);
-    info.tokenizer_sha256 = file.read_string_attribute(kTokenizerSha256);
   }
+  if (file.has_attribute(kTokenizerModel)) info.tokenizer_model = file.read_string_attribute(kTokenizerModel);
+  if (file.has_attribute(kTokenizerSha256)) info.tokenizer_sha256 = file.read_string_attribute(kTokenizerSha256);
   return info;
 }
 

@@ -5,7 +5,7 @@
 //   tokenizer    string, how text became tokens ("bytes": one token per UTF-8 byte)
 //   vocab_size   integer, every token lies in [0, vocab_size)
 //   source       string, optional: what the tokens were made from
-// and, for a tokenizer other than bytes (data/tokenizer.h),
+// and, for SentencePiece tokens (data/tokenizer.h; optional for other tokenizers),
 //   tokenizer_model   string, the model file's name, relative to the token file's directory
 //   tokenizer_sha256  string, the model file's SHA-256 (lowercase hex), which tells apart
 //                     files encoded with different models
@@ -56,8 +56,9 @@ std::string describe_tokenizer(const TokenFileInfo& info);
 bool same_tokenizer(const TokenFileInfo& a, const TokenFileInfo& b);
 
 // The UTF-8 bytes each token decodes to ([vocab_size]): 1 for every byte token, else the
-// file's /token_bytes. InputError naming the file when a subword file lacks it or its shape
-// is not [vocab_size].
+// file's /token_bytes; 1 too for a tokenizer mirrored does not know that left it out (bits
+// per byte are then bits per token). InputError naming the file when a SentencePiece file
+// lacks it or its shape is not [vocab_size].
 std::vector<int64_t> read_token_byte_lengths(const TokenFileInfo& info);
 
 struct TokenFileAttributes {
