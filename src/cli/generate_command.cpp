@@ -214,8 +214,13 @@ int generate_command(const Args& args) {
     const bool first = i == 0 && !options.logits_out.empty();
     const float* logits = next_logits(sequence, start, first ? &prompt_logits : nullptr);
     if (first) {
-      write_npy(options.logits_out, prompt_logits, static_cast<int64_t>(prompt_logits.size()) / loaded.spec.vocab,
-                loaded.spec.vocab);
+      const int64_t rows = static_cast<int64_t>(prompt_logits.size()) / loaded.spec.vocab;
+      write_npy(options.logits_out, prompt_logits, rows, loaded.spec.vocab);
+      std::string ids;  // what another implementation must be fed to compare
+      for (size_t k = start; k < sequence.size(); ++k) ids += str_cat(ids.empty() ? "" : ",", sequence[k]);
+      std::fprintf(stderr, "generate: logits [%lld, %lld] of the window's tokens %s written to %s\n",
+                   static_cast<long long>(rows), static_cast<long long>(loaded.spec.vocab), ids.c_str(),
+                   options.logits_out.c_str());
       if (options.tokens == 0) break;
     }
     const int32_t next = sample_token(logits, loaded.spec.vocab, options.temperature, options.top_k, rng);
