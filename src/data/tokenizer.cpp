@@ -1,7 +1,13 @@
 #include "mirrored/data/tokenizer.h"
 
+#if MIRRORED_WITH_SENTENCEPIECE
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
+#else
+namespace sentencepiece {
+class SentencePieceProcessor {};  // never made: every entry point below says why
+}
+#endif
 
 #include <algorithm>
 #include <cstdio>
@@ -15,11 +21,13 @@
 #include "mirrored/core/sha256.h"
 #include "mirrored/data/token_file.h"
 
+#if MIRRORED_WITH_SENTENCEPIECE
 // Not in the installed headers, but exported by libsentencepiece: its trainer logs every
 // stage at INFO level to stderr, which would bury the import's own lines.
 namespace sentencepiece::logging {
 void SetMinLogLevel(int level);
 }
+#endif
 
 namespace mirrored::data {
 namespace {
@@ -87,6 +95,7 @@ void for_each_run(std::string_view text, Run&& run, Byte&& byte) {
   if (i > start) run(text.substr(start, i - start));
 }
 
+#if MIRRORED_WITH_SENTENCEPIECE
 // The training sentences: each run without its newline, empty ones left out.
 class RunIterator final : public sentencepiece::SentenceIterator {
  public:
@@ -137,12 +146,25 @@ std::string piece_bytes(const sentencepiece::SentencePieceProcessor& processor, 
   }
   return out;
 }
+#else
+[[noreturn]] void no_sentencepiece() {
+  throw InputError("this mirrored was built without SentencePiece, so it reads and writes byte tokens only; install "
+                   "libsentencepiece-dev (launch/install_deps.sh) and rebuild",
+                   ExitCode::kUsage);
+}
+#endif
 
 }  // namespace
 
 Tokenizer::~Tokenizer() = default;
 Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
 Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
+
+#if MIRRORED_WITH_SENTENCEPIECE
+bool Tokenizer::has_sentencepiece() { return true; }
+#else
+bool Tokenizer::has_sentencepiece() { return false; }
+#endif
 
 Tokenizer Tokenizer::bytes() {
   Tokenizer tokenizer;
@@ -154,6 +176,7 @@ Tokenizer Tokenizer::bytes() {
   return tokenizer;
 }
 
+#if MIRRORED_WITH_SENTENCEPIECE
 Tokenizer Tokenizer::load_sentencepiece(const std::string& model_path) {
   const std::string serialized = read_file(model_path);
   Tokenizer tokenizer;
@@ -244,6 +267,13 @@ void Tokenizer::encode_run(std::string_view run, std::vector<int32_t>& out) cons
   MIRRORED_CHECK(status.ok(), "SentencePiece encode: ", status.ToString());
   out.insert(out.end(), ids.begin(), ids.end());
 }
+#else
+Tokenizer Tokenizer::load_sentencepiece(const std::string&) { no_sentencepiece(); }
+Tokenizer Tokenizer::train_sentencepiece(std::string_view, const SentencePieceTraining&, const std::string&) {
+  no_sentencepiece();
+}
+void Tokenizer::encode_run(std::string_view, std::vector<int32_t>&) const { no_sentencepiece(); }
+#endif
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
   std::vector<int32_t> out;

@@ -71,6 +71,7 @@ std::string training_text() {
 class SubwordTokenizer : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
+    if (!data::Tokenizer::has_sentencepiece()) return;
     dir_ = new TempDir();
     text_ = new std::string(training_text());
     tokenizer_ = new data::Tokenizer(
@@ -80,6 +81,9 @@ class SubwordTokenizer : public ::testing::Test {
     delete tokenizer_;
     delete text_;
     delete dir_;
+  }
+  void SetUp() override {
+    if (!data::Tokenizer::has_sentencepiece()) GTEST_SKIP() << "built without SentencePiece (libsentencepiece-dev)";
   }
   static TempDir* dir_;
   static std::string* text_;

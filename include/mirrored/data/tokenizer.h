@@ -32,6 +32,9 @@ struct SentencePieceTraining {
 
 class Tokenizer {
  public:
+  // Whether this build has SentencePiece (CMake's MIRRORED_SENTENCEPIECE); without it the
+  // two factories below throw InputError saying how to get it.
+  static bool has_sentencepiece();
   static Tokenizer bytes();
   // A model file (.model, SentencePiece's serialized ModelProto). InputError naming the file
   // when it cannot be read or parsed, lacks byte pieces, or does not reproduce text exactly.
