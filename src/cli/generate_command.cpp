@@ -25,6 +25,7 @@
 #include <cstdio>
 #include <fstream>
 #include <numeric>
+#include <optional>
 
 #include "commands.h"
 #include "parse_options.h"
