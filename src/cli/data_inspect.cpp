@@ -84,6 +84,8 @@ void inspect_tokens(const std::string& path) {
   chief_print(str_cat("tokens       ", info.num_tokens));
   chief_print(str_cat("vocab_size   ", info.vocab_size));
   chief_print(str_cat("tokenizer    ", info.tokenizer));
+  if (!info.tokenizer_model.empty()) chief_print(str_cat("model        ", info.tokenizer_model, " (next to the file)"));
+  if (!info.tokenizer_sha256.empty()) chief_print(str_cat("sha256       ", info.tokenizer_sha256));
   if (!info.source.empty()) chief_print(str_cat("source       ", info.source));
   chief_print(str_cat("storage      uint", 8 * info.token_bytes, ", ",
                       info.chunk_tokens > 0 ? str_cat("chunks of ", info.chunk_tokens, " tokens") : "contiguous"));

@@ -1,5 +1,7 @@
 #include "library_versions.h"
 
+#include "mirrored/data/tokenizer.h"
+
 #include <H5public.h>
 #include <mpi.h>
 
@@ -53,6 +55,8 @@ InfoRows library_rows() {
                    {"blas", openblas_get_config()}};
   const std::string onednn = kernels::cpu_onednn_version();
   rows.push_back({"onednn", onednn.empty() ? "not built" : str_cat(onednn, ", CPU convolutions")});
+  rows.push_back({"sentencepiece", data::Tokenizer::has_sentencepiece() ? "built, subword tokenizers"
+                                                                        : "not built (byte tokens only)"});
   for (auto& row : cuda_library_rows()) rows.push_back(std::move(row));
   return rows;
 }

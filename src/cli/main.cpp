@@ -2,8 +2,9 @@
 //   mirrored train --config FILE [--KEY VALUE ...]
 //   mirrored eval --checkpoint F --data F
 //   mirrored generate --checkpoint F --prompt TEXT --tokens N --temperature T --top_k K --seed S
+//   mirrored export --checkpoint F --out model.safetensors
 //   mirrored data import-idx --images F --labels F --out F.h5
-//   mirrored data import-text --out DIR FILE...
+//   mirrored data import-text --out DIR [--tokenizer bytes|sentencepiece|F.model] FILE...
 //   mirrored data inspect F
 //   mirrored info
 //   mirrored bench allreduce [--min_bytes N --max_bytes N --iters N --warmup N --json FILE]
@@ -30,8 +31,9 @@ constexpr const char* kUsage =
     "  train                train a model data-parallel\n"
     "  eval                 accuracy and loss of a parameter file\n"
     "  generate             text sampled from a trained gpt\n"
+    "  export               a trained gpt as safetensors in GPT-2's layout (PyTorch, transformers)\n"
     "  data import-idx      IDX images and labels (Fashion-MNIST) into HDF5\n"
-    "  data import-text     text files or wheels into byte tokens (HDF5)\n"
+    "  data import-text     text files or wheels into byte or SentencePiece tokens (HDF5)\n"
     "  data inspect         what an HDF5 data file holds: datasets, shapes, labels or tokens\n"
     "  info                 version, build options, devices and, under mpirun, the cluster table\n"
     "  bench allreduce      nccl-tests style all-reduce table\n"
@@ -69,6 +71,7 @@ int main(int argc, char** argv) {
     if (command == "bench") return cli::bench_command(argc, argv, args);
     if (command == "eval") return cli::eval_command(argc, argv, args);
     if (command == "generate") return cli::generate_command(args);
+    if (command == "export") return cli::export_command(args);
     if (command == "--version" || command == "-V" || command == "version") {
       std::printf("mirrored %s\n", MIRRORED_VERSION);
       return 0;
@@ -77,7 +80,7 @@ int main(int argc, char** argv) {
       std::fputs(kUsage, stdout);
       return 0;
     }
-    throw InputError(str_cat("unknown command '", command, "'; valid commands: train, eval, generate, data, info, bench, --version (mirrored --help)"), ExitCode::kUsage);
+    throw InputError(str_cat("unknown command '", command, "'; valid commands: train, eval, generate, export, data, info, bench, --version (mirrored --help)"), ExitCode::kUsage);
   } catch (const Error& error) {
     fail(error);
   } catch (const std::exception& error) {

@@ -82,14 +82,63 @@ void append_archive(const std::string& path, const std::string& pattern, std::ve
   }
 }
 
-void write_split(const std::string& path, std::span<const uint8_t> tokens, const std::string& source) {
-  const std::string temporary = path + ".tmp";
+// The attributes every split shares: which tokenizer made the tokens.
+TokenFileAttributes tokenizer_attributes(const Tokenizer& tokenizer) {
   TokenFileAttributes attributes;
+  attributes.tokenizer = tokenizer.name();
+  attributes.vocab_size = tokenizer.vocab_size();
+  if (!tokenizer.model_path().empty()) {
+    attributes.tokenizer_model = fs::path(tokenizer.model_path()).filename().string();
+    attributes.tokenizer_sha256 = tokenizer.model_sha256();
+    for (const uint16_t length : tokenizer.token_byte_lengths()) attributes.token_bytes.push_back(length);
+  }
+  return attributes;
+}
+
+void write_split(const std::string& path, std::span<const uint8_t> text, const Tokenizer& tokenizer,
+                 TokenFileAttributes attributes, const std::string& source, int64_t& tokens_written) {
+  const std::string temporary = path + ".tmp";
   attributes.source = source;
-  write_token_file(temporary, tokens, attributes);
+  if (tokenizer.name() == kByteTokenizer) {
+    write_token_file(temporary, text, attributes);
+    tokens_written = static_cast<int64_t>(text.size());
+  } else {
+    const std::vector<int32_t> ids =
+        tokenizer.encode(std::string_view(reinterpret_cast<const char*>(text.data()), text.size()));
+    const std::vector<uint16_t> tokens(ids.begin(), ids.end());  // every id < vocab_size <= 65536
+    write_token_file(temporary, std::span<const uint16_t>(tokens), attributes);
+    tokens_written = static_cast<int64_t>(tokens.size());
+  }
   std::error_code error;
   fs::rename(temporary, path, error);
   if (error) throw Error(ExitCode::kFailure, str_cat("cannot rename '", temporary, "' to '", path, "': ", error.message()));
+}
+
+// The import's tokenizer: bytes, a model trained on the training text, or a given model
+// file; a SentencePiece model ends up as OUT_DIR/tokenizer.model, next to the token files
+// that name it.
+Tokenizer make_tokenizer(const TextImportOptions& options, std::span<const uint8_t> training_text,
+                         const std::string& out_dir) {
+  if (options.tokenizer == kByteTokenizer) return Tokenizer::bytes();
+  const std::string model_path = (fs::path(out_dir) / "tokenizer.model").string();
+  if (options.tokenizer == kSentencePieceTokenizer) {
+    return Tokenizer::train_sentencepiece(
+        std::string_view(reinterpret_cast<const char*>(training_text.data()), training_text.size()), options.training,
+        model_path);
+  }
+  std::error_code error;
+  if (!fs::is_regular_file(options.tokenizer, error))
+    throw InputError(str_cat("--tokenizer '", options.tokenizer, "': expected bytes, sentencepiece, or an existing "
+                             "SentencePiece .model file"),
+                     ExitCode::kUsage);
+  Tokenizer::load_sentencepiece(options.tokenizer);  // checked before it is copied
+  if (!fs::equivalent(options.tokenizer, model_path, error)) {
+    fs::copy_file(options.tokenizer, model_path, fs::copy_options::overwrite_existing, error);
+    if (error)
+      throw Error(ExitCode::kFailure, str_cat("cannot copy '", options.tokenizer, "' to '", model_path, "': ",
+                                              error.message()));
+  }
+  return Tokenizer::load_sentencepiece(model_path);
 }
 
 }  // namespace
@@ -119,16 +168,19 @@ TextImportResult import_text(const std::vector<std::string>& inputs, const std::
                              const TextImportOptions& options) {
   TextImportResult result;
   const std::vector<uint8_t> corpus = read_corpus(inputs, options, result.parts);
-  result.total_tokens = static_cast<int64_t>(corpus.size());
-  result.train_tokens = train_split_tokens(result.total_tokens);
-  result.val_tokens = result.total_tokens - result.train_tokens;
-  if (result.train_tokens == 0 || result.val_tokens == 0) {
-    throw InputError(str_cat("the text of ", join(inputs, ", "), " holds ", result.total_tokens,
+  result.total_bytes = static_cast<int64_t>(corpus.size());
+  const int64_t train_bytes = train_split_tokens(result.total_bytes);
+  if (train_bytes == 0 || train_bytes == result.total_bytes) {
+    throw InputError(str_cat("the text of ", join(inputs, ", "), " holds ", result.total_bytes,
                              " byte(s); expected at least 2 to split into training and validation"));
   }
   std::error_code error;
   fs::create_directories(out_dir, error);
   if (error) throw InputError(str_cat("cannot create the output directory '", out_dir, "': ", error.message()));
+  const std::span<const uint8_t> all(corpus);
+  const Tokenizer tokenizer = make_tokenizer(options, all.first(static_cast<size_t>(train_bytes)), out_dir);
+  result.vocab_size = tokenizer.vocab_size();
+  result.tokenizer_path = tokenizer.model_path();
 
   // Names the inputs (not every member: a wheel has dozens) and the split's byte range.
   std::vector<std::string> names;
@@ -136,14 +188,15 @@ TextImportResult import_text(const std::vector<std::string>& inputs, const std::
     names.push_back(is_archive(input) ? str_cat(fs::path(input).filename().string(), ":", options.member_pattern)
                                       : fs::path(input).filename().string());
   }
-  const std::string corpus_name = str_cat(join(names, " + "), " (", result.total_tokens, " bytes)");
-  const std::span<const uint8_t> all(corpus);
+  const std::string corpus_name = str_cat(join(names, " + "), " (", result.total_bytes, " bytes)");
+  const TokenFileAttributes attributes = tokenizer_attributes(tokenizer);
   result.train_path = (fs::path(out_dir) / "train.h5").string();
   result.val_path = (fs::path(out_dir) / "val.h5").string();
-  write_split(result.train_path, all.first(static_cast<size_t>(result.train_tokens)),
-              str_cat(corpus_name, ", bytes [0, ", result.train_tokens, ")"));
-  write_split(result.val_path, all.subspan(static_cast<size_t>(result.train_tokens)),
-              str_cat(corpus_name, ", bytes [", result.train_tokens, ", ", result.total_tokens, ")"));
+  write_split(result.train_path, all.first(static_cast<size_t>(train_bytes)), tokenizer, attributes,
+              str_cat(corpus_name, ", bytes [0, ", train_bytes, ")"), result.train_tokens);
+  write_split(result.val_path, all.subspan(static_cast<size_t>(train_bytes)), tokenizer, attributes,
+              str_cat(corpus_name, ", bytes [", train_bytes, ", ", result.total_bytes, ")"), result.val_tokens);
+  result.total_tokens = result.train_tokens + result.val_tokens;
   return result;
 }
 

@@ -12,6 +12,9 @@ namespace {
 constexpr const char* kVocabSize = "vocab_size";
 constexpr const char* kTokenizer = "tokenizer";
 constexpr const char* kSource = "source";
+constexpr const char* kTokenizerModel = "tokenizer_model";
+constexpr const char* kSentencePiece = "sentencepiece";  // data/tokenizer.h's name
+constexpr const char* kTokenizerSha256 = "tokenizer_sha256";
 // Tokens checked per read in open_token_file: bounded memory whatever the file's size.
 constexpr int64_t kScanTokens = int64_t{1} << 20;
 
@@ -80,6 +83,34 @@ int64_t read_vocab_size(const io::H5File& file, int token_bytes) {
 
 }  // namespace
 
+std::string describe_tokenizer(const TokenFileInfo& info) {
+  if (info.tokenizer_model.empty()) return info.tokenizer;
+  return str_cat(info.tokenizer, " (", info.tokenizer_model, ", sha256 ", info.tokenizer_sha256.substr(0, 12), "...)");
+}
+
+bool same_tokenizer(const TokenFileInfo& a, const TokenFileInfo& b) {
+  return a.tokenizer == b.tokenizer && a.tokenizer_sha256 == b.tokenizer_sha256;
+}
+
+std::vector<int64_t> read_token_byte_lengths(const TokenFileInfo& info) {
+  if (info.tokenizer == kByteTokenizer) return std::vector<int64_t>(static_cast<size_t>(info.vocab_size), 1);
+  const io::H5File file = open_file(info.path);
+  if (!file.exists(kTokenBytesDataset) && info.tokenizer != kSentencePiece)
+    return std::vector<int64_t>(static_cast<size_t>(info.vocab_size), 1);
+  if (!file.exists(kTokenBytesDataset))
+    throw problem(info.path, str_cat("dataset ", kTokenBytesDataset, " is missing (expected the bytes each of the ",
+                                     info.vocab_size, " tokens of tokenizer ", info.tokenizer, " decodes to)"));
+  const std::vector<int64_t> shape = file.shape(kTokenBytesDataset);
+  if (shape != std::vector<int64_t>{info.vocab_size})
+    throw problem(info.path, str_cat(kTokenBytesDataset, " has shape ", shape_str(shape), ", expected [", info.vocab_size,
+                                     "] (attribute ", kVocabSize, ")"));
+  std::vector<int64_t> lengths = file.read_i64(kTokenBytesDataset);
+  for (size_t i = 0; i < lengths.size(); ++i)
+    if (lengths[i] < 0)
+      throw problem(info.path, str_cat(kTokenBytesDataset, "[", i, "] = ", lengths[i], ", expected a byte count >= 0"));
+  return lengths;
+}
+
 bool is_token_file(const std::string& path) { return open_file(path).exists(kTokensDataset); }
 
 TokenFileInfo describe_token_file(const std::string& path) {
@@ -103,6 +134,16 @@ TokenFileInfo describe_token_file(const std::string& path) {
   }
   info.tokenizer = file.read_string_attribute(kTokenizer);
   if (file.has_attribute(kSource)) info.source = file.read_string_attribute(kSource);
+  // A SentencePiece file names its model; files of tokenizers mirrored does not apply
+  // itself (written by other tools) may.
+  if (info.tokenizer == kSentencePiece) {
+    for (const char* name : {kTokenizerModel, kTokenizerSha256})
+      if (!file.has_attribute(name))
+        throw problem(path, str_cat("attribute ", name, " is missing (expected it with ", kTokenizer, " = \"",
+                                    info.tokenizer, "\": the tokenizer model's file name and SHA-256)"));
+  }
+  if (file.has_attribute(kTokenizerModel)) info.tokenizer_model = file.read_string_attribute(kTokenizerModel);
+  if (file.has_attribute(kTokenizerSha256)) info.tokenizer_sha256 = file.read_string_attribute(kTokenizerSha256);
   return info;
 }
 
@@ -144,6 +185,13 @@ void write_tokens(const std::string& path, const void* data, int64_t count, int 
   file.write_attribute(kTokenizer, attributes.tokenizer);
   file.write_attribute(kVocabSize, attributes.vocab_size);
   if (!attributes.source.empty()) file.write_attribute(kSource, attributes.source);
+  if (!attributes.tokenizer_model.empty()) file.write_attribute(kTokenizerModel, attributes.tokenizer_model);
+  if (!attributes.tokenizer_sha256.empty()) file.write_attribute(kTokenizerSha256, attributes.tokenizer_sha256);
+  if (!attributes.token_bytes.empty()) {
+    MIRRORED_CHECK(static_cast<int64_t>(attributes.token_bytes.size()) == attributes.vocab_size, "token_bytes of ",
+                   attributes.token_bytes.size(), " tokens for vocab_size ", attributes.vocab_size);
+    file.write_i64(kTokenBytesDataset, {attributes.vocab_size}, attributes.token_bytes.data());
+  }
   file.flush();
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "mirrored/data/token_file.h"
 #include "mirrored/data/token_sampler.h"
 
 namespace mirrored::distribute {
@@ -88,6 +89,20 @@ std::vector<int64_t> TokenEvalDataset::offsets(int64_t index) const {
   const int64_t count = std::min(batch_size_, shard_size() - begin);
   MIRRORED_CHECK(index >= 0 && count > 0, "evaluation batch ", index, " out of range");
   return eval_offsets(range_.begin + begin, count, context_);
+}
+
+int64_t TokenEvalDataset::target_bytes() {
+  if (target_bytes_ >= 0) return target_bytes_;
+  const data::TokenFileInfo& info = dataset_->info();
+  if (info.tokenizer == data::kByteTokenizer) return target_bytes_ = shard_size() * context_;
+  const std::vector<int64_t> lengths = data::read_token_byte_lengths(info);
+  std::vector<int32_t> targets(static_cast<size_t>(context_));
+  int64_t total = 0;
+  for (const int64_t offset : eval_offsets(range_.begin, shard_size(), context_)) {
+    dataset_->read(offset + 1, context_, targets.data());
+    for (const int32_t token : targets) total += lengths[static_cast<size_t>(token)];
+  }
+  return target_bytes_ = total;
 }
 
 const Batch& TokenEvalDataset::batch(int64_t index) {

@@ -222,6 +222,10 @@ const std::vector<Option>& options() {
       int_option("gpt.context", "gpt: tokens per training and validation window", &TrainConfig::gpt_context, 1),
       real_option("gpt.dropout", "gpt: dropout after the embeddings, attention projections and MLPs",
                   &TrainConfig::gpt_dropout, 0, 1, false, true, "a number in [0, 1)"),
+      optional_string_option("init_from",
+                             "gpt: start a new run from this safetensors file in GPT-2's layout (mirrored export "
+                             "writes one) instead of random weights; the shapes must match",
+                             &TrainConfig::init_from),
       operational(int_option("data.cache_mb", "token and image files: MiB of the file held in the block cache; an image set smaller than this is loaded whole (0: no bound, load image sets whole)",
                              &TrainConfig::data_cache_mb, 0)),
       operational(int_option("eval_every", "evaluate every N steps (0: at each epoch end)", &TrainConfig::eval_every,

@@ -10,16 +10,16 @@
 namespace mirrored::train {
 namespace {
 
-// {loss sum, correct, scored positions, samples, batches} over this replica's batches,
-// reduced in one all-reduce. Doubles hold these counts exactly. With reduction =
-// invariant the loss sum is then replaced by an exact sum of the batches' loss sums: every
-// batch holds the same samples at any world size (data::eval_shard), so the result is the
-// same bits at any world size.
+// {loss sum, correct, scored positions, samples, bytes the targets decode to, batches}
+// over this replica's batches, reduced in one all-reduce. Doubles hold these counts
+// exactly. With reduction = invariant the loss sum is then replaced by an exact sum of the
+// batches' loss sums: every batch holds the same samples at any world size
+// (data::eval_shard), so the result is the same bits at any world size.
 template <typename Data>
 EvalResult score(distribute::MirroredStrategy& strategy, distribute::DistributedModel& model, Data& data,
-                 EvalKind kind) {
+                 EvalKind kind, double target_bytes) {
   nn::CrossEntropyLoss loss;
-  double sums[5] = {0.0, 0.0, 0.0, 0.0, 0.0};
+  double sums[6] = {0.0, 0.0, 0.0, 0.0, target_bytes, 0.0};
   std::vector<double> batch_losses;
   for (int64_t b = 0; b < data.num_batches(); ++b) {
     const auto& batch = data.batch(b);
@@ -30,13 +30,15 @@ EvalResult score(distribute::MirroredStrategy& strategy, distribute::Distributed
     sums[3] += static_cast<double>(batch.size());
     batch_losses.push_back(value.loss_sum);
   }
-  sums[4] = static_cast<double>(batch_losses.size());
-  strategy.communicator().allreduce(sums, 5, comm::ReduceOp::kSum);
+  sums[5] = static_cast<double>(batch_losses.size());
+  strategy.communicator().allreduce(sums, 6, comm::ReduceOp::kSum);
   if (strategy.reduction() == distribute::Reduction::kInvariant)
-    sums[0] = strategy.reduce_exact(batch_losses, std::max<int64_t>(1, static_cast<int64_t>(sums[4])));
+    sums[0] = strategy.reduce_exact(batch_losses, std::max<int64_t>(1, static_cast<int64_t>(sums[5])));
   EvalResult result;
   result.kind = kind;
   result.samples = static_cast<int64_t>(sums[3]);
+  result.tokens = static_cast<int64_t>(sums[2]);
+  result.bytes = static_cast<int64_t>(sums[4]);
   if (sums[2] > 0) {
     result.loss = sums[0] / sums[2];
     result.accuracy = sums[1] / sums[2];
@@ -47,16 +49,20 @@ EvalResult score(distribute::MirroredStrategy& strategy, distribute::Distributed
 }  // namespace
 
 double EvalResult::perplexity() const { return std::exp(loss); }
-double EvalResult::bits_per_byte() const { return loss / std::numbers::ln2; }
+double EvalResult::bits_per_byte() const {
+  // Byte tokens: the mean loss in bits, as before subword tokens existed (the same bits).
+  if (bytes == tokens || bytes <= 0) return loss / std::numbers::ln2;
+  return loss * static_cast<double>(tokens) / static_cast<double>(bytes) / std::numbers::ln2;
+}
 
 EvalResult evaluate(distribute::MirroredStrategy& strategy, distribute::DistributedModel& model,
                     distribute::EvalDataset& data) {
-  return score(strategy, model, data, EvalKind::kClassification);
+  return score(strategy, model, data, EvalKind::kClassification, 0.0);
 }
 
 EvalResult evaluate(distribute::MirroredStrategy& strategy, distribute::DistributedModel& model,
                     distribute::TokenEvalDataset& data) {
-  return score(strategy, model, data, EvalKind::kLanguageModel);
+  return score(strategy, model, data, EvalKind::kLanguageModel, static_cast<double>(data.target_bytes()));
 }
 
 void append_eval_fields(io::JsonRecord& record, const EvalResult& result) {

@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "mirrored/core/error.h"
+#include "mirrored/data/token_file.h"
 #include "mirrored/io/checkpoint_file.h"
 #include "mirrored/io/hdf5.h"
 #include "mirrored/io/params_file.h"
@@ -64,6 +65,42 @@ ModelInputs saved_token_model_inputs(const SavedModel& saved) {
                              saved.config_origin, " names (a file of another model?)"),
                      ExitCode::kCheckpoint);
   return {{saved.lib.data.context}, static_cast<int>(file.shape(kTokenTable).at(0))};
+}
+
+data::Tokenizer saved_tokenizer(const SavedModel& saved, int64_t vocab, const std::string& tokenizer_path) {
+  const auto check_vocab = [&](data::Tokenizer tokenizer, const std::string& origin) {
+    if (tokenizer.vocab_size() != vocab)
+      throw InputError(str_cat(origin, " has ", tokenizer.vocab_size(), " tokens but the model in '", saved.parameters,
+                               "' reads ", vocab),
+                       ExitCode::kUsage);
+    return tokenizer;
+  };
+  if (!tokenizer_path.empty())
+    return check_vocab(data::Tokenizer::load_sentencepiece(tokenizer_path), str_cat("--tokenizer '", tokenizer_path, "'"));
+  const std::string& train = saved.lib.data.train;
+  if (!fs::exists(train)) {
+    if (vocab <= data::kByteVocabulary) return data::Tokenizer::bytes();
+    throw InputError(str_cat("the model in '", saved.parameters, "' reads ", vocab, " tokens and its data.train '", train,
+                             "' (which names the tokenizer) does not exist; pass the run's tokenizer.model with "
+                             "--tokenizer"),
+                     ExitCode::kUsage);
+  }
+  const data::TokenFileInfo info = data::describe_token_file(train);
+  // A byte model may read fewer than 256 tokens (a file of a smaller alphabet); the caller
+  // checks that the prompt's bytes lie in its vocabulary.
+  if (info.tokenizer == data::kByteTokenizer) return data::Tokenizer::bytes();
+  const std::string model = (fs::path(train).parent_path() / info.tokenizer_model).string();
+  if (!fs::exists(model))
+    throw InputError(str_cat("data.train '", train, "' names the tokenizer model '", model,
+                             "', which does not exist; pass it with --tokenizer"),
+                     ExitCode::kUsage);
+  data::Tokenizer tokenizer = data::Tokenizer::load_sentencepiece(model);
+  if (tokenizer.model_sha256() != info.tokenizer_sha256)
+    throw InputError(str_cat("'", model, "' has sha256 ", tokenizer.model_sha256(), " but data.train '", train,
+                             "' was encoded with sha256 ", info.tokenizer_sha256,
+                             " (the model was replaced); pass the run's own with --tokenizer"),
+                     ExitCode::kUsage);
+  return check_vocab(std::move(tokenizer), str_cat("'", model, "'"));
 }
 
 nn::Model load_saved_model(const SavedModel& saved, const ModelInputs& inputs) {

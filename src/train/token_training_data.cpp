@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "mirrored/data/token_dataset.h"
+#include "mirrored/data/token_file.h"
 #include "mirrored/distribute/distributed_token_dataset.h"
 #include "mirrored/train/model_data.h"
 #include "training_data_kinds.h"
@@ -37,6 +38,16 @@ class TokenTrainingData final : public TrainingData {
     if (!with_eval) return;
     test_ = naming_key("data.test",
                        [&] { return load_eval_data(files, files.test, files.eval_batch_size, strategy); });
+    // Token ids mean text only through their tokenizer: a model scored on another's ids
+    // would report a meaningless loss.
+    const data::TokenFileInfo& train_info = train_set->info();
+    const data::TokenFileInfo test_info = data::describe_token_file(files.test);
+    if (!data::same_tokenizer(train_info, test_info))
+      throw InputError(str_cat("data.train '", files.train, "' was made with tokenizer ",
+                               data::describe_tokenizer(train_info), " but data.test '", files.test, "' with ",
+                               data::describe_tokenizer(test_info),
+                               "; expected both from one `mirrored data import-text`"),
+                       ExitCode::kUsage);
     if (test_->inputs().num_classes != vocab_)
       throw InputError(str_cat("data.test '", files.test, "' has a vocabulary of ", test_->inputs().num_classes,
                                " tokens but data.train '", files.train, "' has ", vocab_),

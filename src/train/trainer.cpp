@@ -9,6 +9,7 @@
 #include "mirrored/nn/loss.h"
 #include "mirrored/train/checkpointer.h"
 #include "mirrored/train/evaluate.h"
+#include "mirrored/train/init_from.h"
 #include "mirrored/train/memory_report.h"
 #include "mirrored/train/model_factory.h"
 #include "mirrored/train/non_finite_guard.h"
@@ -162,6 +163,7 @@ void Trainer::begin() {
   State& s = *s_;
   if (s.options.write_files) s.resumed = restore_checkpoint(*s.ctx);
   if (s.resumed.finished) return;
+  if (s.resumed.step == 0 && !s.config.init_from.empty()) initialize_from_file(*s.ctx);
   s.summary.steps = s.resumed.step;
   s.run_dir->open_metrics(s.resumed.step);
   const MemoryFootprint memory =

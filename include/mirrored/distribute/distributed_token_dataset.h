@@ -74,9 +74,14 @@ class TokenEvalDataset {
   // Reused buffers; on a GPU staged and copied as DistributedTokenDataset::batch does,
   // with the next index prepared ahead. Not to be moved after the first batch.
   const Batch& batch(int64_t index);
+  // The UTF-8 bytes that this replica's scored targets decode to (each window's tokens
+  // 1..context): the token count for byte tokens, else summed from the file's /token_bytes.
+  // Bits per byte divide the loss by it. Read once, then kept.
+  int64_t target_bytes();
 
  private:
   std::vector<int64_t> offsets(int64_t index) const;  // window starts of batch `index`
+  int64_t target_bytes_ = -1;                          // -1 until target_bytes() has read them
 
   std::shared_ptr<data::TokenDataset> dataset_;
   int64_t batch_size_, context_;

@@ -53,6 +53,7 @@ struct TrainConfig {
   int64_t gpt_width = 128;
   int64_t gpt_context = 64;         // tokens per training window
   double gpt_dropout = 0.0;
+  std::string init_from;            // a gpt's initial parameters (GPT-2 safetensors); empty: random
   int64_t data_cache_mb = 256;      // token files: bound of the block cache (0: no bound)
   int64_t eval_every = 0;           // steps between evaluations (0: at each epoch end)
   int64_t eval_windows = 0;         // token models: validation windows evaluated (0: all that fit)

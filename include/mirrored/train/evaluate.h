@@ -14,7 +14,12 @@ struct EvalResult {
   double loss = 0.0;      // mean over every sample of the set (language model: every token)
   double accuracy = 0.0;  // classification: top-1 over samples; language model: next-token top-1
   int64_t samples = 0;    // every sample (window) once, summed over replicas
-  // Language model on byte tokens: exp(loss), and loss in bits (bits per byte).
+  // Language model: the scored tokens, and the UTF-8 bytes they decode to (equal for byte
+  // tokens), summed over replicas.
+  int64_t tokens = 0;
+  int64_t bytes = 0;
+  // Language model: exp(loss) per token, and the summed loss in bits over the bytes the
+  // tokens decode to, so byte and subword models compare on one scale.
   double perplexity() const;
   double bits_per_byte() const;
 };

@@ -6,6 +6,7 @@
 // config.ini the run wrote next to it); --config overrides either.
 #include <string>
 
+#include "mirrored/data/tokenizer.h"
 #include "mirrored/distribute/strategy.h"
 #include "mirrored/nn/model.h"
 #include "mirrored/train/config.h"
@@ -30,6 +31,12 @@ SavedModel find_saved_model(const std::string& command, const std::string& path,
 // A gpt's inputs from its saved parameters alone (the token table's rows are the
 // vocabulary), for a command that has no data file to ask.
 ModelInputs saved_token_model_inputs(const SavedModel& saved);
+
+// The tokenizer a gpt of `vocab` tokens was trained with: `tokenizer_path` (a SentencePiece
+// .model) when given, else the one data.train names (its tokenizer_model next to it, which
+// must still have the SHA-256 the file recorded), else bytes for a vocabulary of at most
+// 256 when data.train is gone. InputError (kUsage) naming what does not fit.
+data::Tokenizer saved_tokenizer(const SavedModel& saved, int64_t vocab, const std::string& tokenizer_path);
 
 // The model built for `inputs`, holding the saved parameters, on this process alone.
 nn::Model load_saved_model(const SavedModel& saved, const ModelInputs& inputs);
