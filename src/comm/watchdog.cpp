@@ -189,10 +189,16 @@ void CollectiveWatchdog::dump_everywhere(const char* reason) {
 
 void CollectiveWatchdog::on_dump_request(int source) {
   if (rank_ == 0) {
-    // A failing rank asks: pass the request on to every other rank, and dump here.
+    // A failing rank asks: pass the request on to every other rank still heard from (a
+    // stopped rank woken by the launcher's SIGCONT on its way out would dump a stale view),
+    // and dump here.
     Heartbeat request;
     for (int peer = 1; peer < size_; ++peer) {
       if (peer == source) continue;
+      {
+        std::lock_guard lock(mutex_);
+        if (seconds_since(peers_[static_cast<size_t>(peer)].heard) > kSilentAfterSeconds) continue;
+      }
       MPI_Request r;
       if (MPI_Isend(&request, sizeof(Heartbeat), MPI_BYTE, peer, kTagDumpRequest, comm_, &r) == MPI_SUCCESS)
         MPI_Request_free(&r);  // eager: a few bytes
