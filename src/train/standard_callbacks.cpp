@@ -1,6 +1,7 @@
 #include "mirrored/core/strings.h"
 #include "mirrored/train/standard_callbacks.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "mirrored/core/log.h"
@@ -34,7 +35,9 @@ void MetricsLogger::on_log(TrainContext& ctx, const LogPoint& point) {
   if (point.rank_scores.empty()) return;
   // Every rank's straggler score per phase (mirrored info --ranks reads them back), then a
   // record per straggler.
-  io::JsonRecord ranks{{"kind", std::string("rank_scores")}, {"step", point.step}};
+  double lowest = 1.0;
+  for (const auto& rank : point.rank_scores) lowest = std::min(lowest, lowest_score(rank).score);
+  io::JsonRecord ranks{{"kind", std::string("rank_scores")}, {"step", point.step}, {"lowest", lowest}};
   for (int p = 0; p < kScoredPhases; ++p) {
     std::vector<double> scores;
     for (const auto& rank : point.rank_scores) scores.push_back(rank[static_cast<size_t>(p)]);
