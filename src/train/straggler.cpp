@@ -14,7 +14,7 @@ double lower_median(std::vector<double> values) {
 }
 
 // Of the median rank's whole compute time: phases shorter than this score near 1.
-constexpr double kFloorFraction = 0.05;
+constexpr double kFloorFraction = 0.10;
 }  // namespace
 
 const char* scored_phase_name(int phase) {

@@ -12,8 +12,8 @@ TEST(StragglerScores, ARankTwiceAsSlowScoresAboutHalf) {
   const std::vector<PhaseSeconds> seconds{{0.0, 0.010, 0.020, 0.002}, {0.0, 0.010, 0.040, 0.002},
                                           {0.0, 0.010, 0.020, 0.002}};
   const auto scores = straggler_scores(seconds);
-  // floor = 5% of the median total (0.032 s) = 0.0016 s
-  EXPECT_NEAR(scores[1][2], (0.020 + 0.0016) / (0.040 + 0.0016), 1e-12);
+  // floor = 10% of the median total (0.032 s) = 0.0032 s
+  EXPECT_NEAR(scores[1][2], (0.020 + 0.0032) / (0.040 + 0.0032), 1e-12);
   EXPECT_NEAR(scores[0][2], 1.0, 1e-12);
   EXPECT_NEAR(scores[1][1], 1.0, 1e-12);
   EXPECT_NEAR(scores[1][0], 1.0, 1e-12);  // no data time anywhere: no signal
@@ -25,7 +25,7 @@ TEST(StragglerScores, ARankTwiceAsSlowScoresAboutHalf) {
 TEST(StragglerScores, TwoRanksAreScoredAgainstTheFasterOne) {
   // The lower median: with two ranks the slow one is not half its own reference.
   const auto scores = straggler_scores({{0.0, 0.0, 0.010, 0.0}, {0.0, 0.0, 0.020, 0.0}});
-  EXPECT_NEAR(scores[1][2], (0.010 + 0.0005) / (0.020 + 0.0005), 1e-12);
+  EXPECT_NEAR(scores[1][2], (0.010 + 0.001) / (0.020 + 0.001), 1e-12);
   EXPECT_LT(scores[1][2], 0.75);
   EXPECT_DOUBLE_EQ(scores[0][2], 1.0);  // the faster rank is the reference
 }
