@@ -133,7 +133,10 @@ bool CollectiveWatchdog::dump_trace(const char* reason) {
   return true;
 }
 
-void CollectiveWatchdog::dump_before_abort() {
+void CollectiveWatchdog::dump_before_abort(ExitCode code) {
+  // Errors that explain themselves (bad input, a bad checkpoint, NaN, preemption) need no
+  // trace; an unexpected failure or a timeout may be a communication problem.
+  if (code != ExitCode::kFailure && code != ExitCode::kCommTimeout) return;
   if (CollectiveWatchdog* watchdog = g_watchdog.load()) watchdog->dump_everywhere("error");
 }
 

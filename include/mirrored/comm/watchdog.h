@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "mirrored/comm/flight_recorder.h"
+#include "mirrored/core/error.h"
 
 namespace mirrored::comm {
 
@@ -126,7 +127,7 @@ class CollectiveWatchdog {
   // The chief at a timeout, or any rank failing: asks every reachable rank to dump and
   // waits (at most a few seconds) for them, then dumps here. Once per process.
   void dump_everywhere(const char* reason);
-  static void dump_before_abort();
+  static void dump_before_abort(ExitCode code);
   std::string rank_and_host(int rank) const;
   std::string describe_stalled(const InFlight& stalled) const;
 
