@@ -50,6 +50,9 @@ Dump read_dump(const std::string& path) {
   dump.trace.host = io::json_optional_string(lines[0], "host").value_or("");
   dump.trace.reason = io::json_optional_string(lines[0], "reason").value_or("");
   dump.trace.step = static_cast<int64_t>(io::json_number(lines[0], "step", header));
+  if (const auto it = lines[0].find("silent"); it != lines[0].end())
+    if (const auto* ranks = std::get_if<std::vector<double>>(&it->second))
+      for (const double r : *ranks) dump.trace.silent.push_back(static_cast<int>(r));
   for (size_t i = 1; i < lines.size(); ++i) dump.trace.records.push_back(record_from(lines[i], str_cat(path, ":", i + 1)));
   return dump;
 }

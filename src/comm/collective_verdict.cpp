@@ -136,6 +136,25 @@ Verdict trace_verdict(const std::vector<RankTrace>& ranks) {
                                joined.size() == 1 ? std::to_string(joined[0]) : rank_set(joined), " joined it");
     return verdict;
   }
+  // Everyone joined. A rank that the watchdogs stopped hearing from is stuck inside it.
+  std::vector<int> silent, waiting;
+  for (const auto& rank : ranks)
+    for (const int r : rank.silent)
+      if (std::find(silent.begin(), silent.end(), r) == silent.end()) silent.push_back(r);
+  std::sort(silent.begin(), silent.end());
+  if (!silent.empty()) {
+    for (const int r : joined)
+      if (!std::binary_search(silent.begin(), silent.end(), r)) waiting.push_back(r);
+    verdict.kind = VerdictKind::kSilent;
+    verdict.ranks = silent;
+    verdict.headline = str_cat(silent.size() == 1 ? "rank " : "ranks ",
+                               silent.size() == 1 ? std::to_string(silent[0]) : rank_set(silent),
+                               " stopped responding inside ", collective, ": ", what, "; ",
+                               waiting.size() == 1 ? "rank " : "ranks ",
+                               waiting.size() == 1 ? std::to_string(waiting[0]) : rank_set(waiting),
+                               waiting.size() == 1 ? " waits in it" : " wait in it");
+    return verdict;
+  }
   verdict.kind = VerdictKind::kAllWaiting;
   const RankTrace* slowest = nullptr;
   for (const auto& rank : ranks)

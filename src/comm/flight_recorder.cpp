@@ -72,23 +72,6 @@ std::string describe_collective(const CollectiveRecord& record) {
 
 FlightRecorder::FlightRecorder(size_t capacity) : capacity_(capacity) { ring_.resize(capacity_); }
 
-void FlightRecorder::set_capacity(size_t capacity) {
-  std::lock_guard lock(mutex_);
-  if (serial_ != 0 && capacity != capacity_) {
-    // Keep what was recorded, in order: re-place the entries in a ring of the new size.
-    std::vector<Entry> old = std::move(ring_);
-    const size_t old_capacity = capacity_;
-    ring_.assign(capacity, Entry{});
-    capacity_ = capacity;
-    if (old_capacity == 0 || capacity == 0) return;
-    const uint64_t first = serial_ > old_capacity ? serial_ - old_capacity : 0;
-    for (uint64_t s = first; s < serial_; ++s) ring_[s % capacity] = old[s % old_capacity];
-    return;
-  }
-  capacity_ = capacity;
-  ring_.assign(capacity_, Entry{});
-}
-
 int FlightRecorder::add_channel(const char* name) {
   std::lock_guard lock(mutex_);
   channels_.push_back(Channel{name, 0});

@@ -123,9 +123,20 @@ bool CollectiveWatchdog::dump_trace(const char* reason) {
   std::error_code error;
   std::filesystem::create_directories(directory, error);
   const std::string path = str_cat(directory, "/rank-", rank_, ".jsonl");
+  // The chief's view of whom it has not heard from lately (it hears every rank; the others
+  // hear only the chief, which stops beating while it collects the dumps, so theirs would
+  // name it wrongly).
+  std::string silent;
+  if (rank_ == 0 && thread_.joinable()) {
+    std::lock_guard lock(mutex_);
+    for (int r = 1; r < size_; ++r) {
+      if (seconds_since(peers_[static_cast<size_t>(r)].heard) > kSilentAfterSeconds)
+        silent += str_cat(silent.empty() ? "" : ", ", r);
+    }
+  }
   const std::string header = str_cat("\"rank\": ", rank_, ", \"world\": ", size_, ", \"host\": \"", host,
                                      "\", \"reason\": \"", reason, "\", \"step\": ", step_.load(),
-                                     ", \"collective_timeout_s\": ", timeout_);
+                                     ", \"collective_timeout_s\": ", timeout_, ", \"silent\": [", silent, "]");
   if (!recorder_.dump(path, header)) return false;
   rank_warning(str_cat("flight recorder (", reason, "): wrote its last ",
                        std::min<uint64_t>(recorder_.recorded(), recorder_.capacity()), " collectives to ", path,

@@ -143,6 +143,17 @@ TEST(CollectiveVerdict, AllWaitingNamesTheSlowestRanksStep) {
             "rank's last completed step: rank 1 at step 11");
 }
 
+TEST(CollectiveVerdict, ARankSilentInsideTheCollectiveIsNamed) {
+  // Rank 1 joined and was then stopped: only the chief's silence list tells it apart.
+  RankTrace chief = rank(0, {{0, "allreduce", 3, false}}, 12);
+  chief.silent = {1};
+  const Verdict v = trace_verdict({chief, rank(1, {{0, "allreduce", 3, false}}, 12), rank(2, {{0, "allreduce", 3, false}})});
+  EXPECT_EQ(v.kind, VerdictKind::kSilent);
+  EXPECT_EQ(v.ranks, std::vector<int>{1});
+  EXPECT_EQ(v.headline,
+            "rank 1 stopped responding inside collective #0 on world: allreduce of 3 float; ranks {0, 2} wait in it");
+}
+
 TEST(CollectiveVerdict, NothingInFlightAndNoDumps) {
   EXPECT_EQ(trace_verdict({rank(0, {{0, "barrier", 0, true}}), rank(1, {{0, "barrier", 0, true}})}).kind,
             VerdictKind::kIdle);

@@ -19,6 +19,9 @@ struct RankTrace {
   bool present = false;
   int64_t step = -1;  // the last training step it completed (-1: unknown)
   std::string reason;  // why it dumped: "timeout", "signal", "error", "peer"
+  // The chief's dump: the ranks it had not heard from for seconds when it dumped. A rank
+  // stopped inside a collective has joined it; only this tells it from the ranks waiting.
+  std::vector<int> silent;
   std::vector<CollectiveRecord> records;
 };
 
@@ -26,6 +29,7 @@ enum class VerdictKind {
   kNoTrace,       // no rank left a dump
   kIdle,          // nothing in flight on any rank: every recorded collective completed
   kMissing,       // some ranks did not join the oldest collective in flight
+  kSilent,        // every rank joined it, but some went silent inside it (stopped, hung)
   kMismatch,      // ranks ran different collectives at the same sequence number
   kAllWaiting,    // every rank joined the same collective and waits in it
 };

@@ -78,9 +78,6 @@ class FlightRecorder {
   FlightRecorder& operator=(const FlightRecorder&) = delete;
 
   size_t capacity() const { return capacity_; }
-  // Sizes a ring that has recorded nothing yet (the runtime knows the option only after
-  // the first communicators exist).
-  void set_capacity(size_t capacity);
   // A new channel (communicator), named for messages; returns its number.
   int add_channel(const char* name);
 
