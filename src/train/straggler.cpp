@@ -48,13 +48,15 @@ RankScore lowest_score(const PhaseSeconds& scores) {
   return lowest;
 }
 
-StragglerTracker::StragglerTracker(double threshold, int64_t window) : threshold_(threshold), window_(window) {
+StragglerTracker::StragglerTracker(double threshold, int64_t window, int64_t warmup)
+    : threshold_(threshold), window_(window), warmup_(warmup) {
   MIRRORED_CHECK(threshold > 0 && window >= 1, "straggler threshold ", threshold, " and window ", window);
 }
 
 std::vector<StragglerFlag> StragglerTracker::update(const std::vector<PhaseSeconds>& scores) {
   below_.resize(scores.size(), 0);
   std::vector<StragglerFlag> flags;
+  if (points_++ < warmup_) return flags;
   for (size_t r = 0; r < scores.size(); ++r) {
     const RankScore lowest = lowest_score(scores[r]);
     below_[r] = lowest.score < threshold_ ? below_[r] + 1 : 0;

@@ -158,7 +158,8 @@ Trainer::Trainer(const TrainConfig& config, distribute::Runtime& runtime, Traine
   s.guard.emplace(s.config, s.strategy.is_chief());
   s.losses = StepLosses(s.model->parameters().flat_params().device(), s.lib.accumulate_steps, s.steps_per_epoch);
   s.ctx->guard = &*s.guard;
-  s.stragglers.emplace(config.straggler_threshold, config.straggler_window);
+  // As many warm-up log points as the window: a run's first moments are uneven.
+  s.stragglers.emplace(config.straggler_threshold, config.straggler_window, config.straggler_window);
   s.ctx->losses = &s.losses;
 }
 

@@ -53,5 +53,13 @@ TEST(StragglerTracker, FlagsOnlyAfterTheWindowAndStartsAgainWhenFast) {
   EXPECT_TRUE(tracker.update(slow).empty());   // counting starts again
 }
 
+TEST(StragglerTracker, WarmUpPointsAreNotCounted) {
+  StragglerTracker tracker(0.75, 1, 2);
+  const std::vector<PhaseSeconds> slow{{1, 1, 1, 1}, {1, 1, 0.5, 1}};
+  EXPECT_TRUE(tracker.update(slow).empty());
+  EXPECT_TRUE(tracker.update(slow).empty());
+  EXPECT_EQ(tracker.update(slow).size(), 1u);
+}
+
 }  // namespace
 }  // namespace mirrored::train

@@ -43,7 +43,9 @@ struct StragglerFlag {
 
 class StragglerTracker {
  public:
-  StragglerTracker(double threshold, int64_t window);
+  // The first `warmup` log points are scored but not counted: start-up (first touch of
+  // memory, caches, the launcher's own work) slows ranks unevenly for a moment.
+  StragglerTracker(double threshold, int64_t window, int64_t warmup = 0);
   // One log point's scores (straggler_scores): the ranks below the threshold for at least
   // `window` points in a row, this one included. A rank that scores at or above the
   // threshold starts counting again.
@@ -52,6 +54,8 @@ class StragglerTracker {
  private:
   double threshold_;
   int64_t window_;
+  int64_t warmup_;
+  int64_t points_ = 0;
   std::vector<int64_t> below_;  // per rank: consecutive points below the threshold
 };
 
