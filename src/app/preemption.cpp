@@ -3,6 +3,7 @@
 #include <atomic>
 #include <csignal>
 
+#include "mirrored/comm/flight_recorder.h"
 #include "mirrored/core/error.h"
 #include "mirrored/core/log.h"
 #include "mirrored/train/checkpointer.h"
@@ -77,6 +78,7 @@ PreemptionHandler::~PreemptionHandler() {
 void PreemptionHandler::on_step_end(train::TrainContext& ctx, const train::StepEnd& step) {
   // Every rank takes part every step, so the decision lands on the same step everywhere.
   const int32_t mine = g_signalled.load(std::memory_order_relaxed);
+  const comm::CallSite site("preemption check");
   const int32_t any = ctx.strategy.num_replicas_in_sync() > 1
                           ? ctx.strategy.reduce(distribute::ReduceOp::kMax, mine)
                           : mine;

@@ -115,6 +115,17 @@ void ProgressReporter::draw_bar(TrainContext& ctx, int64_t epoch, int64_t steps_
 
 void ProgressReporter::on_log(TrainContext& ctx, const LogPoint& point) {
   if (!active_) return;
+  // A straggler is worth a line in every style, the bar's included.
+  const auto& placements = ctx.strategy.runtime().cluster().placements();
+  for (const auto& flag : point.stragglers) {
+    const std::string host =
+        static_cast<size_t>(flag.rank) < placements.size() ? placements[static_cast<size_t>(flag.rank)].host : "?";
+    write(str_cat(bar_open_ ? "\r\x1b[K" : "", "warning: straggler: rank ", flag.rank, " on ", host, " scores ",
+                  fixed(flag.score, 2), " in ", train::scored_phase_name(flag.phase), " against the median rank at step ",
+                  point.step, " (below straggler.threshold = ", ctx.config.straggler_threshold, " for ", flag.points,
+                  " log points)\n"));
+    bar_open_ = false;
+  }
   const bool plain = style_ == ProgressStyle::kPlain;
   if (!plain && log_level() < LogLevel::kVerbose) return;  // the bar already shows it
   // The run's ETA from its average step time so far (step 0's one-time costs included).

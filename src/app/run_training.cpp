@@ -1,11 +1,13 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 
 #include "mirrored/app/run_training.h"
 
 #include "mirrored/app/preemption.h"
 #include "mirrored/app/progress.h"
+#include "mirrored/app/trace_signal.h"
 #include "mirrored/train/checkpointer.h"
 #include "mirrored/train/standard_callbacks.h"
 #include "mirrored/train/tensorboard_logger.h"
@@ -16,6 +18,15 @@ namespace mirrored::app {
 train::TrainSummary run_training(const train::TrainConfig& config, distribute::Runtime& runtime,
                                  std::vector<std::unique_ptr<train::Callback>> extra) {
   using namespace train;
+  // The flight recorder writes to <out>/trace; a dump left by an earlier attempt of this
+  // run would mix with this one's, so each rank removes its own first.
+  if (auto* watchdog = runtime.watchdog(); watchdog && config.trace_collectives > 0) {
+    const std::string directory = config.out + "/trace";
+    std::error_code ignored;
+    std::filesystem::remove(str_cat(directory, "/rank-", runtime.rank(), ".jsonl"), ignored);
+    watchdog->set_trace_directory(directory);
+  }
+  const TraceDumpSignal trace_signal(config.preemption_signal);
   Trainer trainer(config, runtime);
   trainer.add_callback(std::make_unique<MetricsLogger>());
   trainer.add_callback(std::make_unique<TensorBoardLogger>());

@@ -24,6 +24,7 @@
 #include "mirrored/core/log.h"
 #include "mirrored/core/timer.h"
 #include "mirrored/distribute/gradient_reducer.h"
+#include "mirrored/comm/flight_recorder.h"
 #include "mirrored/distribute/strategy.h"
 #include "mirrored/kernels/kernels.h"
 #include "mirrored/kernels/synchronize.h"
@@ -47,6 +48,26 @@ struct RunFigures {
   // one int32 exponent per parameter tensor in invariant mode.
   int64_t allreduce_bytes = 0;
 };
+
+// The flight recorder's cost per collective, in nanoseconds: start and finish on a private
+// recorder of `capacity` (0: the ring off, which still numbers and fingerprints each call).
+// Timed apart from the steps, whose run-to-run noise on a shared host is far larger.
+double recorder_ns_per_collective(size_t capacity) {
+  comm::FlightRecorder recorder(capacity);
+  const int channel = recorder.add_channel("gradients");
+  const comm::CallSite site("gradient bucket", 1);
+  constexpr int kCalls = 200000;
+  Stopwatch clock;
+  for (int i = 0; i < kCalls; ++i)
+    recorder.finish(recorder.start({"allreduce", static_cast<size_t>(i), comm::DataType::kF32, channel}));
+  return clock.seconds() / kCalls * 1e9;
+}
+
+// Collectives this rank has issued so far (all communicators the watchdog watches).
+uint64_t collectives_issued(train::TrainContext& ctx) {
+  comm::CollectiveWatchdog* watchdog = ctx.strategy.runtime().watchdog();
+  return watchdog ? watchdog->recorder().recorded() : 0;
+}
 
 long minor_page_faults() {
   rusage usage{};
@@ -75,7 +96,10 @@ class StepTimer final : public train::Callback {
 
   void on_step_begin(train::TrainContext& ctx, int64_t step) override {
     timed_ = step >= warmup_;
-    if (step == warmup_) faults_before_ = minor_page_faults();
+    if (step == warmup_) {
+      faults_before_ = minor_page_faults();
+      collectives_before_ = collectives_issued(ctx);
+    }
     kernels::synchronize(ctx.strategy.device());
     phase_clock_.reset();
   }
@@ -104,6 +128,7 @@ class StepTimer final : public train::Callback {
   train::StepLosses* last_losses_ = nullptr;
   int64_t last_index_ = 0;
   long faults_before_ = 0;
+  uint64_t collectives_before_ = 0;
   CommTotals comm_;
   double samples_per_sec_ = 0.0;
 };
@@ -151,6 +176,16 @@ void StepTimer::on_train_end(train::TrainContext& ctx, const train::TrainSummary
                         ms(kComm + 3)));
   }
   chief_print(str_cat("  page faults/step/rank: ", fixed(figures[kPhases + 1] / steps, 1)));
+  // The flight recorder (trace.collectives): its cost per collective with the ring on and
+  // off, times this rank's collectives per step, against the step.
+  if (ctx.strategy.runtime().watchdog()) {
+    const double per_step = static_cast<double>(collectives_issued(ctx) - collectives_before_) / steps;
+    const double on_ns = recorder_ns_per_collective(2000), off_ns = recorder_ns_per_collective(0);
+    chief_print(str_cat("  flight recorder (trace.collectives = ", ctx.config.trace_collectives, "): ",
+                        fixed(per_step, 1), " collectives/step/rank; ", fixed(on_ns, 0), " ns each with the ring on, ",
+                        fixed(off_ns, 0), " ns off; all of the recording with the ring on is ",
+                        fixed(100.0 * per_step * on_ns * 1e-6 / ms_per_step, 4), "% of the step"));
+  }
   // The numerics of the run (grad_compression, accumulate_steps change it); not a timing.
   char loss[64];
   std::snprintf(loss, sizeof(loss), "%.9g", figures[kPhases + 2]);

@@ -17,11 +17,15 @@ namespace mirrored::cli {
 int info_command(int& argc, char**& argv, const Args& args) {
   boost::program_options::options_description desc(
       "usage: mirrored info   (under mpirun or srun: one row per rank in the table, printed by rank 0)\n"
+      "       mirrored info --ranks RUN_DIR   (a run's straggler scores per rank, from its metrics.jsonl)\n"
       "Version, build options, libraries, the devices this process would train on and the\n"
       "cluster table.\noptions");
-  desc.add_options()("help,h", "print this help");
+  desc.add_options()("help,h", "print this help")(
+      "ranks", boost::program_options::value<std::string>()->value_name("RUN_DIR"),
+      "print a finished run's straggler scores per rank (no MPI, no devices)");
   boost::program_options::variables_map values;
   if (!parse_options(args, desc, nullptr, values, "info")) return 0;
+  if (values.count("ranks")) return rank_scores_report(values["ranks"].as<std::string>());
   // It reports devices and libraries and moves no device buffers: no NCCL communicator, so
   // a NCCL that cannot start here (a sandboxed runtime) still lets it say everything else.
   distribute::RuntimeOptions options;

@@ -6,7 +6,8 @@
 //   mirrored data import-idx --images F --labels F --out F.h5
 //   mirrored data import-text --out DIR [--tokenizer bytes|sentencepiece|F.model] FILE...
 //   mirrored data inspect F
-//   mirrored info
+//   mirrored info [--ranks RUN_DIR]
+//   mirrored trace RUN_DIR
 //   mirrored bench allreduce [--min_bytes N --max_bytes N --iters N --warmup N --json FILE]
 //   mirrored bench train --config FILE [--steps N] [--warmup N]
 //   mirrored bench layers --config FILE [--steps N] [--warmup N]
@@ -35,7 +36,9 @@ constexpr const char* kUsage =
     "  data import-idx      IDX images and labels (Fashion-MNIST) into HDF5\n"
     "  data import-text     text files or wheels into byte or SentencePiece tokens (HDF5)\n"
     "  data inspect         what an HDF5 data file holds: datasets, shapes, labels or tokens\n"
-    "  info                 version, build options, devices and, under mpirun, the cluster table\n"
+    "  info                 version, build options, devices and, under mpirun, the cluster table;\n"
+    "                       --ranks RUN_DIR: a finished run's straggler scores per rank\n"
+    "  trace                the verdict on a stuck job from its flight recorder dumps (RUN_DIR/trace)\n"
     "  bench allreduce      nccl-tests style all-reduce table\n"
     "  bench train          training step time and throughput, by phase\n"
     "  bench layers         per-layer forward/backward time against FLOPs\n"
@@ -72,6 +75,7 @@ int main(int argc, char** argv) {
     if (command == "eval") return cli::eval_command(argc, argv, args);
     if (command == "generate") return cli::generate_command(args);
     if (command == "export") return cli::export_command(args);
+    if (command == "trace") return cli::trace_command(args);
     if (command == "--version" || command == "-V" || command == "version") {
       std::printf("mirrored %s\n", MIRRORED_VERSION);
       return 0;
@@ -80,7 +84,7 @@ int main(int argc, char** argv) {
       std::fputs(kUsage, stdout);
       return 0;
     }
-    throw InputError(str_cat("unknown command '", command, "'; valid commands: train, eval, generate, export, data, info, bench, --version (mirrored --help)"), ExitCode::kUsage);
+    throw InputError(str_cat("unknown command '", command, "'; valid commands: train, eval, generate, export, data, info, trace, bench, --version (mirrored --help)"), ExitCode::kUsage);
   } catch (const Error& error) {
     fail(error);
   } catch (const std::exception& error) {

@@ -2,17 +2,24 @@
 
 #include <mpi.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 
 #include "mirrored/core/log.h"
 
 namespace mirrored::comm {
+namespace {
+std::atomic<void (*)(ExitCode)> g_abort_hook{nullptr};
+}  // namespace
+
+void set_abort_hook(void (*hook)(ExitCode)) { g_abort_hook = hook; }
 
 void abort_job(ExitCode code, const std::string& message) {
   if (!message.empty()) rank_error(message);
   std::fflush(stdout);
   std::fflush(stderr);
+  if (auto* hook = g_abort_hook.exchange(nullptr)) hook(code);
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);

@@ -15,7 +15,7 @@ void free_comm(MPI_Comm& comm) {
 }  // namespace
 
 HierarchicalCommunicator::HierarchicalCommunicator(MPI_Comm comm, CollectiveWatchdog* watchdog, int node_color)
-    : flat_(std::make_unique<MpiCommunicator>(comm, watchdog)), watchdog_(watchdog) {
+    : flat_(std::make_unique<MpiCommunicator>(comm, watchdog, "gradients")), watchdog_(watchdog) {
   MIRRORED_CHECK(node_color >= 0 || node_color == kSharedMemoryNodes, "node colour ", node_color,
                  " must be >= 0 or kSharedMemoryNodes");
   const MPI_Comm world = flat_->handle();
@@ -55,7 +55,7 @@ void HierarchicalCommunicator::allreduce(void* buffer, size_t count, DataType ty
   const MPI_Op mpi_op = mpi_reduce_op(type, op);
   const MPI_Datatype mpi_type = mpi_datatype(type);
   const int n = mpi_count(count);
-  CollectiveWatchdog::Scope watch(watchdog_, "allreduce", count);
+  CollectiveWatchdog::Scope watch(watchdog_, {"allreduce", count, type, flat_->channel()});
   // 1. reduce onto the node leader (shared memory)
   if (node_size_ > 1) {
     if (node_rank_ == 0) {
@@ -76,7 +76,7 @@ class HierarchicalAllreduceWork final : public Work {
  public:
   HierarchicalAllreduceWork(HierarchicalCommunicator& comm, void* buffer, size_t count, DataType type,
                                ReduceOp op)
-      : comm_(comm), watch_(comm.watchdog_, "allreduce", count), buffer_(buffer), count_(count), type_(type),
+      : comm_(comm), watch_(comm.watchdog_, CollectiveCall{"allreduce", count, type, comm.flat_->channel()}), buffer_(buffer), count_(count), type_(type),
         op_(op), mpi_type_(mpi_datatype(type)), mpi_op_(mpi_reduce_op(type, op)), n_(mpi_count(count)) {
     start(Stage::kReduce);
   }

@@ -19,7 +19,8 @@ std::string mpi_error_string(int code) {
 }
 
 
-MpiCommunicator::MpiCommunicator(MPI_Comm comm, CollectiveWatchdog* watchdog) : watchdog_(watchdog) {
+MpiCommunicator::MpiCommunicator(MPI_Comm comm, CollectiveWatchdog* watchdog, const char* name)
+    : watchdog_(watchdog), channel_(watchdog ? watchdog->add_channel(name) : 0) {
   MIRRORED_MPI_CHECK(MPI_Comm_dup(comm, &comm_));
   // Errors come back as codes so they reach MIRRORED_MPI_CHECK with their location.
   MIRRORED_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
@@ -48,9 +49,9 @@ class MpiWork final : public Work {
     ReduceOp op = ReduceOp::kSum;
     int ranks = 1;
   };
-  MpiWork(CollectiveWatchdog* watchdog, const char* operation, size_t count, MPI_Request request, Mean mean,
+  MpiWork(CollectiveWatchdog* watchdog, const CollectiveCall& call, MPI_Request request, Mean mean,
           std::vector<int> counts = {}, std::vector<int> offsets = {})
-      : watch_(watchdog, operation, count), operation_(operation), request_(request), mean_(mean),
+      : watch_(watchdog, call), operation_(call.operation), request_(request), mean_(mean),
         counts_(std::move(counts)), offsets_(std::move(offsets)) {}
   ~MpiWork() override {
     if (!done_ && std::uncaught_exceptions() == 0)
@@ -115,7 +116,7 @@ MpiCounts mpi_counts(const std::vector<size_t>& counts, int ranks, const char* o
 
 void MpiCommunicator::allreduce(void* buffer, size_t count, DataType type, ReduceOp op) {
   const MPI_Op mpi_op = mpi_reduce_op(type, op);
-  CollectiveWatchdog::Scope watch(watchdog_, "allreduce", count);
+  CollectiveWatchdog::Scope watch(watchdog_, {"allreduce", count, type, channel_});
   MIRRORED_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buffer, mpi_count(count), mpi_datatype(type), mpi_op, comm_));
   divide_for_mean(buffer, count, type, op, size_);
 }
@@ -124,19 +125,19 @@ std::unique_ptr<Work> MpiCommunicator::allreduce_async(void* buffer, size_t coun
   const MPI_Op mpi_op = mpi_reduce_op(type, op);
   MPI_Request request;
   MIRRORED_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buffer, mpi_count(count), mpi_datatype(type), mpi_op, comm_, &request));
-  return std::make_unique<MpiWork>(watchdog_, "allreduce", count, request,
+  return std::make_unique<MpiWork>(watchdog_, CollectiveCall{"allreduce", count, type, channel_}, request,
                                    MpiWork::Mean{buffer, count, type, op, size_});
 }
 
 std::unique_ptr<Work> MpiCommunicator::reduce_scatter_async(const void* send, void* recv,
                                                             const std::vector<size_t>& counts, DataType type,
                                                             ReduceOp op) {
-  return start_ring_reduce_scatter(comm_, next_ring_tag(), watchdog_, send, recv, ring_pieces(counts, size_), type, op);
+  return start_ring_reduce_scatter(comm_, next_ring_tag(), watchdog_, channel_, send, recv, ring_pieces(counts, size_), type, op);
 }
 
 std::unique_ptr<Work> MpiCommunicator::reduce_scatter_inplace_async(void* buffer, const std::vector<size_t>& counts,
                                                                    DataType type, ReduceOp op) {
-  return start_ring_reduce_scatter_inplace(comm_, next_ring_tag(), watchdog_, buffer, ring_pieces(counts, size_), type,
+  return start_ring_reduce_scatter_inplace(comm_, next_ring_tag(), watchdog_, channel_, buffer, ring_pieces(counts, size_), type,
                                            op);
 }
 
@@ -158,23 +159,24 @@ std::unique_ptr<Work> MpiCommunicator::allgather_inplace_async(void* buffer, con
     MIRRORED_MPI_CHECK(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buffer, c.counts.data(), c.offsets.data(),
                                        mpi_datatype(type), comm_, &request));
   }
-  return std::make_unique<MpiWork>(watchdog_, "all-gather", c.total, request, MpiWork::Mean{},
+  return std::make_unique<MpiWork>(watchdog_, CollectiveCall{"all-gather", c.total, type, channel_}, request,
+                                   MpiWork::Mean{},
                                    std::move(c.counts), std::move(c.offsets));
 }
 
 void MpiCommunicator::broadcast(void* buffer, size_t count, DataType type, int root) {
-  CollectiveWatchdog::Scope watch(watchdog_, "broadcast", count);
+  CollectiveWatchdog::Scope watch(watchdog_, {"broadcast", count, type, channel_});
   MIRRORED_MPI_CHECK(MPI_Bcast(buffer, mpi_count(count), mpi_datatype(type), root, comm_));
 }
 
 void MpiCommunicator::allgather(const void* send, void* recv, size_t count, DataType type) {
-  CollectiveWatchdog::Scope watch(watchdog_, "allgather", count);
+  CollectiveWatchdog::Scope watch(watchdog_, {"allgather", count, type, channel_});
   MIRRORED_MPI_CHECK(MPI_Allgather(send, mpi_count(count), mpi_datatype(type), recv, mpi_count(count),
                                    mpi_datatype(type), comm_));
 }
 
 void MpiCommunicator::barrier() {
-  CollectiveWatchdog::Scope watch(watchdog_, "barrier", 0);
+  CollectiveWatchdog::Scope watch(watchdog_, {"barrier", 0, DataType::kU8, channel_});
   MIRRORED_MPI_CHECK(MPI_Barrier(comm_));
 }
 

@@ -17,11 +17,11 @@ class RingReduceScatter final : public Work {
  public:
   // In place: reduce `buffer`. Otherwise reduce a copy of `send` and write this rank's
   // piece to `buffer`.
-  RingReduceScatter(MPI_Comm comm, int tag, CollectiveWatchdog* watchdog, bool in_place, const void* send,
+  RingReduceScatter(MPI_Comm comm, int tag, CollectiveWatchdog* watchdog, int channel, bool in_place, const void* send,
                     void* buffer, RingPieces pieces, DataType type, ReduceOp op)
       : comm_(comm), tag_(tag), pieces_(std::move(pieces)), type_(type), op_(op), mpi_type_(mpi_datatype(type)),
         mpi_op_(mpi_reduce_op(type, op)), element_bytes_(datatype_size(type)),
-        watch_(watchdog, "reduce-scatter", total(pieces_)) {
+        watch_(watchdog, CollectiveCall{"reduce-scatter", total(pieces_), type, channel}) {
     MIRRORED_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
     MIRRORED_MPI_CHECK(MPI_Comm_size(comm_, &size_));
     MIRRORED_CHECK(pieces_.counts.size() == static_cast<size_t>(size_) && pieces_.offsets.size() == pieces_.counts.size(),
@@ -114,14 +114,15 @@ class RingReduceScatter final : public Work {
 }  // namespace
 
 std::unique_ptr<Work> start_ring_reduce_scatter_inplace(MPI_Comm comm, int tag, CollectiveWatchdog* watchdog,
-                                                        void* buffer, RingPieces pieces, DataType type, ReduceOp op) {
-  return std::make_unique<RingReduceScatter>(comm, tag, watchdog, true, nullptr, buffer, std::move(pieces), type, op);
+                                                        int channel, void* buffer, RingPieces pieces, DataType type,
+                                                        ReduceOp op) {
+  return std::make_unique<RingReduceScatter>(comm, tag, watchdog, channel, true, nullptr, buffer, std::move(pieces), type, op);
 }
 
 std::unique_ptr<Work> start_ring_reduce_scatter(MPI_Comm comm, int tag, CollectiveWatchdog* watchdog,
-                                                const void* send, void* recv, RingPieces pieces, DataType type,
-                                                ReduceOp op) {
-  return std::make_unique<RingReduceScatter>(comm, tag, watchdog, false, send, recv, std::move(pieces), type, op);
+                                                int channel, const void* send, void* recv, RingPieces pieces,
+                                                DataType type, ReduceOp op) {
+  return std::make_unique<RingReduceScatter>(comm, tag, watchdog, channel, false, send, recv, std::move(pieces), type, op);
 }
 
 }  // namespace mirrored::comm

@@ -34,11 +34,11 @@ struct RingPieces {
 // must be the same on every rank for this collective and differ from any other ring
 // collective in flight on `comm`. kMean divides this rank's piece once it is complete.
 std::unique_ptr<Work> start_ring_reduce_scatter_inplace(MPI_Comm comm, int tag, CollectiveWatchdog* watchdog,
-                                                        void* buffer, RingPieces pieces, DataType type, ReduceOp op);
+                                                        int channel, void* buffer, RingPieces pieces, DataType type, ReduceOp op);
 // The same from `send` (left untouched: the ring runs in a copy) into `recv`, which gets
 // this rank's piece only.
 std::unique_ptr<Work> start_ring_reduce_scatter(MPI_Comm comm, int tag, CollectiveWatchdog* watchdog,
-                                                const void* send, void* recv, RingPieces pieces, DataType type,
+                                                int channel, const void* send, void* recv, RingPieces pieces, DataType type,
                                                 ReduceOp op);
 
 }  // namespace mirrored::comm

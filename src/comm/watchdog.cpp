@@ -1,40 +1,48 @@
 #include "mirrored/comm/watchdog.h"
 
 #include <cstdio>
+#include <cstring>
 
 #include "mirrored/comm/abort.h"
+#include "mirrored/comm/collective_verdict.h"
 #include "mirrored/comm/mpi_check.h"
 #include "mirrored/core/error.h"
 #include "mirrored/core/log.h"
 #include "mirrored/core/process.h"
+#include "watchdog_protocol.h"
 
 namespace mirrored::comm {
 namespace {
-using Clock = std::chrono::steady_clock;
-constexpr auto kHeartbeatInterval = std::chrono::milliseconds(500);
-constexpr auto kPollInterval = std::chrono::milliseconds(100);
-// A peer is "silent" after missing this many heartbeats.
-constexpr double kSilentAfterSeconds = 2.0;
-// Non-chief ranks give rank 0 this long past the deadline to diagnose and abort the job,
-// so the message that names the missing ranks is the one the user sees.
-constexpr double kChiefGraceSeconds = 3.0;
-constexpr int kTagToChief = 1, kTagFromChief = 2;
+using namespace watchdog_protocol;
 
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+template <size_t N>
+void copy_name(char (&to)[N], const std::string& from) {
+  std::memset(to, 0, N);
+  std::memcpy(to, from.data(), std::min(from.size(), N - 1));
+}
+
+// The watchdog whose rings comm::abort_job dumps before ending the job.
+std::atomic<CollectiveWatchdog*> g_watchdog{nullptr};
 }  // namespace
 
-CollectiveWatchdog::CollectiveWatchdog(MPI_Comm world, double timeout_seconds)
-    : timeout_(timeout_seconds), started_(Clock::now()) {
+CollectiveWatchdog::CollectiveWatchdog(MPI_Comm world, double timeout_seconds, size_t trace_collectives)
+    : timeout_(timeout_seconds), started_(Clock::now()), recorder_(trace_collectives) {
   MIRRORED_MPI_CHECK(MPI_Comm_dup(world, &comm_));
   MIRRORED_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
   MIRRORED_MPI_CHECK(MPI_Comm_size(comm_, &size_));
-  peers_.assign(static_cast<size_t>(size_), PeerState{-1, 0, Clock::now()});
+  PeerState unheard;
+  unheard.heard = Clock::now();
+  peers_.assign(static_cast<size_t>(size_), unheard);
   pending_sends_.assign(static_cast<size_t>(size_), MPI_REQUEST_NULL);
-  send_buffers_.assign(static_cast<size_t>(size_), {0, 0});
+  send_buffers_.assign(static_cast<size_t>(size_), Heartbeat{});
+  g_watchdog = this;
+  set_abort_hook(&CollectiveWatchdog::dump_before_abort);
   if (timeout_ > 0 && size_ > 1) thread_ = std::thread([this] { run(); });
 }
 
 CollectiveWatchdog::~CollectiveWatchdog() {
+  CollectiveWatchdog* self = this;
+  if (g_watchdog.compare_exchange_strong(self, nullptr)) set_abort_hook(nullptr);
   if (thread_.joinable()) {
     stopping_ = true;
     wake_.notify_all();
@@ -42,10 +50,12 @@ CollectiveWatchdog::~CollectiveWatchdog() {
   }
 }
 
-CollectiveWatchdog::Scope::Scope(CollectiveWatchdog* watchdog, const char* operation, size_t count)
-    : watchdog_(watchdog) {
-  if (watchdog_) slot_ = watchdog_->begin(operation, count);
+CollectiveWatchdog::Scope::Scope(CollectiveWatchdog* watchdog, const CollectiveCall& call) : watchdog_(watchdog) {
+  if (watchdog_) slot_ = watchdog_->begin(call);
 }
+
+CollectiveWatchdog::Scope::Scope(CollectiveWatchdog* watchdog, const char* operation, size_t count)
+    : Scope(watchdog, CollectiveCall{operation, count, DataType::kU8, 0}) {}
 
 CollectiveWatchdog::Scope::~Scope() {
   if (watchdog_) watchdog_->end(slot_);
@@ -62,19 +72,25 @@ std::string CollectiveWatchdog::rank_and_host(int rank) const {
   return str_cat("rank ", rank, " on ", hosts_[static_cast<size_t>(rank)]);
 }
 
-size_t CollectiveWatchdog::begin(const char* operation, size_t count) {
+size_t CollectiveWatchdog::begin(const CollectiveCall& call) {
+  const FlightRecorder::Ticket ticket = recorder_.start(call);
   std::lock_guard lock(mutex_);
   size_t slot = 0;
   while (slot < in_flight_.size() && in_flight_[slot].active) ++slot;
   if (slot == in_flight_.size()) in_flight_.emplace_back();
-  in_flight_[slot] = InFlight{operation, count, issued_++, Clock::now(), true};
+  in_flight_[slot] = InFlight{call.operation, call.count, issued_++, Clock::now(), true, call, ticket};
   return slot;
 }
 
 void CollectiveWatchdog::end(size_t slot) {
-  std::lock_guard lock(mutex_);
-  in_flight_[slot].active = false;
-  ++completed_;
+  FlightRecorder::Ticket ticket;
+  {
+    std::lock_guard lock(mutex_);
+    in_flight_[slot].active = false;
+    ticket = in_flight_[slot].ticket;
+    ++completed_;
+  }
+  recorder_.finish(ticket);
 }
 
 void CollectiveWatchdog::stop() {
@@ -93,6 +109,13 @@ void CollectiveWatchdog::stop() {
   MIRRORED_MPI_LOG(MPI_Comm_free(&comm_));
 }
 
+void CollectiveWatchdog::dump_before_abort(ExitCode code) {
+  // Errors that explain themselves (bad input, a bad checkpoint, NaN, preemption) need no
+  // trace; an unexpected failure or a timeout may be a communication problem.
+  if (code != ExitCode::kFailure && code != ExitCode::kCommTimeout) return;
+  if (CollectiveWatchdog* watchdog = g_watchdog.load()) watchdog->dump_everywhere("error");
+}
+
 void CollectiveWatchdog::run() {
   auto next_heartbeat = Clock::now();
   std::unique_lock lock(mutex_);
@@ -103,18 +126,42 @@ void CollectiveWatchdog::run() {
       next_heartbeat = Clock::now() + kHeartbeatInterval;
     }
     receive_heartbeats();
+    if (take_trace_dump_request()) dump_trace("signal");
     check_deadlines();
     lock.lock();
     wake_.wait_for(lock, kPollInterval, [this] { return stopping_.load(); });
   }
 }
 
-void CollectiveWatchdog::send_heartbeats() {
-  int32_t in_collective = 0;
+CollectiveWatchdog::Heartbeat CollectiveWatchdog::my_heartbeat() {
+  Heartbeat beat;
+  const InFlight* oldest = nullptr;
   {
     std::lock_guard lock(mutex_);
-    for (const auto& f : in_flight_) in_collective += f.active ? 1 : 0;
+    for (const auto& f : in_flight_) {
+      if (!f.active) continue;
+      ++beat.in_collective;
+      if (!oldest || f.since < oldest->since) oldest = &f;
+    }
+    if (oldest) {
+      beat.has_collective = 1;
+      beat.sequence = oldest->ticket.sequence;
+      beat.fingerprint = oldest->ticket.fingerprint;
+      beat.count = oldest->call.count;
+      beat.type = static_cast<int32_t>(oldest->call.type);
+      copy_name(beat.operation, oldest->call.operation);
+      const CollectiveRecord record = recorder_.describe(oldest->call, oldest->ticket);
+      copy_name(beat.communicator, record.communicator);
+      copy_name(beat.site, record.site);
+    }
   }
+  beat.completed = completed_.load();
+  beat.step = step_.load();
+  return beat;
+}
+
+void CollectiveWatchdog::send_heartbeats() {
+  const Heartbeat beat = my_heartbeat();
   auto send_to = [&](int peer, int tag) {
     auto& request = pending_sends_[static_cast<size_t>(peer)];
     if (request != MPI_REQUEST_NULL) {
@@ -123,8 +170,8 @@ void CollectiveWatchdog::send_heartbeats() {
       if (!done) return;  // the peer is not draining: never queue more than one
     }
     auto& buffer = send_buffers_[static_cast<size_t>(peer)];
-    buffer = {completed_.load(), in_collective};
-    MPI_Isend(buffer.data(), 2, MPI_INT64_T, peer, tag, comm_, &request);
+    buffer = beat;
+    MPI_Isend(&buffer, sizeof(Heartbeat), MPI_BYTE, peer, tag, comm_, &request);
   };
   if (rank_ == 0) {
     for (int peer = 1; peer < size_; ++peer) send_to(peer, kTagFromChief);
@@ -133,26 +180,52 @@ void CollectiveWatchdog::send_heartbeats() {
   }
 }
 
+void CollectiveWatchdog::take_heartbeat(int source, const Heartbeat& beat) {
+  std::lock_guard lock(mutex_);
+  auto& peer = peers_[static_cast<size_t>(source)];
+  peer.completed = beat.completed;
+  peer.in_collective = static_cast<int32_t>(beat.in_collective);
+  peer.step = beat.step;
+  peer.has_collective = beat.has_collective != 0;
+  if (peer.has_collective) {
+    auto text = [](const char* field, size_t size) { return std::string(field, strnlen(field, size)); };
+    peer.collective.sequence = beat.sequence;
+    peer.collective.fingerprint = beat.fingerprint;
+    peer.collective.count = beat.count;
+    peer.collective.type = datatype_name(static_cast<DataType>(beat.type));
+    peer.collective.operation = text(beat.operation, sizeof(beat.operation));
+    peer.collective.communicator = text(beat.communicator, sizeof(beat.communicator));
+    peer.collective.site = text(beat.site, sizeof(beat.site));
+  }
+  peer.heard = Clock::now();
+}
+
 void CollectiveWatchdog::receive_heartbeats() {
   while (true) {
     int arrived = 0;
     MPI_Status status;
-    if (MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm_, &arrived, &status) != MPI_SUCCESS || !arrived) return;
-    std::array<int64_t, 2> beat{};
-    MPI_Recv(beat.data(), 2, MPI_INT64_T, status.MPI_SOURCE, status.MPI_TAG, comm_, MPI_STATUS_IGNORE);
-    auto& peer = peers_[static_cast<size_t>(status.MPI_SOURCE)];
-    peer.completed = beat[0];
-    peer.in_collective = static_cast<int32_t>(beat[1]);
-    peer.heard = Clock::now();
+    MPI_Message message;
+    // Matched probes: the main thread may receive here too while it waits for dumps.
+    if (MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm_, &arrived, &message, &status) != MPI_SUCCESS || !arrived)
+      return;
+    Heartbeat beat;
+    MPI_Mrecv(&beat, sizeof(Heartbeat), MPI_BYTE, &message, MPI_STATUS_IGNORE);
+    switch (status.MPI_TAG) {
+      case kTagDumpRequest: on_dump_request(status.MPI_SOURCE); break;
+      case kTagDumpDone: ++dumps_acknowledged_; break;
+      default: take_heartbeat(status.MPI_SOURCE, beat);
+    }
   }
 }
 
 void CollectiveWatchdog::check_deadlines() {
   InFlight oldest;
+  Clock::time_point chief_heard;
   {
     std::lock_guard lock(mutex_);
     for (const auto& f : in_flight_)
       if (f.active && (!oldest.active || f.since < oldest.since)) oldest = f;
+    chief_heard = peers_[0].heard;
   }
   if (!oldest.active) return;
   const double waited = seconds_since(oldest.since);
@@ -163,51 +236,87 @@ void CollectiveWatchdog::check_deadlines() {
     warn(oldest, waited);
   }
   if (waited <= timeout_) return;
-  const bool chief_silent = rank_ != 0 && seconds_since(peers_[0].heard) > kSilentAfterSeconds;
+  const bool chief_silent = rank_ != 0 && seconds_since(chief_heard) > kSilentAfterSeconds;
   if (rank_ == 0 || chief_silent || waited > timeout_ + kChiefGraceSeconds) abort_job(oldest, waited);
 }
 
-std::string CollectiveWatchdog::describe_missing(int64_t my_completed) const {
-  // Silent and busy ranks explain a stall; completed-count differences are only a hint
-  // (two communicators interleave differently per rank), so they are listed only when
-  // nothing better is known.
-  std::vector<std::string> culprits, hints;
+std::string CollectiveWatchdog::describe_missing(int64_t my_completed, const InFlight* stalled) const {
+  // Silent and busy ranks explain a stall, and so does a rank running another collective at
+  // the same sequence number (the fingerprints on the heartbeats differ). Completed-count
+  // differences are only a hint (two communicators interleave differently per rank), so
+  // they are listed only when nothing better is known.
+  std::vector<PeerState> peers;
+  {
+    std::lock_guard lock(mutex_);
+    peers = peers_;
+  }
+  const CollectiveRecord mine = stalled ? recorder_.describe(stalled->call, stalled->ticket) : CollectiveRecord{};
+  std::vector<std::string> culprits, mismatches, hints;
+  bool all_same = stalled != nullptr;
+  int slowest = rank_;
+  int64_t slowest_step = step_.load();
   for (int r = 0; r < size_; ++r) {
     if (r == rank_) continue;
     if (rank_ != 0 && r != 0) continue;  // only rank 0 hears from everyone
-    const auto& peer = peers_[static_cast<size_t>(r)];
+    const auto& peer = peers[static_cast<size_t>(r)];
     const double silent = seconds_since(peer.heard);
-    if (peer.completed < 0 && silent > kSilentAfterSeconds) {
+    const bool alive = silent <= kSilentAfterSeconds;
+    if (alive && peer.step >= 0 && (slowest_step < 0 || peer.step < slowest_step)) {
+      slowest = r;
+      slowest_step = peer.step;
+    }
+    all_same = all_same && alive && peer.has_collective && peer.collective.fingerprint == mine.fingerprint &&
+               peer.collective.sequence == mine.sequence;
+    if (peer.completed < 0 && !alive) {
       culprits.push_back(rank_and_host(r) + " (never heard from: not started, stopped or dead)");
-    } else if (silent > kSilentAfterSeconds) {
+    } else if (!alive) {
       culprits.push_back(str_cat(rank_and_host(r), " (silent for ", static_cast<int>(silent),
                                  " s: stopped, killed or unreachable)"));
     } else if (peer.in_collective == 0) {
       culprits.push_back(rank_and_host(r) + " (alive but outside any collective: busy or hung in compute or I/O)");
+    } else if (std::string m = stalled && peer.has_collective
+                                   ? collective_mismatch(mine, rank_and_host(rank_), peer.collective, rank_and_host(r))
+                                   : std::string();
+               !m.empty()) {
+      mismatches.push_back(m);
     } else if (peer.completed != my_completed) {
-      hints.push_back(str_cat(rank_and_host(r), " (in a collective after ", peer.completed, " completed, vs ",
-                              my_completed, " here)"));
+      hints.push_back(peer.has_collective
+                          ? str_cat(rank_and_host(r), " (in ", describe_collective(peer.collective), ")")
+                          : str_cat(rank_and_host(r), " (in a collective after ", peer.completed,
+                                    " completed, vs ", my_completed, " here)"));
     }
   }
+  if (!mismatches.empty())
+    return "ranks ran different collectives (mismatched collective order): " + join(mismatches, "; ");
   if (!culprits.empty()) return "did not arrive: " + join(culprits, "; ");
   if (!hints.empty()) return "every rank is inside a collective, possibly different ones: " + join(hints, "; ");
-  return rank_ == 0 ? "every rank is waiting in a collective (a mismatched collective order?)"
-                    : "rank 0 is alive and names the missing ranks";
+  if (rank_ != 0) return "rank 0 is alive and names the missing ranks";
+  if (all_same && slowest_step >= 0)
+    return str_cat("every rank is alive and waiting in this same collective; the slowest rank's last completed "
+                   "step: ", rank_and_host(slowest), " at step ", slowest_step);
+  return "every rank is waiting in a collective (a mismatched collective order?)";
+}
+
+std::string CollectiveWatchdog::describe_stalled(const InFlight& stalled) const {
+  return describe_collective(recorder_.describe(stalled.call, stalled.ticket));
 }
 
 void CollectiveWatchdog::warn(const InFlight& stalled, double waited) {
-  rank_warning(str_cat("collective warning: ", stalled.operation, " #", stalled.sequence, " (", stalled.count,
-                       " elements) has waited ", static_cast<int>(waited), " s, half of collective_timeout_s = ",
-                       timeout_, " s; ", describe_missing(completed_.load()), ". The job aborts at ", timeout_,
+  rank_warning(str_cat("collective warning: ", describe_stalled(stalled), " has waited ", static_cast<int>(waited),
+                       " s, half of collective_timeout_s = ", timeout_, " s; ",
+                       describe_missing(completed_.load(), &stalled), ". The job aborts at ", timeout_,
                        " s unless they arrive."));
   std::fflush(stderr);
 }
 
 void CollectiveWatchdog::abort_job(const InFlight& stalled, double waited) {
-  comm::abort_job(ExitCode::kCommTimeout,
-                  str_cat("collective timeout: ", stalled.operation, " #", stalled.sequence, " (", stalled.count,
-                          " elements) did not complete within ", timeout_, " s (waited ", static_cast<int>(waited),
-                          " s); ", describe_missing(completed_.load()), ". Aborting the job (collective_timeout_s)."));
+  // The verdict first, then every reachable rank's flight recorder, then the end.
+  rank_error(str_cat("collective timeout: ", describe_stalled(stalled), " did not complete within ", timeout_,
+                     " s (waited ", static_cast<int>(waited), " s); ", describe_missing(completed_.load(), &stalled),
+                     ". Aborting the job (collective_timeout_s)."));
+  std::fflush(stderr);
+  dump_everywhere("timeout");
+  comm::abort_job(ExitCode::kCommTimeout);
 }
 
 }  // namespace mirrored::comm

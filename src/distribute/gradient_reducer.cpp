@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 
+#include "mirrored/comm/flight_recorder.h"
 #include "mirrored/core/error.h"
 #include "mirrored/core/log.h"
 #include "mirrored/core/timer.h"
@@ -158,6 +159,7 @@ GradientReducer::InFlight GradientReducer::start(size_t bucket) {
   Stopwatch transform;
   const double entry = wall_seconds();
   const int64_t started_us = timeline_ ? timeline_->now_us() : 0;
+  const comm::CallSite site("gradient bucket", static_cast<int64_t>(bucket));
   auto work = hook_->start(comm_, arena_.flat_grads().data<float>(), buckets_[bucket]);
   const double seconds = transform.seconds();
   std::lock_guard lock(mutex_);

@@ -118,8 +118,9 @@ Runtime::Runtime(int& argc, char**& argv, RuntimeOptions options) {
       rank_warning(str_cat("MPI provides thread level ", thread_level,
                            " (< MPI_THREAD_MULTIPLE): communication will not overlap with compute"));
     }
-    watchdog_ = std::make_unique<comm::CollectiveWatchdog>(MPI_COMM_WORLD, options.collective_timeout_s);
-    world_ = std::make_unique<comm::MpiCommunicator>(MPI_COMM_WORLD, watchdog_.get());
+    watchdog_ = std::make_unique<comm::CollectiveWatchdog>(MPI_COMM_WORLD, options.collective_timeout_s,
+                                                           options.trace_collectives);
+    world_ = std::make_unique<comm::MpiCommunicator>(MPI_COMM_WORLD, watchdog_.get(), "world");
   } else {
     world_ = std::make_unique<comm::LocalCommunicator>();
   }
@@ -177,7 +178,7 @@ comm::Communicator& Runtime::gradient_communicator(Allreduce how) {
       hierarchical_gradients_ = std::make_unique<comm::HierarchicalCommunicator>(MPI_COMM_WORLD, watchdog_.get());
     return *hierarchical_gradients_;
   }
-  if (!flat_gradients_) flat_gradients_ = std::make_unique<comm::MpiCommunicator>(MPI_COMM_WORLD, watchdog_.get());
+  if (!flat_gradients_) flat_gradients_ = std::make_unique<comm::MpiCommunicator>(MPI_COMM_WORLD, watchdog_.get(), "gradients");
   return *flat_gradients_;
 }
 

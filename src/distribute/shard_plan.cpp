@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "mirrored/comm/flight_recorder.h"
 #include "mirrored/core/error.h"
 #include "mirrored/kernels/kernels.h"
 
@@ -72,6 +73,7 @@ void ShardPlan::all_gather(Tensor& flat, comm::Communicator& comm) const {
   MIRRORED_CHECK(flat.numel() == numel_, "all-gather of ", flat.numel(), " elements by a plan of ", numel_);
   // The polling wait: a rank spinning in MPI_Wait for a slower peer takes the core that
   // peer needs where ranks share cores.
+  const comm::CallSite site("parameter all-gather");
   comm.allgather_inplace_async(flat.data<float>(), counts_, comm::DataType::kF32)
       ->wait(comm::Work::Clock::time_point::max());
 }

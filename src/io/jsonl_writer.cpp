@@ -29,17 +29,28 @@ void append_string(std::ostringstream& out, const std::string& text) {
   out << '"';
 }
 
+void append_number(std::ostringstream& out, double d) {
+  if (std::isfinite(d)) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%.9g", d);
+    out << text;
+  } else {
+    out << "null";  // JSON has no NaN/Inf
+  }
+}
+
 void append_value(std::ostringstream& out, const JsonValue& value) {
   if (const auto* i = std::get_if<int64_t>(&value)) {
     out << *i;
   } else if (const auto* d = std::get_if<double>(&value)) {
-    if (std::isfinite(*d)) {
-      char text[32];
-      std::snprintf(text, sizeof(text), "%.9g", *d);
-      out << text;
-    } else {
-      out << "null";  // JSON has no NaN/Inf
+    append_number(out, *d);
+  } else if (const auto* array = std::get_if<std::vector<double>>(&value)) {
+    out << '[';
+    for (size_t k = 0; k < array->size(); ++k) {
+      if (k) out << ", ";
+      append_number(out, (*array)[k]);
     }
+    out << ']';
   } else {
     append_string(out, std::get<std::string>(value));
   }

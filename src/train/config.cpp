@@ -351,6 +351,16 @@ const std::vector<Option>& options() {
                               &TrainConfig::optimizer_shard)),
       operational(real_option("collective_timeout_s", "abort the job when a collective waits longer (0: never)",
                               &TrainConfig::collective_timeout_s, 0, 1e9, false, false, "a number >= 0")),
+      operational(int_option("trace.collectives",
+                             "flight recorder: each rank keeps its last N collectives, written to <out>/trace on a "
+                             "collective timeout, a fatal error or SIGUSR2 (mirrored trace RUN_DIR reads them; 0: off)",
+                             &TrainConfig::trace_collectives, 0)),
+      operational(real_option("straggler.threshold",
+                              "a rank whose compute time per phase scores below this against the median rank "
+                              "(median time / its time) is reported as a straggler",
+                              &TrainConfig::straggler_threshold, 0, 1, true, false, "a number in (0, 1]")),
+      operational(int_option("straggler.window", "log points in a row a rank must score below straggler.threshold",
+                             &TrainConfig::straggler_window, 1)),
       operational(optional_string_option("timeline", "write a Chrome trace (chrome://tracing, Perfetto) to this file",
                                          &TrainConfig::timeline)),
       operational(int_option("timeline_steps", "steps recorded in the timeline", &TrainConfig::timeline_steps, 1)),

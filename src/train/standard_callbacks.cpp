@@ -1,6 +1,7 @@
 #include "mirrored/core/strings.h"
 #include "mirrored/train/standard_callbacks.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "mirrored/core/log.h"
@@ -31,6 +32,29 @@ void MetricsLogger::on_log(TrainContext& ctx, const LogPoint& point) {
   record.emplace_back("exposed_comm_ms", point.exposed_comm_ms);
   if (point.grad_norm) record.emplace_back("grad_norm", *point.grad_norm);
   ctx.run_dir.log_metrics(record);
+  if (point.rank_scores.empty()) return;
+  // Every rank's straggler score per phase (mirrored info --ranks reads them back), then a
+  // record per straggler.
+  double lowest = 1.0;
+  for (const auto& rank : point.rank_scores) lowest = std::min(lowest, lowest_score(rank).score);
+  io::JsonRecord ranks{{"kind", std::string("rank_scores")}, {"step", point.step}, {"lowest", lowest}};
+  for (int p = 0; p < kScoredPhases; ++p) {
+    std::vector<double> scores;
+    for (const auto& rank : point.rank_scores) scores.push_back(rank[static_cast<size_t>(p)]);
+    ranks.emplace_back(scored_phase_name(p), std::move(scores));
+  }
+  ctx.run_dir.log_metrics(ranks);
+  const auto& placements = ctx.strategy.runtime().cluster().placements();
+  for (const auto& flag : point.stragglers) {
+    const std::string host =
+        static_cast<size_t>(flag.rank) < placements.size() ? placements[static_cast<size_t>(flag.rank)].host : "";
+    ctx.run_dir.log_metrics({{"kind", std::string("straggler")},
+                             {"step", point.step},
+                             {"rank", static_cast<int64_t>(flag.rank)},
+                             {"host", host},
+                             {"phase", std::string(scored_phase_name(flag.phase))},
+                             {"score", flag.score}});
+  }
 }
 
 void MetricsLogger::on_evaluate(TrainContext& ctx, const EvalPoint& point) {

@@ -1,5 +1,8 @@
 #include "mirrored/train/tensorboard_logger.h"
 
+#include <algorithm>
+
+#include "mirrored/core/strings.h"
 #include "mirrored/train/run_directory.h"
 
 namespace mirrored::train {
@@ -19,6 +22,14 @@ void TensorBoardLogger::on_log(TrainContext&, const LogPoint& point) {
   if (point.tokens_per_sec)
     scalars.push_back({"train/tokens_per_sec", static_cast<float>(*point.tokens_per_sec)});
   if (point.grad_norm) scalars.push_back({"train/grad_norm", static_cast<float>(*point.grad_norm)});
+  // Several replicas: the slowest rank's score against the median rank, and each straggler's.
+  if (!point.rank_scores.empty()) {
+    double lowest = 1.0;
+    for (const auto& scores : point.rank_scores) lowest = std::min(lowest, lowest_score(scores).score);
+    scalars.push_back({"straggler/lowest_score", static_cast<float>(lowest)});
+  }
+  for (const auto& flag : point.stragglers)
+    scalars.push_back({str_cat("straggler/rank", flag.rank), static_cast<float>(flag.score)});
   writer_->add_scalars(point.step, scalars);
 }
 

@@ -1,8 +1,11 @@
 #include "mirrored/train/trainer.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <optional>
 
+#include "mirrored/comm/flight_recorder.h"
 #include "mirrored/core/log.h"
 #include "mirrored/core/timer.h"
 #include "mirrored/kernels/kernels.h"
@@ -17,6 +20,7 @@
 #include "mirrored/train/run_directory.h"
 #include "mirrored/train/run_setup.h"
 #include "mirrored/train/step_losses.h"
+#include "mirrored/train/straggler.h"
 #include "mirrored/train/timeline_writer.h"
 #include "mirrored/train/train_step.h"
 #include "mirrored/train/training_data.h"
@@ -32,7 +36,36 @@ struct Interval {
   double exposed_seconds = 0.0;
   int64_t steps = 0;
   Stopwatch clock;
+  // This rank's compute time per scored phase (straggler.h), summed over the interval's
+  // steps after step 0 (which pays one-time costs); `compute_steps` of them.
+  PhaseSeconds compute{};
+  int64_t compute_steps = 0;
 };
+
+// Test-only: MIRRORED_TEST_EXTRA_COLLECTIVE=R:S makes rank R issue a barrier at the log point
+// of step S that no other rank issues, a deliberately mismatched collective order for the
+// watchdog's and `mirrored trace`'s verdicts (tests/integration/collective_verdicts.sh).
+void issue_extra_collective_for_test(comm::Communicator& comm, int64_t step) {
+  static const char* const spec = std::getenv("MIRRORED_TEST_EXTRA_COLLECTIVE");
+  if (!spec) return;
+  int rank = -1;
+  long long at = -1;
+  if (std::sscanf(spec, "%d:%lld", &rank, &at) != 2 || rank != comm.rank() || at != step) return;
+  comm::CallSite site("test: extra barrier");
+  comm.barrier();
+}
+
+// A step phase's slot among the scored phases; -1 for the all-reduce (waiting for peers).
+int scored_phase(StepPhase phase) {
+  switch (phase) {
+    case StepPhase::kData: return 0;
+    case StepPhase::kForward: return 1;
+    case StepPhase::kBackward: return 2;
+    case StepPhase::kOptimizer: return 3;
+    case StepPhase::kAllreduce: break;
+  }
+  return -1;
+}
 
 // Sums over one epoch's steps.
 struct EpochTotals {
@@ -80,6 +113,7 @@ struct Trainer::State {
   int64_t last_eval_step = -1;
   double interval_eval_seconds = 0.0;  // evaluation inside the current log interval, not training time
   EvalResult last_eval;
+  std::optional<StragglerTracker> stragglers;
 };
 
 // The training (and, when evaluating, test) data, sharded for this replica.
@@ -127,6 +161,8 @@ Trainer::Trainer(const TrainConfig& config, distribute::Runtime& runtime, Traine
   s.losses = StepLosses(s.model->parameters().flat_params().device(),
                         s.lib.accumulate_steps * s.model->virtual_replicas(), s.steps_per_epoch);
   s.ctx->guard = &*s.guard;
+  // As many warm-up log points as the window: a run's first moments are uneven.
+  s.stragglers.emplace(config.straggler_threshold, config.straggler_window, config.straggler_window);
   s.ctx->losses = &s.losses;
 }
 
@@ -211,7 +247,14 @@ StepEnd Trainer::step(int64_t epoch, int64_t step_in_epoch) {
   hooks.guard = &*s.guard;
   hooks.losses = s.losses.slots(step_in_epoch);
   hooks.grad_clip = static_cast<float>(s.config.grad_clip);
-  hooks.phase_done = [&](StepPhase phase) { for_each_callback([&](Callback& c) { c.on_phase_end(ctx, phase); }); };
+  Stopwatch phase_clock;
+  const bool timed = s.summary.steps > 0;
+  hooks.phase_done = [&](StepPhase phase) {
+    const int scored = scored_phase(phase);
+    if (timed && scored >= 0) s.interval.compute[static_cast<size_t>(scored)] += phase_clock.seconds();
+    for_each_callback([&](Callback& c) { c.on_phase_end(ctx, phase); });
+    phase_clock.reset();
+  };
   s.strategy.run(train_step, *s.model, *s.optimizer, s.loss_fn,
                  [&]() -> const distribute::Batch& { return s.data->next_batch(); },
                  s.summary.steps, hooks);
@@ -227,6 +270,8 @@ StepEnd Trainer::step(int64_t epoch, int64_t step_in_epoch) {
   s.interval.comm_seconds += s.model->comm_stats().comm_seconds;
   s.interval.exposed_seconds += s.model->comm_stats().exposed_seconds;
   ++s.interval.steps;
+  if (timed) ++s.interval.compute_steps;
+  if (auto* watchdog = s.strategy.runtime().watchdog()) watchdog->set_step(s.summary.steps);
   const StepEnd end{s.summary.steps, epoch, step_in_epoch, &s.losses, seconds};
   for_each_callback([&](Callback& c) { c.on_step_end(ctx, end); });
   return end;
@@ -248,12 +293,17 @@ void Trainer::log_point(int64_t epoch) {
   point.epoch = epoch;
   // The interval's losses come to the host here: on a GPU the one wait for the step.
   const int64_t first = interval.first_index, last = interval.first_index + interval.steps;
-  if (s.strategy.reduction() == distribute::Reduction::kInvariant) {
-    // The mean of every pass loss of every virtual replica: the same bits at any world size.
-    const int64_t passes = interval.steps * s.lib.accumulate_steps * s.strategy.batch_plan(s.config.batch_size).groups();
-    point.loss = s.strategy.reduce_exact(s.losses.pass_losses(first, last), passes) / static_cast<double>(passes);
-  } else {
-    point.loss = s.strategy.reduce(distribute::ReduceOp::kMean, s.losses.sum(first, last)) / steps;
+  issue_extra_collective_for_test(s.strategy.communicator(), point.step);
+  {
+    comm::CallSite site("log point loss");
+    if (s.strategy.reduction() == distribute::Reduction::kInvariant) {
+      // The mean of every pass loss of every virtual replica: the same bits at any world size.
+      const int64_t passes =
+          interval.steps * s.lib.accumulate_steps * s.strategy.batch_plan(s.config.batch_size).groups();
+      point.loss = s.strategy.reduce_exact(s.losses.pass_losses(first, last), passes) / static_cast<double>(passes);
+    } else {
+      point.loss = s.strategy.reduce(distribute::ReduceOp::kMean, s.losses.sum(first, last)) / steps;
+    }
   }
   // The same on every replica (clipped after the all-reduce): the last step's, not reduced.
   if (s.config.grad_clip > 0.0) point.grad_norm = s.model->gradient_norm().to_vector().at(0);
@@ -266,8 +316,36 @@ void Trainer::log_point(int64_t epoch) {
   point.comm_ms = 1e3 * interval.comm_seconds / steps;
   point.exposed_comm_ms = 1e3 * interval.exposed_seconds / steps;
   s.epoch_totals.loss_sum += point.loss * steps;
+  score_stragglers(point);
   for_each_callback([&](Callback& c) { c.on_log(*s.ctx, point); });
   interval = Interval{};
+}
+
+// Collective (several replicas). Every rank's compute time per phase and step comes to
+// every rank (one all-gather of a few numbers per log point), is scored against the median
+// rank, and ranks below straggler.threshold for straggler.window points are flagged.
+void Trainer::score_stragglers(LogPoint& point) {
+  State& s = *s_;
+  comm::Communicator& comm = s.strategy.communicator();
+  if (comm.size() < 2) return;
+  const Interval& interval = s.interval;
+  constexpr size_t kFields = kScoredPhases + 1;  // the phases, then the steps timed
+  const double steps = static_cast<double>(std::max<int64_t>(interval.compute_steps, 1));
+  std::vector<double> mine(kFields);
+  for (size_t p = 0; p < kScoredPhases; ++p) mine[p] = interval.compute[p] / steps;
+  mine[kScoredPhases] = static_cast<double>(interval.compute_steps);
+  std::vector<double> all(kFields * static_cast<size_t>(comm.size()));
+  {
+    comm::CallSite site("straggler times");
+    comm.allgather(mine.data(), all.data(), kFields, comm::DataType::kF64);
+  }
+  std::vector<PhaseSeconds> seconds(static_cast<size_t>(comm.size()));
+  for (size_t r = 0; r < seconds.size(); ++r) {
+    if (all[r * kFields + kScoredPhases] < 1) return;  // only step 0 in this interval: nothing to score
+    for (size_t p = 0; p < kScoredPhases; ++p) seconds[r][p] = all[r * kFields + p];
+  }
+  point.rank_scores = straggler_scores(seconds);
+  point.stragglers = s.stragglers->update(point.rank_scores);
 }
 
 void Trainer::end_epoch(int64_t epoch) {

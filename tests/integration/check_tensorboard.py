@@ -31,6 +31,11 @@ expected = {
 if any(r["kind"] == "eval" and "val_loss" in r for r in records):
     expected["train"]["tokens_per_sec"] = "train/tokens_per_sec"
     expected["eval"] = {"val_loss": "val/loss", "perplexity": "val/perplexity", "bits_per_byte": "val/bits_per_byte"}
+# Several ranks: the lowest straggler score at every log point, and each straggler's score.
+if any(r["kind"] == "rank_scores" for r in records):
+    expected["rank_scores"] = {"lowest": "straggler/lowest_score"}
+for rank in sorted({r["rank"] for r in records if r["kind"] == "straggler"}):
+    expected[("straggler", rank)] = {"score": f"straggler/rank{rank}"}
 final_tag = next(iter(expected["eval"].values()))
 tags = set(acc.Tags()["scalars"])
 want_tags = {tag for fields in expected.values() for tag in fields.values()}
@@ -39,7 +44,7 @@ if tags != want_tags:
 
 checked = 0
 for kind, fields in expected.items():
-    rows = [r for r in records if r["kind"] == kind]
+    rows = [r for r in records if (r["kind"], r.get("rank")) == kind or r["kind"] == kind]
     for field, tag in fields.items():
         events = acc.Scalars(tag)
         if [e.step for e in events] != [r["step"] for r in rows]:

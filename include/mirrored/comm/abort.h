@@ -13,4 +13,9 @@ namespace mirrored::comm {
 // rank, _Exit otherwise. Safe from any thread, before MPI starts and after it has ended.
 [[noreturn]] void abort_job(ExitCode code, const std::string& message = {});
 
+// Runs once, after the message and before the job ends, with the exit code: the watchdog
+// installs the flight recorder's dump here, so an unexpected failure leaves a trace.
+// nullptr removes it.
+void set_abort_hook(void (*hook)(ExitCode));
+
 }  // namespace mirrored::comm

@@ -14,7 +14,8 @@ namespace mirrored::comm {
 
 class MpiCommunicator final : public Communicator {
  public:
-  explicit MpiCommunicator(MPI_Comm comm, CollectiveWatchdog* watchdog = nullptr);
+  // `name` names its channel in the flight recorder and in verdicts ("world", "gradients").
+  explicit MpiCommunicator(MPI_Comm comm, CollectiveWatchdog* watchdog = nullptr, const char* name = "mpi");
   ~MpiCommunicator() override;
   MpiCommunicator(const MpiCommunicator&) = delete;
   MpiCommunicator& operator=(const MpiCommunicator&) = delete;
@@ -42,10 +43,13 @@ class MpiCommunicator final : public Communicator {
                                                 DataType type) override;
 
   MPI_Comm handle() const { return comm_; }
+  CollectiveWatchdog* watchdog() const { return watchdog_; }
+  int channel() const { return channel_; }  // its number in the watchdog's flight recorder
 
  private:
   MPI_Comm comm_ = MPI_COMM_NULL;
   CollectiveWatchdog* watchdog_ = nullptr;
+  int channel_ = 0;
   int rank_ = 0;
   int size_ = 1;
   uint64_t ring_collectives_ = 0;  // reduce-scatters started: their message tags

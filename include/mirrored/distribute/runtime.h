@@ -46,6 +46,9 @@ struct RuntimeOptions {
   // false: no NCCL communicator even on a GPU, for programs that only report (mirrored
   // info), so a NCCL that cannot start in this runtime does not stop them.
   bool device_communicator = true;
+  // The flight recorder's ring: the last this many collectives of each rank, dumped to
+  // <out>/trace on a timeout, a fatal error or SIGUSR2 (comm/flight_recorder.h). 0: off.
+  size_t trace_collectives = 2000;
 };
 
 class Runtime {
@@ -57,6 +60,8 @@ class Runtime {
 
   // Host buffers (scalars, strings, loss sums): MPI, or a world of one.
   comm::Communicator& world() { return *world_; }
+  // The MPI collectives' watchdog and flight recorder; nullptr without MPI.
+  comm::CollectiveWatchdog* watchdog() { return watchdog_.get(); }
   // Buffers on device(): NCCL when the device is a GPU, otherwise the world communicator.
   comm::Communicator& device_communicator() { return device_comm_ ? *device_comm_ : *world_; }
   // The communicator gradient reducers use, for `how` (kFlat or kHierarchical; kAuto is

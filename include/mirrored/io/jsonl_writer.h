@@ -10,7 +10,8 @@
 
 namespace mirrored::io {
 
-using JsonValue = std::variant<int64_t, double, std::string>;
+// An array holds numbers only (per-rank figures).
+using JsonValue = std::variant<int64_t, double, std::string, std::vector<double>>;
 using JsonRecord = std::vector<std::pair<std::string, JsonValue>>;
 
 std::string to_json(const JsonRecord& record);  // keys in the given order

@@ -10,6 +10,7 @@
 #include "mirrored/train/config.h"
 #include "mirrored/train/evaluate.h"
 #include "mirrored/train/step_losses.h"
+#include "mirrored/train/straggler.h"
 #include "mirrored/train/train_step.h"
 
 namespace mirrored::train {
@@ -60,6 +61,11 @@ struct LogPoint {
   double exposed_comm_ms = 0.0;  // the part of it not hidden behind backward
   // grad_clip > 0: the L2 norm of the averaged gradient of the point's step, before clipping.
   std::optional<double> grad_norm;
+  // Several replicas: every rank's straggler scores per phase at this point (straggler.h),
+  // and the ranks that have stayed below straggler.threshold for straggler.window points.
+  // Empty in a world of one, and at a point whose interval held only step 0.
+  std::vector<PhaseSeconds> rank_scores;
+  std::vector<StragglerFlag> stragglers;
 };
 
 struct EpochEnd {

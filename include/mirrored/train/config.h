@@ -102,6 +102,9 @@ struct TrainConfig {
   int64_t reduction_shards = 0;     // invariant: virtual replicas per global batch (0: a default)
   bool optimizer_shard = false;     // ZeRO stage 1: optimizer state sharded over replicas
   double collective_timeout_s = 300.0;
+  int64_t trace_collectives = 2000;  // flight recorder ring per rank (0: off)
+  double straggler_threshold = 0.75;  // a rank scoring below this (median time / its time) is slow
+  int64_t straggler_window = 3;       // ... at this many log points in a row: a straggler record
   std::string timeline;             // Chrome trace JSON file (empty: off)
   int64_t timeline_steps = 20;      // steps recorded in the timeline
   ProgressSetting progress = ProgressSetting::kAuto;  // rank-0 progress on stderr

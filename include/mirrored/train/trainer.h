@@ -47,6 +47,7 @@ class Trainer {
   void run_epoch(int64_t epoch);
   StepEnd step(int64_t epoch, int64_t step_in_epoch);
   void log_point(int64_t epoch);
+  void score_stragglers(LogPoint& point);
   void settle_guard();
   void end_epoch(int64_t epoch);
   void evaluate_now(int64_t epoch);

@@ -1,0 +1,29 @@
+#pragma once
+// Reads back what JsonlWriter and the flight recorder write: one flat JSON object per line,
+// whose values are numbers, strings, true/false, null or arrays of numbers (nested objects
+// are refused). For the commands that summarise a run (mirrored trace, mirrored info --ranks).
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mirrored/io/jsonl_writer.h"
+
+namespace mirrored::io {
+
+using JsonObject = std::map<std::string, JsonValue>;
+
+// Parses one line. Throws InputError naming `origin` (file:line) and what was expected.
+// Integers without a fraction or exponent stay int64_t; null becomes NaN; true/false 1/0.
+JsonObject parse_json_object(const std::string& line, const std::string& origin);
+
+// Every non-empty line of `path`. Throws InputError naming the file when it cannot be read
+// or a line is not a JSON object.
+std::vector<JsonObject> read_jsonl(const std::string& path);
+
+// Typed access with a clear error naming `origin`, the key and what was expected.
+double json_number(const JsonObject& object, const std::string& key, const std::string& origin);
+std::string json_string(const JsonObject& object, const std::string& key, const std::string& origin);
+std::optional<std::string> json_optional_string(const JsonObject& object, const std::string& key);
+
+}  // namespace mirrored::io
