@@ -1,22 +1,25 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <optional>
 
 #include "mirrored/app/run_training.h"
 
 #include "mirrored/app/preemption.h"
 #include "mirrored/app/progress.h"
+#include "mirrored/app/shrink_recovery.h"
+#include "mirrored/comm/fault_tolerance.h"
+#include "mirrored/core/log.h"
 #include "mirrored/train/checkpointer.h"
 #include "mirrored/train/standard_callbacks.h"
 #include "mirrored/train/tensorboard_logger.h"
 #include "mirrored/train/trainer.h"
 
 namespace mirrored::app {
+namespace {
 
-train::TrainSummary run_training(const train::TrainConfig& config, distribute::Runtime& runtime,
-                                 std::vector<std::unique_ptr<train::Callback>> extra) {
+void add_standard_callbacks(train::Trainer& trainer, const train::TrainConfig& config) {
   using namespace train;
-  Trainer trainer(config, runtime);
   trainer.add_callback(std::make_unique<MetricsLogger>());
   trainer.add_callback(std::make_unique<TensorBoardLogger>());
   // Before ConsoleLogger, so a finished bar ends its line before the epoch summary prints.
@@ -27,8 +30,50 @@ train::TrainSummary run_training(const train::TrainConfig& config, distribute::R
   trainer.add_callback(std::make_unique<Checkpointer>());  // after MetricsLogger: the eval record precedes it
   if (config.preemption_signal != PreemptionSignal::kNone)
     trainer.add_callback(std::make_unique<PreemptionHandler>(config.preemption_signal));
-  for (auto& callback : extra) trainer.add_callback(std::move(callback));
-  return trainer.fit();
+}
+
+}  // namespace
+
+train::TrainSummary run_training(const train::TrainConfig& config, distribute::Runtime& runtime,
+                                 std::vector<std::unique_ptr<train::Callback>> extra) {
+  using namespace train;
+  const bool shrink = config.on_failure == OnFailure::kShrink;
+  TrainConfig current = config;
+  std::optional<Recovery> recovered;
+  Stopwatch since_failure;
+  // on_failure = shrink: each lost rank ends one Trainer; the survivors recover (shrink_recovery.h)
+  // and the next Trainer goes on from the recovered step. Otherwise the first failure ends the job.
+  for (;;) {
+    std::optional<io::Checkpoint> snapshot;
+    try {
+      Trainer trainer(current, runtime);
+      add_standard_callbacks(trainer, current);
+      if (recovered) trainer.add_callback(std::make_unique<MembershipReporter>(*recovered, since_failure));
+      for (auto& callback : extra) trainer.add_callback(std::move(callback));
+      extra.clear();
+      try {
+        return trainer.fit();
+      } catch (const comm::PeerFailure& failure) {
+        if (!shrink) throw;
+        since_failure.reset();
+        rank_warning(str_cat("a peer failed: ", failure.what()));
+        snapshot = trainer.state_after_failure();
+      }
+    } catch (const comm::PeerFailure& failure) {  // while a Trainer was being built or torn down
+      if (!shrink) throw;
+      if (!snapshot) {
+        since_failure.reset();
+        rank_warning(str_cat("a peer failed: ", failure.what()));
+      }
+    }
+    recovered = recover_after_failure(current, runtime, snapshot);
+    if (!recovered->checkpoint.empty()) {
+      current.resume = ResumeMode::kPath;
+      current.resume_path = recovered->checkpoint;
+    } else {
+      current.resume = ResumeMode::kAuto;
+    }
+  }
 }
 
 }  // namespace mirrored::app

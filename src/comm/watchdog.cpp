@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "mirrored/comm/abort.h"
+#include "mirrored/comm/fault_tolerance.h"
 #include "mirrored/comm/mpi_check.h"
 #include "mirrored/core/error.h"
 #include "mirrored/core/log.h"
@@ -26,6 +27,7 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 CollectiveWatchdog::CollectiveWatchdog(MPI_Comm world, double timeout_seconds)
     : timeout_(timeout_seconds), started_(Clock::now()) {
   MIRRORED_MPI_CHECK(MPI_Comm_dup(world, &comm_));
+  track_communicator(comm_);  // fault_tolerance.h: revoked with the job's others on a failure
   MIRRORED_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
   MIRRORED_MPI_CHECK(MPI_Comm_size(comm_, &size_));
   peers_.assign(static_cast<size_t>(size_), PeerState{-1, 0, Clock::now()});
@@ -90,6 +92,7 @@ void CollectiveWatchdog::stop() {
     if (request != MPI_REQUEST_NULL) MIRRORED_MPI_LOG(MPI_Request_free(&request));
   MIRRORED_MPI_LOG(MPI_Barrier(comm_));
   receive_heartbeats();
+  untrack_communicator(comm_);
   MIRRORED_MPI_LOG(MPI_Comm_free(&comm_));
 }
 

@@ -3,6 +3,7 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <exception>
@@ -10,6 +11,7 @@
 #include <thread>
 
 #include "mirrored/comm/abort.h"
+#include "mirrored/comm/fault_tolerance.h"
 #include "mirrored/comm/hierarchical_communicator.h"
 #include "mirrored/comm/local_communicator.h"
 #include "mirrored/comm/mpi_check.h"
@@ -98,7 +100,9 @@ void Runtime::identify_from_launcher() {
                         read({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"}, 1), local_hostname()});
 }
 
-Runtime::Runtime(int& argc, char**& argv, RuntimeOptions options) {
+Runtime::Runtime(int& argc, char**& argv, RuntimeOptions options)
+    : survive_failures_(options.survive_failures), collective_timeout_s_(options.collective_timeout_s),
+      wants_device_communicator_(options.device_communicator) {
   // Before MPI_Init, which may add variables of its own.
   const LauncherEnv launcher = LauncherEnv::from_environment();
   Launch launch = launch_from_env(options.launch);
@@ -118,8 +122,17 @@ Runtime::Runtime(int& argc, char**& argv, RuntimeOptions options) {
       rank_warning(str_cat("MPI provides thread level ", thread_level,
                            " (< MPI_THREAD_MULTIPLE): communication will not overlap with compute"));
     }
-    watchdog_ = std::make_unique<comm::CollectiveWatchdog>(MPI_COMM_WORLD, options.collective_timeout_s);
-    world_ = std::make_unique<comm::MpiCommunicator>(MPI_COMM_WORLD, watchdog_.get());
+    job_comm_ = MPI_COMM_WORLD;
+    if (survive_failures_) {
+      // Every rank reads the same binary and launcher variables: all refuse alike.
+      const std::string missing = comm::fault_tolerance().missing();
+      if (!missing.empty()) throw Error(ExitCode::kUsage, "on_failure = shrink: " + missing, true);
+      // Failures come back as error codes (comm::PeerFailure), for the world and for every
+      // communicator duplicated from it (the watchdog's among them), instead of ending the job.
+      MIRRORED_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+    }
+    watchdog_ = std::make_unique<comm::CollectiveWatchdog>(job_comm_, options.collective_timeout_s);
+    world_ = std::make_unique<comm::MpiCommunicator>(job_comm_, watchdog_.get());
   } else {
     world_ = std::make_unique<comm::LocalCommunicator>();
   }
@@ -174,10 +187,10 @@ comm::Communicator& Runtime::gradient_communicator(Allreduce how) {
   MIRRORED_CHECK(how != Allreduce::kAuto, "gradient_communicator(kAuto): resolve the choice first");
   if (how == Allreduce::kHierarchical) {
     if (!hierarchical_gradients_)
-      hierarchical_gradients_ = std::make_unique<comm::HierarchicalCommunicator>(MPI_COMM_WORLD, watchdog_.get());
+      hierarchical_gradients_ = std::make_unique<comm::HierarchicalCommunicator>(job_comm_, watchdog_.get());
     return *hierarchical_gradients_;
   }
-  if (!flat_gradients_) flat_gradients_ = std::make_unique<comm::MpiCommunicator>(MPI_COMM_WORLD, watchdog_.get());
+  if (!flat_gradients_) flat_gradients_ = std::make_unique<comm::MpiCommunicator>(job_comm_, watchdog_.get());
   return *flat_gradients_;
 }
 
@@ -208,8 +221,54 @@ Runtime::~Runtime() {
   if (owns_mpi_) {
     int finalized = 0;
     MPI_Finalized(&finalized);
+    if (job_comm_ != MPI_COMM_WORLD && job_comm_ != MPI_COMM_NULL && !finalized)
+      MIRRORED_MPI_LOG(MPI_Comm_free(&job_comm_));
     if (!finalized) MIRRORED_MPI_LOG(MPI_Finalize());
   }
+}
+
+Membership Runtime::shrink_after_failure() {
+  MIRRORED_CHECK(owns_mpi_ && survive_failures_, "shrink_after_failure needs an MPI job with survive_failures");
+  comm::revoke_tracked_communicators();
+  const Cluster before = cluster_;
+  MPI_Comm survivors = comm::shrink_communicator(job_comm_);
+  // The old communicators are revoked: freeing them no longer waits for anyone. The
+  // watchdog's stop() synchronises on its (revoked) communicator, which returns at once.
+  hierarchical_gradients_.reset();
+  flat_gradients_.reset();
+  device_comm_.reset();
+  world_.reset();
+  if (watchdog_) watchdog_->stop();
+  watchdog_.reset();
+  if (job_comm_ != MPI_COMM_WORLD) MIRRORED_MPI_LOG(MPI_Comm_free(&job_comm_));
+  job_comm_ = survivors;
+
+  watchdog_ = std::make_unique<comm::CollectiveWatchdog>(job_comm_, collective_timeout_s_);
+  world_ = std::make_unique<comm::MpiCommunicator>(job_comm_, watchdog_.get());
+  set_process_identity({world_->rank(), world_->size(), local_hostname()});
+  // Who is gone: the ranks of the old table that no survivor held.
+  const auto old_ranks = world_->allgather_value<int32_t>(before.rank());
+  Membership membership;
+  membership.world_size = world_->size();
+  for (const auto& placement : before.placements())
+    if (std::find(old_ranks.begin(), old_ranks.end(), placement.rank) == old_ranks.end())
+      membership.lost.push_back({placement.rank, placement.host});
+  // No launcher variables: they describe the world before the shrink.
+  cluster_ = Cluster::discover(*world_, LauncherEnv{});
+  cluster_.gather_devices(*world_, device_.str());
+  std::vector<std::string> hosts;
+  for (const auto& placement : cluster_.placements()) hosts.push_back(placement.host);
+  watchdog_->set_hosts(std::move(hosts));
+#ifdef MIRRORED_WITH_CUDA
+  // NCCL from a fresh bootstrap over the survivors' world (the id broadcast over MPI).
+  if (device_.is_cuda() && wants_device_communicator_) {
+    if (world_->size() > 1)
+      device_comm_ = std::make_unique<comm::NcclCommunicator>(*world_, device_.index, collective_timeout_s_);
+    else
+      device_comm_ = std::make_unique<comm::LocalCommunicator>();
+  }
+#endif
+  return membership;
 }
 
 void Runtime::abort_job(ExitCode code) { comm::abort_job(code); }

@@ -10,10 +10,15 @@
 
 namespace mirrored::io {
 
-using JsonValue = std::variant<int64_t, double, std::string>;
+// A value already encoded as JSON (an array of objects: to_json_array), written as it is.
+struct JsonText {
+  std::string text;
+};
+using JsonValue = std::variant<int64_t, double, std::string, JsonText>;
 using JsonRecord = std::vector<std::pair<std::string, JsonValue>>;
 
 std::string to_json(const JsonRecord& record);  // keys in the given order
+JsonText to_json_array(const std::vector<JsonRecord>& records);
 
 class JsonlWriter {
  public:
