@@ -66,7 +66,17 @@ train::TrainSummary run_training(const train::TrainConfig& config, distribute::R
         rank_warning(str_cat("a peer failed: ", failure.what()));
       }
     }
-    recovered = recover_after_failure(current, runtime, snapshot);
+    try {
+      recovered = recover_after_failure(current, runtime, snapshot);
+    } catch (const Error& error) {
+      if (error.code() != ExitCode::kTooFewReplicas) throw;
+      // Every survivor ends alike and on its own (no MPI_Abort), so nothing outlives the job.
+      if (runtime.rank() == 0) rank_error(error.what());
+      TrainSummary summary;
+      summary.steps = recovered ? recovered->step : 0;
+      summary.too_few_replicas = true;
+      return summary;
+    }
     if (!recovered->checkpoint.empty()) {
       current.resume = ResumeMode::kPath;
       current.resume_path = recovered->checkpoint;

@@ -11,11 +11,12 @@
 # The global batch is 120 (divisible by 4 and 3: in fast mode replicas take equal shares).
 source "$(dirname "$0")/lib.sh"
 require_data
-"$MIRRORED" info 2>/dev/null | grep -q "^  ulfm .*available (" ||
+info=$("$MIRRORED" info 2>/dev/null) || fail "mirrored info failed"
+grep -q "^  ulfm  *available (" <<<"$info" ||
   { echo "SKIP: this binary has no ULFM (built against $(command -v mpirun)); launch/install_openmpi.sh + launch/build.sh"; exit 77; }
 start=$SECONDS
 common=(--data.train "$DATA_DIR/train.h5" --data.test "$DATA_DIR/test.h5" --batch_size 120 --epochs 1
-        --max_steps 60 --model.hidden 32 --lr 0.05 --momentum 0.9 --seed 5 --threads 1 --log_every 10
+        --max_steps 60 --model.hidden 256,128 --lr 0.05 --momentum 0.9 --seed 5 --threads 1 --log_every 5
         --checkpoint.every_epochs 0 --progress plain)
 ft_run() {  # ft_run NP ARGS...: under mpirun --with-ft ulfm, with a time limit
   local np=$1; shift
@@ -53,7 +54,7 @@ for victim in 2 0; do
   out="$WORK/killed$victim"
   ft_run 4 "${common[@]}" --on_failure shrink --out "$out" >"$WORK/killed$victim.log" 2>&1 &
   job=$!
-  kill_when "$out" 20 "$victim"
+  kill_when "$out" 10 "$victim"
   status=0
   wait "$job" || status=$?
   ((status == 0)) || { cat "$WORK/killed$victim.log"; fail "killed rank $victim: the job exited $status"; }
@@ -68,7 +69,7 @@ for victim in 2 0; do
   grep -q "membership: 3 replica(s) after losing rank $victim" "$WORK/killed$victim.log" ||
     { cat "$WORK/killed$victim.log"; fail "no membership line on the progress output"; }
   no_leftovers "$out"
-  echo "ok: rank $victim killed at step ~20: finished on 3 replicas, exit 0; $membership"
+  echo "ok: rank $victim killed after step 10: finished on 3 replicas, exit 0; $membership"
 done
 
 # Below shrink.min_replicas: exit 8 with the checkpoint of the last completed step, which a
@@ -76,7 +77,7 @@ done
 out="$WORK/minimum"
 ft_run 4 "${common[@]}" --on_failure shrink --shrink.min_replicas 4 --out "$out" >"$WORK/minimum.log" 2>&1 &
 job=$!
-kill_when "$out" 30 3
+kill_when "$out" 15 3
 status=0
 wait "$job" || status=$?
 ((status == 8)) || { cat "$WORK/minimum.log"; fail "below min_replicas: exit $status, expected 8"; }

@@ -87,6 +87,9 @@ struct TrainSummary {
   double samples_per_sec = 0.0;   // all replicas, step 0 of the run excluded
   bool preempted = false;         // stopped early after a preemption checkpoint
   bool finished = false;          // resume = auto found the run already complete; nothing ran
+  // on_failure = shrink: too few replicas survived to go on; the checkpoint of the last
+  // completed step is written and the command exits with ExitCode::kTooFewReplicas.
+  bool too_few_replicas = false;
 };
 
 class Callback {
