@@ -5,8 +5,14 @@
 #include <mpi-ext.h>  // Open MPI's extensions; OMPI_HAVE_MPI_EXT_FTMPI when ULFM is built in
 #endif
 
+#include <signal.h>
+#include <sys/types.h>
+
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -124,6 +130,28 @@ void revoke_tracked_communicators() {
   // Revoking twice (a peer did already) is harmless; errors here change nothing.
   for (MPI_Comm comm : tracked()) MPIX_Comm_revoke(comm);
 #endif
+}
+
+void enable_failure_detector(double timeout_seconds) {
+  if (!std::getenv("OMPI_MCA_mpi_ft_detector")) setenv("OMPI_MCA_mpi_ft_detector", "true", 1);
+  if (!std::getenv("OMPI_MCA_mpi_ft_detector_timeout") && timeout_seconds > 0) {
+    const std::string seconds = std::to_string(std::max(1L, std::lround(timeout_seconds)));
+    setenv("OMPI_MCA_mpi_ft_detector_timeout", seconds.c_str(), 1);
+  }
+}
+
+bool end_lost_process(int64_t pid, int rank) {
+  const char* mine = std::getenv("PMIX_NAMESPACE");
+  if (pid <= 0 || !mine) return false;
+  std::ifstream file(str_cat("/proc/", pid, "/environ"), std::ios::binary);
+  if (!file) return false;  // gone already
+  const std::string environ((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  auto has = [&](const std::string& entry) {
+    const std::string needle = entry + '\0';
+    return environ.compare(0, needle.size(), needle) == 0 || environ.find('\0' + needle) != std::string::npos;
+  };
+  if (!has(str_cat("PMIX_NAMESPACE=", mine)) || !has(str_cat("PMIX_RANK=", rank))) return false;
+  return kill(static_cast<pid_t>(pid), SIGKILL) == 0;
 }
 
 MPI_Comm shrink_communicator(MPI_Comm comm) {

@@ -116,6 +116,9 @@ Runtime::Runtime(int& argc, char**& argv, RuntimeOptions options)
     // collectives (loss reduction), so every thread may call MPI.
     int thread_level = 0;
     nonblocking_allreduce_ = comm::choose_nonblocking_allreduce_algorithm();
+    // A stopped or hung rank is declared failed at half the collective timeout, before the
+    // watchdog's abort at the full one.
+    if (survive_failures_) comm::enable_failure_detector(options.collective_timeout_s / 2);
     MIRRORED_MPI_CHECK(MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &thread_level));
     owns_mpi_ = true;
     if (thread_level < MPI_THREAD_MULTIPLE) {
@@ -137,6 +140,11 @@ Runtime::Runtime(int& argc, char**& argv, RuntimeOptions options)
     world_ = std::make_unique<comm::LocalCommunicator>();
   }
   set_process_identity({world_->rank(), world_->size(), local_hostname()});
+  if (survive_failures_ && owns_mpi_) {
+    pids_ = world_->allgather_value<int64_t>(static_cast<int64_t>(getpid()));
+    first_world_rank_ = world_->rank();
+    for (int r = 0; r < world_->size(); ++r) first_world_ranks_.push_back(r);
+  }
   cluster_ = Cluster::discover(*world_, launcher);
   if (watchdog_) {
     std::vector<std::string> hosts;
@@ -255,6 +263,24 @@ Membership Runtime::shrink_after_failure() {
       membership.lost.push_back({placement.rank, placement.host});
   // No launcher variables: they describe the world before the shrink.
   cluster_ = Cluster::discover(*world_, LauncherEnv{});
+  // A lost rank that is only stopped would keep mpirun waiting forever: the lowest survivor
+  // on its host ends it. `pids_` is indexed by rank in the world before this shrink; the
+  // launcher's PMIx rank is the rank in the first world.
+  const auto first_ranks = world_->allgather_value<int32_t>(first_world_rank_);
+  std::vector<int64_t> pids;
+  for (const int32_t old_rank : old_ranks) pids.push_back(pids_.at(static_cast<size_t>(old_rank)));
+  for (auto& lost : membership.lost) {
+    const auto& placements = cluster_.placements();
+    const auto first_here = std::find_if(placements.begin(), placements.end(),
+                                         [&](const RankPlacement& p) { return p.host == lost.host; });
+    const int64_t pid = pids_.at(static_cast<size_t>(lost.rank));
+    if (first_here != placements.end() && first_here->rank == cluster_.rank() &&
+        comm::end_lost_process(pid, first_world_ranks_.at(static_cast<size_t>(lost.rank))))
+      rank_warning(str_cat("rank ", lost.rank, " (pid ", pid, " on ", lost.host,
+                           ") was still there, stopped or hung: ended it, so the job can end"));
+  }
+  first_world_ranks_.assign(first_ranks.begin(), first_ranks.end());
+  pids_ = std::move(pids);
   cluster_.gather_devices(*world_, device_.str());
   std::vector<std::string> hosts;
   for (const auto& placement : cluster_.placements()) hosts.push_back(placement.host);

@@ -5,9 +5,12 @@
 #      world_size 3 in the later train records, nothing left running;
 #   2. kill -9 of the chief (rank 0): the lowest survivor becomes chief and finishes the same
 #      run directory (final.h5 within 1e-5, the membership record);
-#   3. shrink.min_replicas = 4: the survivors write the checkpoint of the last completed step
+#   3. SIGSTOP of a worker: declared failed by the heartbeat detector at half of
+#      collective_timeout_s, the run finishes on 3 and the stopped process is ended by the
+#      survivor on its host, so mpirun ends and nothing is left behind;
+#   4. shrink.min_replicas = 4: the survivors write the checkpoint of the last completed step
 #      and exit 8; that checkpoint resumed at 4 ranks ends bit-identical to the uninterrupted run;
-#   4. without `mpirun --with-ft ulfm`, on_failure = shrink is refused at start-up (exit 2).
+#   5. without `mpirun --with-ft ulfm`, on_failure = shrink is refused at start-up (exit 2).
 # The global batch is 120 (divisible by 4 and 3: in fast mode replicas take equal shares).
 source "$(dirname "$0")/lib.sh"
 require_data
@@ -71,6 +74,25 @@ for victim in 2 0; do
   no_leftovers "$out"
   echo "ok: rank $victim killed after step 10: finished on 3 replicas, exit 0; $membership"
 done
+
+out="$WORK/stopped"
+ft_run 4 "${common[@]}" --on_failure shrink --collective_timeout_s 4 --out "$out" >"$WORK/stopped.log" 2>&1 &
+job=$!
+for _ in $(seq 600); do grep -q '"kind": "train", "step": 10,' "$out/metrics.jsonl" 2>/dev/null && break; sleep 0.05; done
+victim=$(rank_pid "$out" 1)
+[[ -n "$victim" ]] || fail "rank 1 of $out not found"
+stopped_at=$SECONDS
+kill -STOP "$victim"
+status=0
+wait "$job" || status=$?
+((status == 0)) || { kill -9 "$victim" 2>/dev/null; cat "$WORK/stopped.log"; fail "stopped rank: the job exited $status"; }
+"$COMPARE" "$WORK/full/final.h5" "$out/final.h5" --rtol 1e-5 || fail "stopped rank: parameters differ"
+membership=$(grep '"kind": "membership"' "$out/metrics.jsonl") || fail "stopped rank: no membership record"
+grep -q '"lost": \[{"rank": 1,' <<<"$membership" || fail "stopped rank: $membership"
+grep -aq "rank 1 (pid $victim on .*) was still there, stopped or hung: ended it" "$WORK/stopped.log" ||
+  { cat "$WORK/stopped.log"; fail "no survivor says it ended the stopped rank"; }
+no_leftovers "$out"
+echo "ok: rank 1 stopped: excluded, job ended $((SECONDS - stopped_at)) s after SIGSTOP with exit 0; $membership"
 
 # Below shrink.min_replicas: exit 8 with the checkpoint of the last completed step, which a
 # 4-rank resume continues bit-identically.

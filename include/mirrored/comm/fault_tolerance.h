@@ -30,6 +30,18 @@ struct FaultTolerance {
 // What this binary and this job's launcher provide; needs no MPI_Init.
 FaultTolerance fault_tolerance();
 
+// Before MPI_Init, for on_failure = shrink: switches on Open MPI's heartbeat failure
+// detector (mpi_ft_detector), so a rank that stops answering while alive (SIGSTOP, a hang)
+// is declared failed after `timeout_seconds` like a dead one; values the user set in the
+// environment (OMPI_MCA_mpi_ft_detector*) are kept. Without it only ended processes count.
+void enable_failure_detector(double timeout_seconds);
+
+// Ends a lost rank's process if it is still there (stopped, hung): `pid` on this host, and
+// only when that process belongs to this job as rank `rank` of the world it started in
+// (its PMIx namespace and rank), so nothing else is ever signalled. mpirun waits for every
+// process it started, so a stopped one would keep the job from ending. True when signalled.
+bool end_lost_process(int64_t pid, int rank);
+
 // A peer of one of this rank's communicators failed, or a peer revoked the communicator
 // after seeing a failure. Exit code 5 when nothing recovers from it (on_failure = abort).
 class PeerFailure : public Error {

@@ -122,6 +122,11 @@ class Runtime {
   bool wants_device_communicator_ = true;
   // The job's communicator: MPI_COMM_WORLD, or the survivors' after a shrink (owned then).
   MPI_Comm job_comm_ = MPI_COMM_NULL;
+  // survive_failures, by rank of job_comm_: every rank's process id and its rank in the
+  // world the launcher started (which names it in the launcher's variables).
+  std::vector<int64_t> pids_;
+  std::vector<int32_t> first_world_ranks_;
+  int32_t first_world_rank_ = 0;
   std::string nonblocking_allreduce_;
   Cluster cluster_;
   CoreBinding core_binding_;
