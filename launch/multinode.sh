@@ -20,8 +20,15 @@ fi
 hostfile=$1 np=$2
 shift 2
 [[ -r "$hostfile" ]] || { echo "launch/multinode.sh: cannot read hostfile '$hostfile'" >&2; exit 2; }
+source "$(dirname "$0")/mpi_env.sh"
 
 flags=(--hostfile "$hostfile" -np "$np" --map-by slot --bind-to none)
+# The mpirun of the MPI the program was built against. A relocated Open MPI (launch/
+# install_openmpi.sh) must sit at the same path on every node; --prefix makes the remote
+# daemons and ranks find it there.
+mirrored_mpi_for_launch "$1"
+if [[ -n "${OPAL_PREFIX:-}" ]]; then flags+=(--prefix "$OPAL_PREFIX"); fi
+if mirrored_wants_shrink "$@"; then flags+=(--with-ft ulfm); fi
 # Ranks size their own thread pools (threads = cores / ranks on the node); core binding
 # would squeeze a rank's BLAS threads onto one core.
 if [[ $(id -u) -eq 0 ]]; then
@@ -36,7 +43,7 @@ fi
 
 # Remote ranks start from a fresh login environment: forward what the program reads.
 # (-x NAME exports the variable as set here; only names that are set are passed.)
-for name in PATH LD_LIBRARY_PATH OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM OPENBLAS_NUM_THREADS \
+for name in PATH LD_LIBRARY_PATH OPAL_PREFIX OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM OPENBLAS_NUM_THREADS \
             OMP_NUM_THREADS CUDA_VISIBLE_DEVICES; do
   if [[ -n "${!name:-}" ]]; then flags+=(-x "$name"); fi
 done

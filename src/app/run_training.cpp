@@ -2,32 +2,26 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include "mirrored/app/run_training.h"
 
 #include "mirrored/app/preemption.h"
 #include "mirrored/app/progress.h"
+#include "mirrored/app/shrink_recovery.h"
 #include "mirrored/app/trace_signal.h"
+#include "mirrored/comm/fault_tolerance.h"
+#include "mirrored/core/log.h"
 #include "mirrored/train/checkpointer.h"
 #include "mirrored/train/standard_callbacks.h"
 #include "mirrored/train/tensorboard_logger.h"
 #include "mirrored/train/trainer.h"
 
 namespace mirrored::app {
+namespace {
 
-train::TrainSummary run_training(const train::TrainConfig& config, distribute::Runtime& runtime,
-                                 std::vector<std::unique_ptr<train::Callback>> extra) {
+void add_standard_callbacks(train::Trainer& trainer, const train::TrainConfig& config) {
   using namespace train;
-  // The flight recorder writes to <out>/trace; a dump left by an earlier attempt of this
-  // run would mix with this one's, so each rank removes its own first.
-  if (auto* watchdog = runtime.watchdog(); watchdog && config.trace_collectives > 0) {
-    const std::string directory = config.out + "/trace";
-    std::error_code ignored;
-    std::filesystem::remove(str_cat(directory, "/rank-", runtime.rank(), ".jsonl"), ignored);
-    watchdog->set_trace_directory(directory);
-  }
-  const TraceDumpSignal trace_signal(config.preemption_signal);
-  Trainer trainer(config, runtime);
   trainer.add_callback(std::make_unique<MetricsLogger>());
   trainer.add_callback(std::make_unique<TensorBoardLogger>());
   // Before ConsoleLogger, so a finished bar ends its line before the epoch summary prints.
@@ -38,8 +32,74 @@ train::TrainSummary run_training(const train::TrainConfig& config, distribute::R
   trainer.add_callback(std::make_unique<Checkpointer>());  // after MetricsLogger: the eval record precedes it
   if (config.preemption_signal != PreemptionSignal::kNone)
     trainer.add_callback(std::make_unique<PreemptionHandler>(config.preemption_signal));
-  for (auto& callback : extra) trainer.add_callback(std::move(callback));
-  return trainer.fit();
+}
+
+// The flight recorder writes to <out>/trace; a dump left by an earlier attempt of this run
+// would mix with this one's, so each rank removes its own first. Again after a shrink: the
+// survivors' watchdog is a new one, and ranks are numbered anew.
+void arm_trace_dumps(distribute::Runtime& runtime, const train::TrainConfig& config) {
+  auto* watchdog = runtime.watchdog();
+  if (!watchdog || config.trace_collectives <= 0) return;
+  const std::string directory = config.out + "/trace";
+  std::error_code ignored;
+  std::filesystem::remove(str_cat(directory, "/rank-", runtime.rank(), ".jsonl"), ignored);
+  watchdog->set_trace_directory(directory);
+}
+
+}  // namespace
+
+train::TrainSummary run_training(const train::TrainConfig& config, distribute::Runtime& runtime,
+                                 std::vector<std::unique_ptr<train::Callback>> extra) {
+  using namespace train;
+  const bool shrink = config.on_failure == OnFailure::kShrink;
+  TrainConfig current = config;
+  std::optional<Recovery> recovered;
+  Stopwatch since_failure;
+  const TraceDumpSignal trace_signal(config.preemption_signal);
+  // on_failure = shrink: each lost rank ends one Trainer; the survivors recover (shrink_recovery.h)
+  // and the next Trainer goes on from the recovered step. Otherwise the first failure ends the job.
+  for (;;) {
+    std::optional<io::Checkpoint> snapshot;
+    try {
+      arm_trace_dumps(runtime, current);
+      Trainer trainer(current, runtime);
+      add_standard_callbacks(trainer, current);
+      if (recovered) trainer.add_callback(std::make_unique<MembershipReporter>(*recovered, since_failure));
+      for (auto& callback : extra) trainer.add_callback(std::move(callback));
+      extra.clear();
+      try {
+        return trainer.fit();
+      } catch (const comm::PeerFailure& failure) {
+        if (!shrink) throw;
+        since_failure.reset();
+        rank_warning(str_cat("a peer failed: ", failure.what()));
+        snapshot = trainer.state_after_failure();
+      }
+    } catch (const comm::PeerFailure& failure) {  // while a Trainer was being built or torn down
+      if (!shrink) throw;
+      if (!snapshot) {
+        since_failure.reset();
+        rank_warning(str_cat("a peer failed: ", failure.what()));
+      }
+    }
+    try {
+      recovered = recover_after_failure(current, runtime, snapshot);
+    } catch (const Error& error) {
+      if (error.code() != ExitCode::kTooFewReplicas) throw;
+      // Every survivor ends alike and on its own (no MPI_Abort), so nothing outlives the job.
+      if (runtime.rank() == 0) rank_error(error.what());
+      TrainSummary summary;
+      summary.steps = recovered ? recovered->step : 0;
+      summary.too_few_replicas = true;
+      return summary;
+    }
+    if (!recovered->checkpoint.empty()) {
+      current.resume = ResumeMode::kPath;
+      current.resume_path = recovered->checkpoint;
+    } else {
+      current.resume = ResumeMode::kAuto;
+    }
+  }
 }
 
 }  // namespace mirrored::app

@@ -5,6 +5,7 @@
 #include <H5public.h>
 #include <mpi.h>
 
+#include "mirrored/comm/fault_tolerance.h"
 #include "mirrored/core/strings.h"
 #include "mirrored/kernels/kernels.h"
 
@@ -50,6 +51,7 @@ InfoRows library_rows() {
   H5get_libversion(&h5_major, &h5_minor, &h5_release);
 
   InfoRows rows = {{"mpi", str_cat(mpi_line, " (MPI ", mpi_major, ".", mpi_minor, ")")},
+                   {"ulfm", comm::fault_tolerance().describe()},
                    {"hdf5", str_cat(h5_major, ".", h5_minor, ".", h5_release, " (built with ", H5_VERS_MAJOR, ".",
                                     H5_VERS_MINOR, ".", H5_VERS_RELEASE, ")")},
                    {"blas", openblas_get_config()}};

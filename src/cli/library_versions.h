@@ -10,7 +10,7 @@ namespace mirrored::cli {
 using InfoRows = std::vector<std::pair<std::string, std::string>>;  // label, value
 
 InfoRows build_rows();        // version, build type, sanitizers, compiler
-InfoRows library_rows();      // MPI, HDF5, OpenBLAS, and the CUDA rows when built with CUDA
+InfoRows library_rows();      // MPI (and its ULFM fault tolerance), HDF5, OpenBLAS, and the CUDA rows when built with CUDA
 InfoRows cuda_library_rows(); // CUDA runtime/driver, cuDNN, NCCL; empty without CUDA
 
 }  // namespace mirrored::cli

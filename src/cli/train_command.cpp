@@ -24,7 +24,9 @@ int train_command(int& argc, char**& argv, const Args& args) {
   chief_info(str_cat("cluster:\n", runtime.cluster().table()));
   const train::TrainSummary summary = app::run_training(config, runtime);
   // A distinct status after a preemption checkpoint, so slurm/preemptible.sh requeues the job.
-  return summary.preempted ? static_cast<int>(ExitCode::kPreempted) : 0;
+  if (summary.preempted) return static_cast<int>(ExitCode::kPreempted);
+  if (summary.too_few_replicas) return static_cast<int>(ExitCode::kTooFewReplicas);
+  return 0;
 }
 
 }  // namespace mirrored::cli

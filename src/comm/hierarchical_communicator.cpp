@@ -2,6 +2,7 @@
 
 #include <exception>
 
+#include "mirrored/comm/fault_tolerance.h"
 #include "mirrored/comm/mpi_check.h"
 #include "mean.h"
 #include "mirrored/comm/mpi_types.h"
@@ -29,11 +30,13 @@ HierarchicalCommunicator::HierarchicalCommunicator(MPI_Comm comm, CollectiveWatc
     MIRRORED_MPI_CHECK(MPI_Comm_split(world, node_color, rank_, &node_));
   }
   MIRRORED_MPI_CHECK(MPI_Comm_set_errhandler(node_, MPI_ERRORS_RETURN));
+  track_communicator(node_);
   MIRRORED_MPI_CHECK(MPI_Comm_rank(node_, &node_rank_));
   MIRRORED_MPI_CHECK(MPI_Comm_size(node_, &node_size_));
   MIRRORED_MPI_CHECK(MPI_Comm_split(world, node_rank_ == 0 ? 0 : MPI_UNDEFINED, rank_, &leaders_));
   if (leaders_ != MPI_COMM_NULL) {
     MIRRORED_MPI_CHECK(MPI_Comm_set_errhandler(leaders_, MPI_ERRORS_RETURN));
+    track_communicator(leaders_);
     MIRRORED_MPI_CHECK(MPI_Comm_size(leaders_, &num_nodes_));
   }
   // Non-leaders learn the node count from their leader.
@@ -41,6 +44,8 @@ HierarchicalCommunicator::HierarchicalCommunicator(MPI_Comm comm, CollectiveWatc
 }
 
 HierarchicalCommunicator::~HierarchicalCommunicator() {
+  untrack_communicator(leaders_);
+  untrack_communicator(node_);
   // As MpiCommunicator: freeing synchronises, so never while an error unwinds to MPI_Abort.
   if (std::uncaught_exceptions() > 0) return;
   int finalized = 0;

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <exception>
 
+#include "mirrored/comm/fault_tolerance.h"
 #include "mirrored/comm/mpi_check.h"
 #include "mean.h"
 #include "mpi_ring_reduce_scatter.h"
@@ -24,6 +25,7 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, CollectiveWatchdog* watchdog, co
   MIRRORED_MPI_CHECK(MPI_Comm_dup(comm, &comm_));
   // Errors come back as codes so they reach MIRRORED_MPI_CHECK with their location.
   MIRRORED_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
+  track_communicator(comm_);  // revoked with the others when a peer fails
   MIRRORED_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
   MIRRORED_MPI_CHECK(MPI_Comm_size(comm_, &size_));
 }
@@ -31,6 +33,7 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, CollectiveWatchdog* watchdog, co
 MpiCommunicator::~MpiCommunicator() {
   // While an error unwinds towards MPI_Abort, freeing (a synchronising call) could wait
   // for peers that never come; the abort reclaims everything anyway.
+  untrack_communicator(comm_);
   if (std::uncaught_exceptions() > 0) return;
   int finalized = 0;
   MPI_Finalized(&finalized);

@@ -5,6 +5,7 @@
 
 #include "mirrored/comm/abort.h"
 #include "mirrored/comm/collective_verdict.h"
+#include "mirrored/comm/fault_tolerance.h"
 #include "mirrored/comm/mpi_check.h"
 #include "mirrored/core/error.h"
 #include "mirrored/core/log.h"
@@ -28,6 +29,7 @@ std::atomic<CollectiveWatchdog*> g_watchdog{nullptr};
 CollectiveWatchdog::CollectiveWatchdog(MPI_Comm world, double timeout_seconds, size_t trace_collectives)
     : timeout_(timeout_seconds), started_(Clock::now()), recorder_(trace_collectives) {
   MIRRORED_MPI_CHECK(MPI_Comm_dup(world, &comm_));
+  track_communicator(comm_);  // fault_tolerance.h: revoked with the job's others on a failure
   MIRRORED_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
   MIRRORED_MPI_CHECK(MPI_Comm_size(comm_, &size_));
   PeerState unheard;
@@ -106,6 +108,7 @@ void CollectiveWatchdog::stop() {
     if (request != MPI_REQUEST_NULL) MIRRORED_MPI_LOG(MPI_Request_free(&request));
   MIRRORED_MPI_LOG(MPI_Barrier(comm_));
   receive_heartbeats();
+  untrack_communicator(comm_);
   MIRRORED_MPI_LOG(MPI_Comm_free(&comm_));
 }
 

@@ -3,6 +3,7 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <exception>
@@ -10,6 +11,7 @@
 #include <thread>
 
 #include "mirrored/comm/abort.h"
+#include "mirrored/comm/fault_tolerance.h"
 #include "mirrored/comm/hierarchical_communicator.h"
 #include "mirrored/comm/local_communicator.h"
 #include "mirrored/comm/mpi_check.h"
@@ -98,7 +100,10 @@ void Runtime::identify_from_launcher() {
                         read({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"}, 1), local_hostname()});
 }
 
-Runtime::Runtime(int& argc, char**& argv, RuntimeOptions options) {
+Runtime::Runtime(int& argc, char**& argv, RuntimeOptions options)
+    : survive_failures_(options.survive_failures), collective_timeout_s_(options.collective_timeout_s),
+      trace_collectives_(options.trace_collectives),
+      wants_device_communicator_(options.device_communicator) {
   // Before MPI_Init, which may add variables of its own.
   const LauncherEnv launcher = LauncherEnv::from_environment();
   Launch launch = launch_from_env(options.launch);
@@ -112,19 +117,36 @@ Runtime::Runtime(int& argc, char**& argv, RuntimeOptions options) {
     // collectives (loss reduction), so every thread may call MPI.
     int thread_level = 0;
     nonblocking_allreduce_ = comm::choose_nonblocking_allreduce_algorithm();
+    // A stopped or hung rank is declared failed at half the collective timeout, before the
+    // watchdog's abort at the full one.
+    if (survive_failures_) comm::enable_failure_detector(options.collective_timeout_s / 2);
     MIRRORED_MPI_CHECK(MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &thread_level));
     owns_mpi_ = true;
     if (thread_level < MPI_THREAD_MULTIPLE) {
       rank_warning(str_cat("MPI provides thread level ", thread_level,
                            " (< MPI_THREAD_MULTIPLE): communication will not overlap with compute"));
     }
-    watchdog_ = std::make_unique<comm::CollectiveWatchdog>(MPI_COMM_WORLD, options.collective_timeout_s,
+    job_comm_ = MPI_COMM_WORLD;
+    if (survive_failures_) {
+      // Every rank reads the same binary and launcher variables: all refuse alike.
+      const std::string missing = comm::fault_tolerance().missing();
+      if (!missing.empty()) throw Error(ExitCode::kUsage, "on_failure = shrink: " + missing, true);
+      // Failures come back as error codes (comm::PeerFailure), for the world and for every
+      // communicator duplicated from it (the watchdog's among them), instead of ending the job.
+      MIRRORED_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+    }
+    watchdog_ = std::make_unique<comm::CollectiveWatchdog>(job_comm_, options.collective_timeout_s,
                                                            options.trace_collectives);
-    world_ = std::make_unique<comm::MpiCommunicator>(MPI_COMM_WORLD, watchdog_.get(), "world");
+    world_ = std::make_unique<comm::MpiCommunicator>(job_comm_, watchdog_.get(), "world");
   } else {
     world_ = std::make_unique<comm::LocalCommunicator>();
   }
   set_process_identity({world_->rank(), world_->size(), local_hostname()});
+  if (survive_failures_ && owns_mpi_) {
+    pids_ = world_->allgather_value<int64_t>(static_cast<int64_t>(getpid()));
+    first_world_rank_ = world_->rank();
+    for (int r = 0; r < world_->size(); ++r) first_world_ranks_.push_back(r);
+  }
   cluster_ = Cluster::discover(*world_, launcher);
   if (watchdog_) {
     std::vector<std::string> hosts;
@@ -175,10 +197,10 @@ comm::Communicator& Runtime::gradient_communicator(Allreduce how) {
   MIRRORED_CHECK(how != Allreduce::kAuto, "gradient_communicator(kAuto): resolve the choice first");
   if (how == Allreduce::kHierarchical) {
     if (!hierarchical_gradients_)
-      hierarchical_gradients_ = std::make_unique<comm::HierarchicalCommunicator>(MPI_COMM_WORLD, watchdog_.get());
+      hierarchical_gradients_ = std::make_unique<comm::HierarchicalCommunicator>(job_comm_, watchdog_.get());
     return *hierarchical_gradients_;
   }
-  if (!flat_gradients_) flat_gradients_ = std::make_unique<comm::MpiCommunicator>(MPI_COMM_WORLD, watchdog_.get(), "gradients");
+  if (!flat_gradients_) flat_gradients_ = std::make_unique<comm::MpiCommunicator>(job_comm_, watchdog_.get(), "gradients");
   return *flat_gradients_;
 }
 
@@ -209,8 +231,72 @@ Runtime::~Runtime() {
   if (owns_mpi_) {
     int finalized = 0;
     MPI_Finalized(&finalized);
+    if (job_comm_ != MPI_COMM_WORLD && job_comm_ != MPI_COMM_NULL && !finalized)
+      MIRRORED_MPI_LOG(MPI_Comm_free(&job_comm_));
     if (!finalized) MIRRORED_MPI_LOG(MPI_Finalize());
   }
+}
+
+Membership Runtime::shrink_after_failure() {
+  MIRRORED_CHECK(owns_mpi_ && survive_failures_, "shrink_after_failure needs an MPI job with survive_failures");
+  comm::revoke_tracked_communicators();
+  const Cluster before = cluster_;
+  MPI_Comm survivors = comm::shrink_communicator(job_comm_);
+  // The old communicators are revoked: freeing them no longer waits for anyone. The
+  // watchdog's stop() synchronises on its (revoked) communicator, which returns at once.
+  hierarchical_gradients_.reset();
+  flat_gradients_.reset();
+  device_comm_.reset();
+  world_.reset();
+  if (watchdog_) watchdog_->stop();
+  watchdog_.reset();
+  if (job_comm_ != MPI_COMM_WORLD) MIRRORED_MPI_LOG(MPI_Comm_free(&job_comm_));
+  job_comm_ = survivors;
+
+  watchdog_ = std::make_unique<comm::CollectiveWatchdog>(job_comm_, collective_timeout_s_, trace_collectives_);
+  world_ = std::make_unique<comm::MpiCommunicator>(job_comm_, watchdog_.get(), "world");
+  set_process_identity({world_->rank(), world_->size(), local_hostname()});
+  // Who is gone: the ranks of the old table that no survivor held.
+  const auto old_ranks = world_->allgather_value<int32_t>(before.rank());
+  Membership membership;
+  membership.world_size = world_->size();
+  for (const auto& placement : before.placements())
+    if (std::find(old_ranks.begin(), old_ranks.end(), placement.rank) == old_ranks.end())
+      membership.lost.push_back({placement.rank, placement.host});
+  // No launcher variables: they describe the world before the shrink.
+  cluster_ = Cluster::discover(*world_, LauncherEnv{});
+  // A lost rank that is only stopped would keep mpirun waiting forever: the lowest survivor
+  // on its host ends it. `pids_` is indexed by rank in the world before this shrink; the
+  // launcher's PMIx rank is the rank in the first world.
+  const auto first_ranks = world_->allgather_value<int32_t>(first_world_rank_);
+  std::vector<int64_t> pids;
+  for (const int32_t old_rank : old_ranks) pids.push_back(pids_.at(static_cast<size_t>(old_rank)));
+  for (auto& lost : membership.lost) {
+    const auto& placements = cluster_.placements();
+    const auto first_here = std::find_if(placements.begin(), placements.end(),
+                                         [&](const RankPlacement& p) { return p.host == lost.host; });
+    const int64_t pid = pids_.at(static_cast<size_t>(lost.rank));
+    if (first_here != placements.end() && first_here->rank == cluster_.rank() &&
+        comm::end_lost_process(pid, first_world_ranks_.at(static_cast<size_t>(lost.rank))))
+      rank_warning(str_cat("rank ", lost.rank, " (pid ", pid, " on ", lost.host,
+                           ") was still there, stopped or hung: ended it, so the job can end"));
+  }
+  first_world_ranks_.assign(first_ranks.begin(), first_ranks.end());
+  pids_ = std::move(pids);
+  cluster_.gather_devices(*world_, device_.str());
+  std::vector<std::string> hosts;
+  for (const auto& placement : cluster_.placements()) hosts.push_back(placement.host);
+  watchdog_->set_hosts(std::move(hosts));
+#ifdef MIRRORED_WITH_CUDA
+  // NCCL from a fresh bootstrap over the survivors' world (the id broadcast over MPI).
+  if (device_.is_cuda() && wants_device_communicator_) {
+    if (world_->size() > 1)
+      device_comm_ = std::make_unique<comm::NcclCommunicator>(*world_, device_.index, collective_timeout_s_);
+    else
+      device_comm_ = std::make_unique<comm::LocalCommunicator>();
+  }
+#endif
+  return membership;
 }
 
 void Runtime::abort_job(ExitCode code) { comm::abort_job(code); }

@@ -51,6 +51,8 @@ void append_value(std::ostringstream& out, const JsonValue& value) {
       append_number(out, (*array)[k]);
     }
     out << ']';
+  } else if (const auto* text = std::get_if<JsonText>(&value)) {
+    out << text->text;
   } else {
     append_string(out, std::get<std::string>(value));
   }
@@ -68,6 +70,12 @@ std::string to_json(const JsonRecord& record) {
   }
   out << '}';
   return out.str();
+}
+
+JsonText to_json_array(const std::vector<JsonRecord>& records) {
+  std::string text = "[";
+  for (size_t i = 0; i < records.size(); ++i) text += (i ? ", " : "") + to_json(records[i]);
+  return {text + "]"};
 }
 
 JsonlWriter::JsonlWriter(const std::string& path, bool append)

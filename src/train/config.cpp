@@ -388,6 +388,13 @@ const std::vector<Option>& options() {
       operational(enum_option<NanPolicy>("nan_policy", "on a NaN/Inf gradient: stop (exit 6) or skip the step",
                                          &TrainConfig::nan_policy,
                                          {{"stop", NanPolicy::kStop}, {"skip", NanPolicy::kSkip}})),
+      operational(enum_option<OnFailure>(
+          "on_failure",
+          "a lost rank (killed, lost node, silent past collective_timeout_s): abort the job (exit 5; resume from "
+          "the newest checkpoint) or shrink (needs Open MPI 5 with ULFM, see mirrored info)",
+          &TrainConfig::on_failure, {{"abort", OnFailure::kAbort}, {"shrink", OnFailure::kShrink}})),
+      operational(int_option("shrink.min_replicas", "on_failure = shrink: the fewest replicas the run goes on with",
+                             &TrainConfig::shrink_min_replicas, 1)),
   };
   return table;
 }

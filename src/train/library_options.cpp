@@ -75,6 +75,7 @@ LibraryOptions library_options(const TrainConfig& config) {
   options.runtime = {config.launch, config.device, false, config.collective_timeout_s};
   options.runtime.bind_cores = config.bind_cores;
   options.runtime.trace_collectives = static_cast<size_t>(config.trace_collectives);
+  options.runtime.survive_failures = config.on_failure == OnFailure::kShrink;
   // Sharded gradients are reduce-scattered over the flat communicator; the hierarchical one
   // has no reduce-scatter. So with optimizer.shard, auto means flat on any number of nodes
   // (explicit hierarchical is refused at parse time).

@@ -30,6 +30,7 @@ void MetricsLogger::on_log(TrainContext& ctx, const LogPoint& point) {
   if (point.tokens_per_sec) record.emplace_back("tokens_per_sec", *point.tokens_per_sec);
   record.emplace_back("comm_ms", point.comm_ms);
   record.emplace_back("exposed_comm_ms", point.exposed_comm_ms);
+  record.emplace_back("world_size", point.world_size);
   if (point.grad_norm) record.emplace_back("grad_norm", *point.grad_norm);
   ctx.run_dir.log_metrics(record);
   if (point.rank_scores.empty()) return;

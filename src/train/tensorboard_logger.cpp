@@ -18,7 +18,8 @@ void TensorBoardLogger::on_log(TrainContext&, const LogPoint& point) {
       {"train/lr", static_cast<float>(point.lr)},
       {"train/samples_per_sec", static_cast<float>(point.samples_per_sec)},
       {"train/comm_ms", static_cast<float>(point.comm_ms)},
-      {"train/exposed_comm_ms", static_cast<float>(point.exposed_comm_ms)}};
+      {"train/exposed_comm_ms", static_cast<float>(point.exposed_comm_ms)},
+      {"train/world_size", static_cast<float>(point.world_size)}};
   if (point.tokens_per_sec)
     scalars.push_back({"train/tokens_per_sec", static_cast<float>(*point.tokens_per_sec)});
   if (point.grad_norm) scalars.push_back({"train/grad_norm", static_cast<float>(*point.grad_norm)});

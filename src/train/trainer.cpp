@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "mirrored/comm/flight_recorder.h"
+#include "mirrored/comm/fault_tolerance.h"
 #include "mirrored/core/log.h"
 #include "mirrored/core/timer.h"
 #include "mirrored/kernels/kernels.h"
@@ -140,9 +141,25 @@ void Trainer::State::plan_steps() {
   }
 }
 
+namespace {
+// on_failure = shrink recovers replicated state (runtime.h refuses a job without ULFM);
+// what it cannot recover yet is refused at start-up, on every rank alike (exit 2).
+void refuse_unsupported_failure_handling(const TrainConfig& config, const distribute::Runtime& runtime) {
+  if (config.on_failure != OnFailure::kShrink) return;
+  std::string why;
+  if (config.optimizer_shard)
+    why = "optimizer.shard = true: a lost rank takes its shard of the optimizer state with it (no copy is kept "
+          "on another rank yet); set optimizer.shard = false";
+  else if (runtime.device().is_cuda())
+    why = "device = cuda: recovery rebuilds NCCL but is tested on CPU ranks only; set device = cpu";
+  if (!why.empty()) throw Error(ExitCode::kUsage, str_cat("on_failure = shrink: ", why), true);
+}
+}  // namespace
+
 Trainer::Trainer(const TrainConfig& config, distribute::Runtime& runtime, TrainerOptions options)
     : s_(std::make_unique<State>(config, runtime, options)) {
   State& s = *s_;
+  refuse_unsupported_failure_handling(config, runtime);
   s.strategy.batch_plan(config.batch_size);  // fails fast, on every rank, before any I/O
   kernels::set_cpu_thread_invariant(config.reduction == distribute::Reduction::kInvariant);
   kernels::set_cpu_threads(threads_per_rank(s.lib.threads, runtime.cluster()));
@@ -171,6 +188,15 @@ Trainer::~Trainer() = default;
 void Trainer::add_callback(std::unique_ptr<Callback> callback) { s_->callbacks.push_back(std::move(callback)); }
 distribute::MirroredStrategy& Trainer::strategy() { return s_->strategy; }
 distribute::DistributedModel& Trainer::model() { return *s_->model; }
+
+io::Checkpoint Trainer::state_after_failure() {
+  State& s = *s_;
+  MIRRORED_CHECK(!s.model->shard_plan().sharded(), "state_after_failure: the optimizer state is sharded");
+  io::Checkpoint checkpoint = capture_checkpoint(*s.ctx, s.summary.steps);
+  for (const auto& [name, tensor] : s.optimizer->state())
+    checkpoint.optimizer_state.push_back({name, {static_cast<int64_t>(tensor->numel())}, tensor->to_vector()});
+  return checkpoint;
+}
 
 template <typename Fn>
 void Trainer::for_each_callback(Fn&& fn) {
@@ -315,6 +341,7 @@ void Trainer::log_point(int64_t epoch) {
     point.tokens_per_sec = static_cast<double>(interval.steps * s.tokens_per_step) / interval_seconds;
   point.comm_ms = 1e3 * interval.comm_seconds / steps;
   point.exposed_comm_ms = 1e3 * interval.exposed_seconds / steps;
+  point.world_size = s.strategy.num_replicas_in_sync();
   s.epoch_totals.loss_sum += point.loss * steps;
   score_stragglers(point);
   for_each_callback([&](Callback& c) { c.on_log(*s.ctx, point); });

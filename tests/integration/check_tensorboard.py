@@ -24,7 +24,8 @@ records = [json.loads(line) for line in open(metrics_path)]
 # jsonl field -> tensorboard tag, per record kind
 expected = {
     "train": {"loss": "train/loss", "lr": "train/lr", "samples_per_sec": "train/samples_per_sec",
-              "comm_ms": "train/comm_ms", "exposed_comm_ms": "train/exposed_comm_ms"},
+              "comm_ms": "train/comm_ms", "exposed_comm_ms": "train/exposed_comm_ms",
+              "world_size": "train/world_size"},
     "eval": {"test_loss": "test/loss", "test_accuracy": "test/accuracy"},
 }
 # A language model's run: validation loss, perplexity and bits per byte, and tokens/s.

@@ -11,6 +11,7 @@
 # Skips (77) when the packages cannot be downloaded (no package mirror) or isolation is not
 # possible (not root, no unshare).
 source "$(dirname "$0")/lib.sh"
+mirrored_forget_mpi_prefix  # the bundle's own Open MPI, not the one mirrored was built with
 src=${SOURCE_DIR:?SOURCE_DIR must point at the source tree}
 
 skip() { echo "SKIP: $*"; exit 77; }

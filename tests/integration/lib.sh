@@ -4,6 +4,10 @@ set -euo pipefail
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 : "${MIRRORED:?MIRRORED must point at the mirrored binary}"
 : "${DATA_DIR:?DATA_DIR must point at the imported Fashion-MNIST}"
+# mpirun (and the ranks' OPAL_PREFIX) of the MPI the binary was built against, as the
+# launch scripts choose it.
+source "$SOURCE_DIR/launch/mpi_env.sh"
+mirrored_mpi_for_launch "$MIRRORED"
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/mirrored-it.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 

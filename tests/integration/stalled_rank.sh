@@ -32,19 +32,19 @@ fi
 wait "$job" || status=$?
 took=$((SECONDS - stopped_at))
 kill -CONT "$victim" 2>/dev/null || true
-cat "$WORK/log" | grep -E "collective warning|collective timeout|error" | head -5
+cat "$WORK/log" | grep -a -E "collective warning|collective timeout|error" | head -5
 ((status != 0)) || fail "the job exited 0 after a rank was stopped"
-grep -q "collective timeout" "$WORK/log" || fail "no collective-timeout message"
-grep -q "collective timeout.*rank 2 on [^ ]* (silent" "$WORK/log" ||
+grep -a -q "collective timeout" "$WORK/log" || fail "no collective-timeout message"
+grep -a -q "collective timeout.*rank 2 on [^ ]* (silent" "$WORK/log" ||
   fail "the timeout message does not name the stopped rank 2 and its host"
 ((status == 5)) || fail "the job exited $status, expected 5 (collective timeout)"
 # The warning stage: before the abort, the chief names whom it waits for.
-warning_line=$(grep -n "collective warning" "$WORK/log" | head -1 | cut -d: -f1)
-abort_line=$(grep -n "collective timeout" "$WORK/log" | head -1 | cut -d: -f1)
+warning_line=$(grep -a -n "collective warning" "$WORK/log" | head -1 | cut -d: -f1)
+abort_line=$(grep -a -n "collective timeout" "$WORK/log" | head -1 | cut -d: -f1)
 [[ -n "$warning_line" ]] || { cat "$WORK/log"; fail "no collective warning before the abort"; }
 ((warning_line < abort_line)) || fail "the warning (line $warning_line) came after the abort (line $abort_line)"
-grep "collective warning" "$WORK/log" | head -1 | grep -q "rank 2 on " ||
-  fail "the warning does not name rank 2 and its host: $(grep "collective warning" "$WORK/log" | head -1)"
+grep -a "collective warning" "$WORK/log" | head -1 | grep -a -q "rank 2 on " ||
+  fail "the warning does not name rank 2 and its host: $(grep -a "collective warning" "$WORK/log" | head -1)"
 ((took <= timeout_s + 15)) || fail "the job took $took s to end after the stop (timeout $timeout_s s)"
 sleep 1
 left=$(pgrep -f -- "--out $out" || true)

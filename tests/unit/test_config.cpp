@@ -155,6 +155,23 @@ TEST(Config, EnumeratedOptionsAreTypedAndListTheirNames) {
   EXPECT_NE(error_of({"--model", "transformer"}).find("one of: mlp, cnn, resnet, gpt"), std::string::npos);
 }
 
+TEST(Config, FailureHandlingKeys) {
+  const auto defaults = parse_train_config({});
+  EXPECT_EQ(defaults.on_failure, train::OnFailure::kAbort);
+  EXPECT_EQ(defaults.shrink_min_replicas, 1);
+  const auto config = parse_train_config({"--on_failure", "shrink", "--shrink.min_replicas", "3"});
+  EXPECT_EQ(config.on_failure, train::OnFailure::kShrink);
+  EXPECT_EQ(config.shrink_min_replicas, 3);
+  const std::string ini = train::to_ini(config);
+  EXPECT_NE(ini.find("[shrink]\nmin_replicas = 3"), std::string::npos) << ini;
+  EXPECT_EQ(train::to_ini(parse_train_config({"--config", write_ini("failure_roundtrip", ini)})), ini);
+  // Operational: a resume that changes them is not another run.
+  EXPECT_TRUE(train::result_changes(defaults, config).empty());
+  EXPECT_NE(error_of({"--on_failure", "restart"}).find("on_failure = 'restart': expected one of: abort, shrink"),
+            std::string::npos);
+  EXPECT_NE(error_of({"--shrink.min_replicas", "0"}).find("expected an integer >= 1"), std::string::npos);
+}
+
 TEST(Config, GptKeysAndTheirConstraint) {
   const auto config = parse_train_config({"--model", "gpt", "--gpt.layers", "2", "--gpt.heads", "2", "--gpt.width",
                                           "32", "--gpt.context", "16", "--gpt.dropout", "0.1", "--data.cache_mb", "0",

@@ -1,6 +1,7 @@
 #pragma once
 // MIRRORED_MPI_CHECK(call): throws mirrored::Error with file:line, the call as text, MPI's
-// error string, host and rank. MIRRORED_MPI_LOG(call) logs instead (for destructors).
+// error string, host and rank (comm::PeerFailure when a peer failed: fault_tolerance.h).
+// MIRRORED_MPI_LOG(call) logs instead (for destructors).
 #include <mpi.h>
 
 #include <string>
@@ -10,16 +11,14 @@
 
 namespace mirrored::comm {
 std::string mpi_error_string(int code);
+[[noreturn]] void throw_mpi_error(int status, const std::string& where_and_call);  // fault_tolerance.h
 }
 
 #define MIRRORED_MPI_CHECK(call)                                                              \
   do {                                                                                        \
     const int mpi_status_ = (call);                                                           \
     if (mpi_status_ != MPI_SUCCESS)                                                           \
-      throw ::mirrored::Error(                                                                \
-          ::mirrored::ExitCode::kFailure,                                                     \
-          ::mirrored::where(__FILE__, __LINE__,                                               \
-                            ::mirrored::str_cat(#call, ": ", ::mirrored::comm::mpi_error_string(mpi_status_)))); \
+      ::mirrored::comm::throw_mpi_error(mpi_status_, ::mirrored::where(__FILE__, __LINE__, #call)); \
   } while (0)
 
 #define MIRRORED_MPI_LOG(call)                                                                \

@@ -18,6 +18,7 @@ enum class ExitCode : int {
   kCommTimeout = 5,    // a collective did not finish in time; a peer died or stalled
   kNonFinite = 6,      // the loss or a gradient became NaN/Inf
   kPreempted = 7,      // stopped on a preemption signal after writing a checkpoint: requeue to resume
+  kTooFewReplicas = 8, // on_failure = shrink: the survivors cannot go on; a checkpoint is written, requeue to resume
 };
 
 class Error : public std::runtime_error {

@@ -4,8 +4,11 @@
 // communicators (flat, or hierarchical with its node and leader levels) and, when the
 // device is a GPU, the one NCCL communicator. It tears them down in a fixed order (see
 // ~Runtime). Nothing else calls MPI_Init or ncclCommInitRank.
+#include <mpi.h>
+
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "mirrored/comm/communicator.h"
 #include "mirrored/comm/hierarchical_communicator.h"
@@ -49,6 +52,22 @@ struct RuntimeOptions {
   // The flight recorder's ring: the last this many collectives of each rank, dumped to
   // <out>/trace on a timeout, a fatal error or SIGUSR2 (comm/flight_recorder.h). 0: off.
   size_t trace_collectives = 2000;
+  // on_failure = shrink: a lost peer raises comm::PeerFailure from the collective that saw
+  // it (instead of ending the job), and shrink_after_failure() goes on with the survivors.
+  // Needs ULFM (comm/fault_tolerance.h); refused at start-up, naming it, where it is missing.
+  bool survive_failures = false;
+};
+
+// A rank the job lost, as it was known before the shrink.
+struct LostRank {
+  int rank = 0;
+  std::string host;
+};
+
+// The job after a shrink: the survivors' world and who was lost.
+struct Membership {
+  int world_size = 0;
+  std::vector<LostRank> lost;
 };
 
 class Runtime {
@@ -84,6 +103,14 @@ class Runtime {
   int rank() const { return cluster_.rank(); }
   int world_size() const { return cluster_.world_size(); }
 
+  // Collective over the survivors, after a comm::PeerFailure: revokes every communicator of
+  // the job (so no survivor stays blocked in one), shrinks the world to the live ranks
+  // (their order kept: the lowest survivor is the new rank 0, the chief), and rebuilds the
+  // world, the watchdog's and (on GPUs) the NCCL communicator over it; gradient
+  // communicators are rebuilt on their next request. References to the old communicators
+  // are invalid afterwards: whoever held one (a strategy, a reducer) is rebuilt too.
+  Membership shrink_after_failure();
+
   // Ends every rank of the job with `code` (comm::abort_job: MPI_Abort when MPI is up,
   // exit() otherwise). Safe to call without a Runtime (before or after one existed).
   [[noreturn]] static void abort_job(ExitCode code);
@@ -95,6 +122,17 @@ class Runtime {
 
  private:
   bool owns_mpi_ = false;
+  bool survive_failures_ = false;
+  double collective_timeout_s_ = 0.0;
+  size_t trace_collectives_ = 0;
+  bool wants_device_communicator_ = true;
+  // The job's communicator: MPI_COMM_WORLD, or the survivors' after a shrink (owned then).
+  MPI_Comm job_comm_ = MPI_COMM_NULL;
+  // survive_failures, by rank of job_comm_: every rank's process id and its rank in the
+  // world the launcher started (which names it in the launcher's variables).
+  std::vector<int64_t> pids_;
+  std::vector<int32_t> first_world_ranks_;
+  int32_t first_world_rank_ = 0;
   std::string nonblocking_allreduce_;
   Cluster cluster_;
   CoreBinding core_binding_;

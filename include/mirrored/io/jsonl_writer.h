@@ -10,11 +10,16 @@
 
 namespace mirrored::io {
 
-// An array holds numbers only (per-rank figures).
-using JsonValue = std::variant<int64_t, double, std::string, std::vector<double>>;
+// An array holds numbers only (per-rank figures); a JsonText is JSON already encoded (an
+// array of objects: to_json_array), written as it is.
+struct JsonText {
+  std::string text;
+};
+using JsonValue = std::variant<int64_t, double, std::string, std::vector<double>, JsonText>;
 using JsonRecord = std::vector<std::pair<std::string, JsonValue>>;
 
 std::string to_json(const JsonRecord& record);  // keys in the given order
+JsonText to_json_array(const std::vector<JsonRecord>& records);
 
 class JsonlWriter {
  public:

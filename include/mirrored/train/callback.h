@@ -59,6 +59,7 @@ struct LogPoint {
   std::optional<double> tokens_per_sec;  // token models: global tokens over the interval's wall time
   double comm_ms = 0.0;          // gradient all-reduce time per step (this rank)
   double exposed_comm_ms = 0.0;  // the part of it not hidden behind backward
+  int64_t world_size = 1;        // replicas in the step (fewer after a shrink)
   // grad_clip > 0: the L2 norm of the averaged gradient of the point's step, before clipping.
   std::optional<double> grad_norm;
   // Several replicas: every rank's straggler scores per phase at this point (straggler.h),
@@ -92,6 +93,9 @@ struct TrainSummary {
   double samples_per_sec = 0.0;   // all replicas, step 0 of the run excluded
   bool preempted = false;         // stopped early after a preemption checkpoint
   bool finished = false;          // resume = auto found the run already complete; nothing ran
+  // on_failure = shrink: too few replicas survived to go on; the checkpoint of the last
+  // completed step is written and the command exits with ExitCode::kTooFewReplicas.
+  bool too_few_replicas = false;
 };
 
 class Callback {

@@ -26,6 +26,9 @@ enum class ProgressSetting { kAuto, kBar, kPlain, kOff };
 enum class ResumeMode { kAuto, kNever, kPath };
 enum class NanPolicy { kStop, kSkip };
 enum class PreemptionSignal { kUsr1, kUsr2, kTerm, kNone };
+// What a lost rank does to the run: abort it (resume from the newest checkpoint), or let the
+// survivors shrink to a smaller world and go on (needs MPI with ULFM).
+enum class OnFailure { kAbort, kShrink };
 
 // The name config.ini gives the kind (model = mlp).
 const char* model_kind_name(ModelKind kind);
@@ -118,6 +121,8 @@ struct TrainConfig {
   std::string resume_path;              // resume = kPath: a checkpoint file or directory
   NanPolicy nan_policy = NanPolicy::kStop;
   PreemptionSignal preemption_signal = PreemptionSignal::kUsr1;  // checkpoint and exit 7 on it
+  OnFailure on_failure = OnFailure::kAbort;
+  int64_t shrink_min_replicas = 1;  // on_failure = shrink: fewer survivors end the run
 };
 
 // Parses `args` (the words after `mirrored train`). `--config FILE` names the INI file;

@@ -12,6 +12,7 @@
 
 #include "mirrored/distribute/runtime.h"
 #include "mirrored/distribute/strategy.h"
+#include "mirrored/io/checkpoint_file.h"
 #include "mirrored/train/callback.h"
 #include "mirrored/train/config.h"
 #include "mirrored/train/library_options.h"
@@ -40,6 +41,12 @@ class Trainer {
 
   distribute::MirroredStrategy& strategy();
   distribute::DistributedModel& model();
+
+  // After a comm::PeerFailure left fit(): this replica's model and optimizer state after
+  // the steps it completed, as a checkpoint, taken without any collective (the job's
+  // communicators are revoked by then). Every replica holds the whole state unless it is
+  // sharded (optimizer.shard), which this refuses.
+  io::Checkpoint state_after_failure();
 
  private:
   struct State;

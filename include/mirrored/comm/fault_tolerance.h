@@ -1,0 +1,67 @@
+#pragma once
+// Surviving a lost rank with ULFM (MPI's fault-tolerance interface: revoke, shrink, agree;
+// Open MPI 5's `ftmpi` extension, declared by mpi-ext.h). Two things must hold: ULFM is
+// compiled into this binary, and the launcher switched it on for this job (`mpirun --with-ft
+// ulfm`, which hands the ranks the MCA parameter mpi_ft_enable). Without the launcher's
+// switch Open MPI 5 still aborts the job on a failure, so on_failure = shrink needs both.
+//
+// Detection: MIRRORED_MPI_CHECK raises PeerFailure (not a plain Error) for ULFM's error
+// classes, and the rank that sees one first revokes every communicator the job uses, so
+// its peers, blocked in any of them, get an error too instead of waiting forever.
+#include <mpi.h>
+
+#include <string>
+
+#include "mirrored/core/error.h"
+
+namespace mirrored::comm {
+
+struct FaultTolerance {
+  bool built = false;    // the MPI headers this binary was compiled against declare ULFM
+  bool enabled = false;  // the launcher switched fault tolerance on for this job
+  std::string mpi_headers;  // the MPI this binary was compiled against, e.g. "Open MPI 5.0.11"
+
+  // One line for `mirrored info`.
+  std::string describe() const;
+  // Empty when shrinking can work in this job; otherwise what is missing and how to get it.
+  std::string missing() const;
+};
+
+// What this binary and this job's launcher provide; needs no MPI_Init.
+FaultTolerance fault_tolerance();
+
+// Before MPI_Init, for on_failure = shrink: switches on Open MPI's heartbeat failure
+// detector (mpi_ft_detector), so a rank that stops answering while alive (SIGSTOP, a hang)
+// is declared failed after `timeout_seconds` like a dead one; values the user set in the
+// environment (OMPI_MCA_mpi_ft_detector*) are kept. Without it only ended processes count.
+void enable_failure_detector(double timeout_seconds);
+
+// Ends a lost rank's process if it is still there (stopped, hung): `pid` on this host, and
+// only when that process belongs to this job as rank `rank` of the world it started in
+// (its PMIx namespace and rank), so nothing else is ever signalled. mpirun waits for every
+// process it started, so a stopped one would keep the job from ending. True when signalled.
+bool end_lost_process(int64_t pid, int rank);
+
+// A peer of one of this rank's communicators failed, or a peer revoked the communicator
+// after seeing a failure. Exit code 5 when nothing recovers from it (on_failure = abort).
+class PeerFailure : public Error {
+ public:
+  explicit PeerFailure(const std::string& message) : Error(ExitCode::kCommTimeout, message) {}
+};
+
+// The error MIRRORED_MPI_CHECK raises for a failed call: PeerFailure for ULFM's failure
+// classes (after revoking every tracked communicator), Error(kFailure) otherwise.
+[[noreturn]] void throw_mpi_error(int status, const std::string& where_and_call);
+
+// The communicators to revoke when a failure is seen: each communicator of the job
+// registers its MPI handles while they exist. No-ops unless fault tolerance is enabled.
+void track_communicator(MPI_Comm comm);
+void untrack_communicator(MPI_Comm comm);
+void revoke_tracked_communicators();
+
+// Collective over the survivors of `comm` (which may hold failed ranks and be revoked): a
+// new communicator of the live ranks in their old order (MPIX_Comm_shrink), after they
+// agreed that each of them has it (MPIX_Comm_agree). Errors return as codes on it.
+MPI_Comm shrink_communicator(MPI_Comm comm);
+
+}  // namespace mirrored::comm

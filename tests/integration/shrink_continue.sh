@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# on_failure = shrink (ULFM, Open MPI 5) on 4 local ranks, sgd mlp, fast reduction:
+#   1. kill -9 of a worker mid-run: the job exits 0 on 3 replicas, final.h5 within 1e-5 of the
+#      uninterrupted 4-rank run's after 60 steps, one membership record naming the lost rank,
+#      world_size 3 in the later train records, nothing left running;
+#   2. kill -9 of the chief (rank 0): the lowest survivor becomes chief and finishes the same
+#      run directory (final.h5 within 1e-5, the membership record);
+#   3. SIGSTOP of a worker: declared failed by the heartbeat detector at half of
+#      collective_timeout_s, the run finishes on 3 and the stopped process is ended by the
+#      survivor on its host, so mpirun ends and nothing is left behind;
+#   4. shrink.min_replicas = 4: the survivors write the checkpoint of the last completed step
+#      and exit 8; that checkpoint resumed at 4 ranks ends bit-identical to the uninterrupted run;
+#   5. without `mpirun --with-ft ulfm`, on_failure = shrink is refused at start-up (exit 2).
+# The global batch is 120 (divisible by 4 and 3: in fast mode replicas take equal shares).
+source "$(dirname "$0")/lib.sh"
+require_data
+info=$("$MIRRORED" info 2>/dev/null) || fail "mirrored info failed"
+grep -q "^  ulfm  *available (" <<<"$info" ||
+  { echo "SKIP: this binary has no ULFM (built against $(command -v mpirun)); launch/install_openmpi.sh + launch/build.sh"; exit 77; }
+start=$SECONDS
+common=(--data.train "$DATA_DIR/train.h5" --data.test "$DATA_DIR/test.h5" --batch_size 120 --epochs 1
+        --max_steps 60 --model.hidden 256,128 --lr 0.05 --momentum 0.9 --seed 5 --threads 1 --log_every 5
+        --checkpoint.every_epochs 0 --progress plain)
+ft_run() {  # ft_run NP ARGS...: under mpirun --with-ft ulfm, with a time limit
+  local np=$1; shift
+  timeout -k 5 120 mpirun --with-ft ulfm --allow-run-as-root --oversubscribe --bind-to none -np "$np" \
+    "$MIRRORED" train "$@"
+}
+# rank_pid OUT RANK: the pid of the rank of the run writing to OUT.
+rank_pid() {
+  local pid
+  for pid in $(pgrep -f -- "--out $1( |$)"); do
+    if grep -qz "^OMPI_COMM_WORLD_RANK=$2\$" "/proc/$pid/environ" 2>/dev/null; then echo "$pid"; return; fi
+  done
+}
+# kill_when OUT STEP RANK: kill -9 RANK once OUT's metrics.jsonl has a train record at STEP.
+kill_when() {
+  local out=$1 step=$2 rank=$3 pid
+  for _ in $(seq 600); do
+    grep -q "\"kind\": \"train\", \"step\": $step," "$out/metrics.jsonl" 2>/dev/null && break
+    sleep 0.05
+  done
+  pid=$(rank_pid "$out" "$rank")
+  [[ -n "$pid" ]] || fail "rank $rank of $out not found"
+  kill -9 "$pid"
+}
+no_leftovers() {
+  sleep 0.5
+  local left
+  left=$(pgrep -f -- "--out $1( |$)" || true)
+  [[ -z "$left" ]] || { kill -9 $left; fail "processes left behind: $left"; }
+}
+
+ft_run 4 "${common[@]}" --out "$WORK/full" >"$WORK/full.log" 2>&1 || { cat "$WORK/full.log"; fail "uninterrupted run"; }
+
+for victim in 2 0; do
+  out="$WORK/killed$victim"
+  ft_run 4 "${common[@]}" --on_failure shrink --out "$out" >"$WORK/killed$victim.log" 2>&1 &
+  job=$!
+  kill_when "$out" 10 "$victim"
+  status=0
+  wait "$job" || status=$?
+  ((status == 0)) || { cat "$WORK/killed$victim.log"; fail "killed rank $victim: the job exited $status"; }
+  [[ -s "$out/final.h5" ]] || fail "killed rank $victim: no final.h5"
+  "$COMPARE" "$WORK/full/final.h5" "$out/final.h5" --rtol 1e-5 ||
+    fail "killed rank $victim: parameters differ from the uninterrupted run's"
+  membership=$(grep '"kind": "membership"' "$out/metrics.jsonl") || { cat "$out/metrics.jsonl"; fail "no membership record"; }
+  grep -q "\"world_size\": 3, \"lost\": \[{\"rank\": $victim, \"host\": \"[^\"]*\"}\], \"recovery_s\": " <<<"$membership" ||
+    fail "membership record: $membership"
+  [[ $(grep '"kind": "train"' "$out/metrics.jsonl" | tail -1 | grep -c '"world_size": 3') == 1 ]] ||
+    fail "the last train record does not say world_size 3"
+  grep -q "membership: 3 replica(s) after losing rank $victim" "$WORK/killed$victim.log" ||
+    { cat "$WORK/killed$victim.log"; fail "no membership line on the progress output"; }
+  no_leftovers "$out"
+  echo "ok: rank $victim killed after step 10: finished on 3 replicas, exit 0; $membership"
+done
+
+out="$WORK/stopped"
+ft_run 4 "${common[@]}" --on_failure shrink --collective_timeout_s 4 --out "$out" >"$WORK/stopped.log" 2>&1 &
+job=$!
+for _ in $(seq 600); do grep -q '"kind": "train", "step": 10,' "$out/metrics.jsonl" 2>/dev/null && break; sleep 0.05; done
+victim=$(rank_pid "$out" 1)
+[[ -n "$victim" ]] || fail "rank 1 of $out not found"
+stopped_at=$SECONDS
+kill -STOP "$victim"
+status=0
+wait "$job" || status=$?
+((status == 0)) || { kill -9 "$victim" 2>/dev/null; cat "$WORK/stopped.log"; fail "stopped rank: the job exited $status"; }
+"$COMPARE" "$WORK/full/final.h5" "$out/final.h5" --rtol 1e-5 || fail "stopped rank: parameters differ"
+membership=$(grep '"kind": "membership"' "$out/metrics.jsonl") || fail "stopped rank: no membership record"
+grep -q '"lost": \[{"rank": 1,' <<<"$membership" || fail "stopped rank: $membership"
+grep -aq "rank 1 (pid $victim on .*) was still there, stopped or hung: ended it" "$WORK/stopped.log" ||
+  { cat "$WORK/stopped.log"; fail "no survivor says it ended the stopped rank"; }
+no_leftovers "$out"
+echo "ok: rank 1 stopped: excluded, job ended $((SECONDS - stopped_at)) s after SIGSTOP with exit 0; $membership"
+
+# Below shrink.min_replicas: exit 8 with the checkpoint of the last completed step, which a
+# 4-rank resume continues bit-identically.
+out="$WORK/minimum"
+ft_run 4 "${common[@]}" --on_failure shrink --shrink.min_replicas 4 --out "$out" >"$WORK/minimum.log" 2>&1 &
+job=$!
+kill_when "$out" 15 3
+status=0
+wait "$job" || status=$?
+((status == 8)) || { cat "$WORK/minimum.log"; fail "below min_replicas: exit $status, expected 8"; }
+grep -q "fewer than shrink.min_replicas = 4" "$WORK/minimum.log" || { cat "$WORK/minimum.log"; fail "no min_replicas message"; }
+ckpt=$(ls "$out/checkpoints/"ckpt-*.h5 | tail -1)
+[[ -s "$ckpt" ]] || fail "no checkpoint after falling below min_replicas"
+no_leftovers "$out"
+mpirun_np 4 train "${common[@]}" --out "$out" >"$WORK/resumed.log" 2>&1 || { cat "$WORK/resumed.log"; fail "resume at 4 ranks"; }
+grep -q "resuming from '$ckpt'" "$WORK/resumed.log" || { cat "$WORK/resumed.log"; fail "did not resume from $ckpt"; }
+"$COMPARE" "$WORK/full/final.h5" "$out/final.h5" --exact || fail "the resumed run is not bit-identical"
+echo "ok: below min_replicas: exit 8, $(basename "$ckpt"), resumed at 4 ranks bit-identically"
+
+# Without the launcher's switch, shrink is refused on every rank before training.
+expect_exit 2 no_ft "launch it with \`mpirun --with-ft ulfm\`" 30 2 train "${common[@]}" --on_failure shrink \
+  --out "$WORK/no_ft"
+echo "shrink_continue: ok in $((SECONDS - start)) s"
