@@ -16,7 +16,7 @@ corpus=${SHAKESPEARE_DIR:-$SOURCE_DIR/data/shakespeare}
 [[ -s "$corpus/train.h5" && -s "$corpus/val.h5" ]] ||
   { echo "SKIP: the Shakespeare corpus is not imported in $corpus (run launch/import_shakespeare.sh)"; exit 77; }
 
-records() { without_timings "$1" | grep -v '"kind": "memory"' | sed -E 's/, "tokens_per_sec": [^,}]*//'; }
+records() { without_timings "$1" | grep -v '"kind": "memory"' | sed -E 's/, "(tokens_per_sec|world_size)": [^,}]*//g'; }
 same_run() {  # same_run A B: parameters and records bit-identical
   "$COMPARE" "$WORK/$1/final.h5" "$WORK/$2/final.h5" --exact > /dev/null ||
     { "$COMPARE" "$WORK/$1/final.h5" "$WORK/$2/final.h5" --exact; fail "$2: parameters differ from $1"; }

@@ -209,8 +209,8 @@ TEST(BitsPerByte, TargetBytesAndTheFormulaByHand) {
   distribute::TokenEvalDataset windows(set, 10, 3, 0, 1);
   ASSERT_EQ(windows.num_windows(), 2);
   EXPECT_EQ(windows.target_bytes(), 17);
-  // Split over two replicas, each counts its own window.
-  distribute::TokenEvalDataset first(set, 10, 3, 0, 2), second(set, 10, 3, 1, 2);
+  // Split over two replicas in batches of one window, each counts its own window.
+  distribute::TokenEvalDataset first(set, 1, 3, 0, 2), second(set, 1, 3, 1, 2);
   EXPECT_EQ(first.target_bytes(), 8);
   EXPECT_EQ(second.target_bytes(), 9);
 
