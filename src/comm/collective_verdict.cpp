@@ -18,6 +18,11 @@ std::string rank_set(const std::vector<int>& ranks) {
   return text + "}";
 }
 
+// "rank 3" or "ranks {1, 2}", the subject of a verdict's sentence.
+std::string ranks_phrase(const std::vector<int>& ranks) {
+  return ranks.size() == 1 ? str_cat("rank ", ranks[0]) : str_cat("ranks ", rank_set(ranks));
+}
+
 // The same collective without its sequence number: what must be equal across ranks.
 std::string what_ran(const CollectiveRecord& r) {
   std::string text = str_cat(r.operation, " of ", r.count, " ", r.type);
@@ -117,9 +122,7 @@ Verdict trace_verdict(const std::vector<RankTrace>& ranks) {
         members.push_back(rank->rank);
         if (fingerprint != reference) verdict.ranks.push_back(rank->rank);
       }
-      groups.push_back(str_cat(members.size() == 1 ? "rank " : "ranks ",
-                               members.size() == 1 ? std::to_string(members[0]) : rank_set(members), " ran ",
-                               what_ran(*find(*group.front(), communicator, sequence))));
+      groups.push_back(str_cat(ranks_phrase(members), " ran ", what_ran(*find(*group.front(), communicator, sequence))));
     }
     verdict.headline = str_cat("mismatch at ", collective, ": ", join(groups, "; "),
                                " (every rank must issue the same collectives in the same order)");
@@ -129,11 +132,8 @@ Verdict trace_verdict(const std::vector<RankTrace>& ranks) {
   if (!missing.empty()) {
     verdict.kind = VerdictKind::kMissing;
     verdict.ranks = missing;
-    verdict.headline = str_cat(missing.size() == 1 ? "rank " : "ranks ",
-                               missing.size() == 1 ? std::to_string(missing[0]) : rank_set(missing),
-                               " did not join ", collective, ": ", what, "; ",
-                               joined.size() == 1 ? "rank " : "ranks ",
-                               joined.size() == 1 ? std::to_string(joined[0]) : rank_set(joined), " joined it");
+    verdict.headline = str_cat(ranks_phrase(missing), " did not join ", collective, ": ", what, "; ",
+                               ranks_phrase(joined), " joined it");
     return verdict;
   }
   // Everyone joined. A rank that the watchdogs stopped hearing from is stuck inside it.
@@ -147,12 +147,8 @@ Verdict trace_verdict(const std::vector<RankTrace>& ranks) {
       if (!std::binary_search(silent.begin(), silent.end(), r)) waiting.push_back(r);
     verdict.kind = VerdictKind::kSilent;
     verdict.ranks = silent;
-    verdict.headline = str_cat(silent.size() == 1 ? "rank " : "ranks ",
-                               silent.size() == 1 ? std::to_string(silent[0]) : rank_set(silent),
-                               " stopped responding inside ", collective, ": ", what, "; ",
-                               waiting.size() == 1 ? "rank " : "ranks ",
-                               waiting.size() == 1 ? std::to_string(waiting[0]) : rank_set(waiting),
-                               waiting.size() == 1 ? " waits in it" : " wait in it");
+    verdict.headline = str_cat(ranks_phrase(silent), " stopped responding inside ", collective, ": ", what, "; ",
+                               ranks_phrase(waiting), waiting.size() == 1 ? " waits in it" : " wait in it");
     return verdict;
   }
   verdict.kind = VerdictKind::kAllWaiting;
