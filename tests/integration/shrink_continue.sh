@@ -10,7 +10,10 @@
 #      survivor on its host, so mpirun ends and nothing is left behind;
 #   4. shrink.min_replicas = 4: the survivors write the checkpoint of the last completed step
 #      and exit 8; that checkpoint resumed at 4 ranks ends bit-identical to the uninterrupted run;
-#   5. without `mpirun --with-ft ulfm`, on_failure = shrink is refused at start-up (exit 2).
+#   5. without `mpirun --with-ft ulfm`, on_failure = shrink is refused at start-up (exit 2);
+#   6. the gpt recipe with reduction = invariant (6 virtual replicas: 2, 2, 1, 1 on 4 ranks,
+#      2 each on 3): a killed worker, then a killed chief, and final.h5 is bit-identical to
+#      the uninterrupted 4-rank run's (skipped when the Shakespeare corpus is not imported).
 # The global batch is 120 (divisible by 4 and 3: in fast mode replicas take equal shares).
 source "$(dirname "$0")/lib.sh"
 require_data
@@ -115,4 +118,26 @@ echo "ok: below min_replicas: exit 8, $(basename "$ckpt"), resumed at 4 ranks bi
 # Without the launcher's switch, shrink is refused on every rank before training.
 expect_exit 2 no_ft "launch it with \`mpirun --with-ft ulfm\`" 30 2 train "${common[@]}" --on_failure shrink \
   --out "$WORK/no_ft"
+corpus=${SHAKESPEARE_DIR:-$SOURCE_DIR/data/shakespeare}
+if [[ -s "$corpus/train.h5" && -s "$corpus/val.h5" ]]; then
+  gpt=(--config "$SOURCE_DIR/launch/configs/shakespeare_gpt.ini" --data.train "$corpus/train.h5"
+       --data.test "$corpus/val.h5" --max_steps 30 --eval_every 30 --eval_windows 120 --log_every 5
+       --checkpoint.every_steps 0 --reduction invariant --threads 1 --progress plain)
+  ft_run 4 "${gpt[@]}" --out "$WORK/gpt_full" >"$WORK/gpt_full.log" 2>&1 || { cat "$WORK/gpt_full.log"; fail "gpt run"; }
+  for victim in 2 0; do
+    out="$WORK/gpt_killed$victim"
+    ft_run 4 "${gpt[@]}" --on_failure shrink --out "$out" >"$out.log" 2>&1 &
+    job=$!
+    kill_when "$out" 10 "$victim"
+    status=0
+    wait "$job" || status=$?
+    ((status == 0)) || { cat "$out.log"; fail "gpt, killed rank $victim: the job exited $status"; }
+    "$COMPARE" "$WORK/gpt_full/final.h5" "$out/final.h5" --exact ||
+      fail "gpt (reduction = invariant), killed rank $victim: not bit-identical to the uninterrupted run"
+    no_leftovers "$out"
+    echo "ok: gpt with reduction = invariant, rank $victim killed: final.h5 bit-identical to the uninterrupted run's"
+  done
+else
+  echo "note: the Shakespeare corpus is not imported in $corpus; the invariant gpt part is skipped"
+fi
 echo "shrink_continue: ok in $((SECONDS - start)) s"
