@@ -64,9 +64,9 @@ MIRRORED_TEST_EXTRA_COLLECTIVE=1:4 timeout -k 5 60 mpirun --allow-run-as-root --
   -x MIRRORED_TEST_EXTRA_COLLECTIVE -np 2 "$MIRRORED" "${base[@]}" --epochs 1 --max_steps 20 --log_every 2 \
   --out "$out" >"$WORK/mismatch.log" 2>&1 || status=$?
 ((status == 5)) || { tail -20 "$WORK/mismatch.log"; fail "the mismatched run exited $status, expected 5"; }
-grep "collective timeout" "$WORK/mismatch.log" |
+grep -a "collective timeout" "$WORK/mismatch.log" |
   grep -qE "rank 1 on [^ ]+ runs barrier #[0-9]+ on world .* where rank 0 on [^ ]+ runs allreduce #[0-9]+ on world" ||
-  { grep "collective timeout" "$WORK/mismatch.log"; fail "the timeout message does not name rank 1's barrier and rank 0's allreduce"; }
+  { grep -a "collective timeout" "$WORK/mismatch.log"; fail "the timeout message does not name rank 1's barrier and rank 0's allreduce"; }
 "$MIRRORED" trace "$out" >"$WORK/mismatch.trace" || fail "mirrored trace exited $?"
 cat "$WORK/mismatch.trace"
 head -1 "$WORK/mismatch.trace" |
