@@ -88,6 +88,7 @@ TEST(PrecisionConfig, TheWarningNamesWhatIsMissingAndWhatItCosts) {
             std::string::npos) << unused;
   EXPECT_NE(unused.find("MIRRORED_CPU_BF16=onednn or mkl"), std::string::npos) << unused;
   // Used: nothing to say; nor for fp32 or a GPU.
+  // CPU check: cuda:0 is only named here (the warning's rule), nothing runs on it.
   EXPECT_EQ(train::slow_precision_warning(bf16, Device::cpu(), {true, true, "oneDNN bf16 matmul/convolution"}), "");
   EXPECT_EQ(train::slow_precision_warning(train::ModelSpec{}, Device::cpu(), {false, false, "x"}), "");
   EXPECT_EQ(train::slow_precision_warning(bf16, Device::cuda(0), {false, false, "x"}), "");
