@@ -72,11 +72,11 @@ int32_t exponent_of_bits(uint32_t magnitude_bits) {
 // sums[i] += x[i] on the grid of 2^quantum, rounded to nearest even: x * 2^-quantum is
 // exact in double (a power of two) and below 2^51 in magnitude, so adding 1.5 x 2^52 rounds
 // it as llrint does and leaves the integer in the mantissa: its bits minus those of
-// 1.5 x 2^52. Integer and double arithmetic only, so it vectorises (AVX2 clone where the
-// CPU has it).
-__attribute__((target_clones("avx2", "default"))) void add_to_grid(const float* x, size_t n, int quantum,
-                                                                   int64_t* sums) {
-  const double scale = std::ldexp(1.0, -quantum);
+// 1.5 x 2^52. Integer and double arithmetic only, so it vectorises; built twice (baseline
+// and AVX2, chosen at run time without ifunc, which sanitizer runtimes cannot start with),
+// with the same operations in the same order, so both give the same bits.
+inline __attribute__((always_inline)) void add_to_grid_body(const float* x, size_t n, double scale,
+                                                            int64_t* sums) {
   constexpr double kMagic = 0x1.8p52;
   constexpr int64_t kMagicBits = 0x4338000000000000;
   for (size_t i = 0; i < n; ++i) {
@@ -85,6 +85,30 @@ __attribute__((target_clones("avx2", "default"))) void add_to_grid(const float* 
     std::memcpy(&bits, &shifted, sizeof(bits));
     sums[i] += bits - kMagicBits;
   }
+}
+#if defined(__x86_64__)
+__attribute__((target("avx2")))
+#endif
+void add_to_grid_avx2(const float* x, size_t n, double scale, int64_t* sums) {
+  add_to_grid_body(x, n, scale, sums);
+}
+void add_to_grid_baseline(const float* x, size_t n, double scale, int64_t* sums) {
+  add_to_grid_body(x, n, scale, sums);
+}
+void add_to_grid(const float* x, size_t n, int quantum, int64_t* sums) {
+#if defined(__x86_64__)
+  static const bool avx2 = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") != 0;
+  }();
+#else
+  constexpr bool avx2 = false;
+#endif
+  const double scale = std::ldexp(1.0, -quantum);
+  if (avx2)
+    add_to_grid_avx2(x, n, scale, sums);
+  else
+    add_to_grid_baseline(x, n, scale, sums);
 }
 
 // out[i] = sums[i] x 2^quantum, rounded to float once (the int64 to float conversion); the
