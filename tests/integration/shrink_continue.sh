@@ -54,16 +54,23 @@ no_leftovers() {
   [[ -z "$left" ]] || { kill -9 $left; fail "processes left behind: $left"; }
 }
 
+# killed_run OUT VICTIM ARGS...: a 4-rank shrink job writing OUT (log OUT.log) whose rank
+# VICTIM is killed after step 10; it must exit 0.
+killed_run() {
+  local out=$1 victim=$2 status=0 job
+  shift 2
+  ft_run 4 "$@" --on_failure shrink --out "$out" >"$out.log" 2>&1 &
+  job=$!
+  kill_when "$out" 10 "$victim"
+  wait "$job" || status=$?
+  ((status == 0)) || { cat "$out.log"; fail "$out, killed rank $victim: the job exited $status"; }
+}
+
 ft_run 4 "${common[@]}" --out "$WORK/full" >"$WORK/full.log" 2>&1 || { cat "$WORK/full.log"; fail "uninterrupted run"; }
 
 for victim in 2 0; do
   out="$WORK/killed$victim"
-  ft_run 4 "${common[@]}" --on_failure shrink --out "$out" >"$WORK/killed$victim.log" 2>&1 &
-  job=$!
-  kill_when "$out" 10 "$victim"
-  status=0
-  wait "$job" || status=$?
-  ((status == 0)) || { cat "$WORK/killed$victim.log"; fail "killed rank $victim: the job exited $status"; }
+  killed_run "$out" "$victim" "${common[@]}"
   [[ -s "$out/final.h5" ]] || fail "killed rank $victim: no final.h5"
   "$COMPARE" "$WORK/full/final.h5" "$out/final.h5" --rtol 1e-5 ||
     fail "killed rank $victim: parameters differ from the uninterrupted run's"
@@ -126,12 +133,7 @@ if [[ -s "$corpus/train.h5" && -s "$corpus/val.h5" ]]; then
   ft_run 4 "${gpt[@]}" --out "$WORK/gpt_full" >"$WORK/gpt_full.log" 2>&1 || { cat "$WORK/gpt_full.log"; fail "gpt run"; }
   for victim in 2 0; do
     out="$WORK/gpt_killed$victim"
-    ft_run 4 "${gpt[@]}" --on_failure shrink --out "$out" >"$out.log" 2>&1 &
-    job=$!
-    kill_when "$out" 10 "$victim"
-    status=0
-    wait "$job" || status=$?
-    ((status == 0)) || { cat "$out.log"; fail "gpt, killed rank $victim: the job exited $status"; }
+    killed_run "$out" "$victim" "${gpt[@]}"
     "$COMPARE" "$WORK/gpt_full/final.h5" "$out/final.h5" --exact ||
       fail "gpt (reduction = invariant), killed rank $victim: not bit-identical to the uninterrupted run"
     no_leftovers "$out"
