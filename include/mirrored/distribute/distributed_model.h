@@ -74,7 +74,6 @@ class DistributedModel {
   // Before the forward pass of group `index` of this replica's batch, whose row 0 is
   // `first_sample` of the global batch (dropout masks are keyed by global sample).
   void begin_virtual_replica(int index, int64_t first_sample);
-  Reduction reduction() const { return virtual_ ? Reduction::kInvariant : Reduction::kFast; }
   void zero_grad();
   void backward(const Tensor& dloss_dout);
   void synchronize_gradients();
