@@ -38,12 +38,19 @@ std::string json_string(const std::string& text) {
 
 // The subset of JSON a safetensors header uses: objects, arrays, strings, non-negative
 // integers. Errors name the file and the byte of the header where parsing stopped.
+struct JsonMember;
 struct JsonValue {
   enum class Kind { kObject, kArray, kString, kNumber } kind = Kind::kNumber;
-  std::vector<std::pair<std::string, JsonValue>> members;  // object
+  std::vector<JsonMember> members;  // object
   std::vector<JsonValue> items;                            // array
   std::string text;                                        // string
   uint64_t number = 0;
+};
+// A named member of an object. A struct rather than std::pair: a pair holding JsonValue
+// inside JsonValue's own definition needs the type complete, which clang rejects.
+struct JsonMember {
+  std::string name;
+  JsonValue value;
 };
 
 class JsonParser {
@@ -88,7 +95,7 @@ class JsonParser {
           skip_space();
           std::string key = parse_string();
           expect(':');
-          value.members.emplace_back(std::move(key), parse_value());
+          value.members.push_back(JsonMember{std::move(key), parse_value()});
           skip_space();
           if (pos_ < text_.size() && text_[pos_] == ',') { ++pos_; continue; }
           expect('}');
@@ -277,7 +284,10 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
   const JsonValue root = JsonParser(header, path).parse_document();
   if (root.kind != JsonValue::Kind::kObject)
     throw InputError(str_cat("'", path, "': the safetensors header is not a JSON object"));
-  for (const auto& [name, value] : root.members) {
+  for (const JsonMember& member : root.members) {
+    // Named references, not structured bindings: the lambdas below capture them.
+    const std::string& name = member.name;
+    const JsonValue& value = member.value;
     if (name == "__metadata__") {
       for (const auto& [key, item] : value.members) {
         if (item.kind != JsonValue::Kind::kString)
