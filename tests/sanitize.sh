@@ -11,7 +11,7 @@ source tests/sanitizer_flags.sh
 # sanitizers have not been checked against. This pass also keeps a build without ULFM
 # tested (on_failure = shrink refused; it.shrink_continue skips).
 export MIRRORED_MPI=system
-BUILD_TYPE=RelWithDebInfo launch/build.sh build-asan "${SANITIZER_FLAGS[@]}" -DMIRRORED_CUDA=OFF -DMIRRORED_SANITIZE=address,undefined -DMIRRORED_BUILD_TESTS=ON \
+BUILD_TYPE=RelWithDebInfo launch/build.sh build-asan "${SANITIZER_FLAGS[@]}" -DMIRRORED_CUDA=OFF -DMIRRORED_SANITIZE=address,undefined -DMIRRORED_BUILD_TESTS=ON -DMIRRORED_UNITY_BUILD=ON \
   -DMIRRORED_DATA_DIR="$root/data/fashion-mnist"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 export LSAN_OPTIONS="suppressions=$root/tests/sanitizers/lsan.supp:print_suppressions=0"
@@ -19,7 +19,7 @@ cd build-asan
 # Leak checking where no MPI runs. Open MPI unloads its components at MPI_Finalize, so
 # their process-lifetime allocations show up as leaks from unknown modules that no
 # suppression can name; under MPI, ASan still checks every access, only not leaks.
-ASAN_OPTIONS="abort_on_error=1:detect_leaks=1" ctest --output-on-failure --timeout 900 -L unit "$@"
+ASAN_OPTIONS="abort_on_error=1:detect_leaks=1" ctest --output-on-failure --timeout 900 -j2 -L "^unit$" "$@"
 # Left out here (the main pass runs them): the long trainings and cluster set-ups, whose code
 # paths the short runs cover, and the tooling checks (labels in tests/integration/CMakeLists.txt).
 ASAN_OPTIONS="abort_on_error=1:detect_leaks=0" ctest --output-on-failure --timeout 900 -LE "^(unit|long|tooling)$" "$@"

@@ -14,7 +14,7 @@ source tests/sanitizer_flags.sh
 export MIRRORED_MPI=system
 # oneDNN off: its OpenMP runtime is not built with TSan, and the threaded code under test is
 # the communication engine, not the kernels.
-BUILD_TYPE=RelWithDebInfo launch/build.sh build-tsan "${SANITIZER_FLAGS[@]}" -DMIRRORED_CUDA=OFF -DMIRRORED_ONEDNN=OFF -DMIRRORED_SANITIZE=thread -DMIRRORED_BUILD_TESTS=ON \
+BUILD_TYPE=RelWithDebInfo launch/build.sh build-tsan "${SANITIZER_FLAGS[@]}" -DMIRRORED_CUDA=OFF -DMIRRORED_ONEDNN=OFF -DMIRRORED_SANITIZE=thread -DMIRRORED_BUILD_TESTS=ON -DMIRRORED_UNITY_BUILD=ON \
   -DMIRRORED_DATA_DIR="$root/data/fashion-mnist"
 # Open MPI is not instrumented: TSan cannot see the synchronisation inside it, so reports
 # whose stacks lie only in its libraries are suppressed (tests/sanitizers/tsan.supp).

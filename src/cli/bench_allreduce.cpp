@@ -166,7 +166,7 @@ int64_t count_wrong(const Collective& op, comm::Communicator& world, comm::Commu
   return world.allreduce_value(op.wrong(buffer.data(), piece.data(), p, world.size()), comm::ReduceOp::kSum);
 }
 
-struct BenchOptions {
+struct AllreduceBenchOptions {
   int64_t min_bytes = 0, max_bytes = 0;
   int iters = 0, warmup = 0;
   std::string json;  // empty: no JSON rows
@@ -174,7 +174,7 @@ struct BenchOptions {
 };
 
 // False on --help (printed).
-bool parse_bench_options(const Args& args, BenchOptions& out) {
+bool parse_bench_options(const Args& args, AllreduceBenchOptions& out) {
   po::options_description desc("mirrored bench allreduce options");
   std::string device;
   desc.add_options()("help,h", "print this help")(
@@ -230,7 +230,7 @@ struct Buffers {
   float* tested_piece = nullptr;
 };
 
-Buffers make_buffers(const BenchOptions& options, int n, Device device) {
+Buffers make_buffers(const AllreduceBenchOptions& options, int n, Device device) {
   Buffers b;
   b.host.assign(static_cast<size_t>(options.max_bytes / 4), 1.0f);  // touched once
   b.piece.assign(b.host.size() / static_cast<size_t>(n) + 1, 0.0f);
@@ -247,7 +247,7 @@ Buffers make_buffers(const BenchOptions& options, int n, Device device) {
 
 // One row: both columns timed in alternating rounds (each keeps its best, so a burst of load
 // on a shared machine cannot favour whichever ran first), then both checked.
-Row measure(const Collective& op, int64_t bytes, const BenchOptions& options, comm::Communicator& world,
+Row measure(const Collective& op, int64_t bytes, const AllreduceBenchOptions& options, comm::Communicator& world,
             comm::Communicator& tested, Buffers& b) {
   Row row;
   row.op = &op;
@@ -330,7 +330,7 @@ void write_json(const std::string& path, const std::vector<Row>& rows, int n, co
 }  // namespace
 
 int bench_allreduce(int& argc, char**& argv, const Args& args) {
-  BenchOptions options;
+  AllreduceBenchOptions options;
   if (!parse_bench_options(args, options)) return 0;
   distribute::Runtime runtime(argc, argv,
                               {distribute::Launch::kMpi,

@@ -37,18 +37,18 @@ uint32_t u32(const uint8_t* p) {
          (static_cast<uint32_t>(p[3]) << 24);
 }
 
-InputError problem(const std::string& path, const std::string& what) {
+InputError archive_problem(const std::string& path, const std::string& what) {
   return InputError(str_cat("'", path, "': ", what));
 }
 
 std::vector<uint8_t> read_range(const std::string& path, uint64_t offset, uint64_t count, const char* what) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw problem(path, "cannot open the zip archive for reading");
+  if (!in) throw archive_problem(path, "cannot open the zip archive for reading");
   std::vector<uint8_t> bytes(count);
   in.seekg(static_cast<std::streamoff>(offset));
   if (count > 0) in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(count));
   if (!in || static_cast<uint64_t>(in.gcount()) != count) {
-    throw problem(path, str_cat("truncated zip archive: cannot read the ", what, " (", count, " bytes at offset ",
+    throw archive_problem(path, str_cat("truncated zip archive: cannot read the ", what, " (", count, " bytes at offset ",
                                 offset, ")"));
   }
   return bytes;
@@ -95,12 +95,12 @@ std::vector<uint8_t> inflate_raw(const std::string& path, const ZipMember& membe
   const std::string reason = stream.msg != nullptr ? stream.msg : "";
   inflateEnd(&stream);
   if (status != Z_STREAM_END) {
-    throw problem(path, str_cat("member ", member.name, " cannot be inflated",
+    throw archive_problem(path, str_cat("member ", member.name, " cannot be inflated",
                                 reason.empty() ? std::string(" (its data is longer than its declared size or cut short)")
                                                : str_cat(": ", reason)));
   }
   if (produced != member.size) {
-    throw problem(path, str_cat("member ", member.name, " inflates to ", produced, " bytes, its directory entry says ",
+    throw archive_problem(path, str_cat("member ", member.name, " inflates to ", produced, " bytes, its directory entry says ",
                                 member.size));
   }
   return out;
@@ -126,27 +126,27 @@ ZipArchive::ZipArchive(std::string path) : path_(std::move(path)) {
   }
   file_size_ = std::filesystem::file_size(path_, error);
   if (error || file_size_ < kEndOfDirectoryBytes) {
-    throw problem(path_, str_cat("not a zip archive (", file_size_, " bytes, shorter than an end-of-directory record)"));
+    throw archive_problem(path_, str_cat("not a zip archive (", file_size_, " bytes, shorter than an end-of-directory record)"));
   }
   const uint64_t tail_bytes = std::min<uint64_t>(file_size_, kEndOfDirectoryBytes + kMaxCommentBytes);
   const uint64_t tail_offset = file_size_ - tail_bytes;
   const std::vector<uint8_t> tail = read_range(path_, tail_offset, tail_bytes, "end of the file");
   const size_t end = find_end_of_directory(tail);
-  if (end == std::string::npos) throw problem(path_, "not a zip archive (no end-of-central-directory record)");
+  if (end == std::string::npos) throw archive_problem(path_, "not a zip archive (no end-of-central-directory record)");
 
   const uint8_t* record = &tail[end];
   const uint16_t this_disk = u16(record + 4), directory_disk = u16(record + 6);
   const uint16_t entries_here = u16(record + 8), entries = u16(record + 10);
   const uint32_t directory_bytes = u32(record + 12), directory_offset = u32(record + 16);
   if (this_disk != 0 || directory_disk != 0 || entries_here != entries) {
-    throw problem(path_, "multi-disk (split) zip archives are not supported");
+    throw archive_problem(path_, "multi-disk (split) zip archives are not supported");
   }
   const bool zip64_locator = end >= kZip64LocatorBytes && u32(&tail[end - kZip64LocatorBytes]) == kZip64Locator;
   if (zip64_locator || entries == 0xFFFF || directory_bytes == 0xFFFFFFFF || directory_offset == 0xFFFFFFFF) {
-    throw problem(path_, "Zip64 archives (4 GiB or 65535 members and more) are not supported");
+    throw archive_problem(path_, "Zip64 archives (4 GiB or 65535 members and more) are not supported");
   }
   if (uint64_t{directory_offset} + directory_bytes > tail_offset + end) {
-    throw problem(path_, str_cat("truncated or corrupt zip archive: the central directory (", directory_bytes,
+    throw archive_problem(path_, str_cat("truncated or corrupt zip archive: the central directory (", directory_bytes,
                                  " bytes at offset ", directory_offset, ") runs past its end record"));
   }
 
@@ -154,12 +154,12 @@ ZipArchive::ZipArchive(std::string path) : path_(std::move(path)) {
   size_t at = 0;
   for (uint16_t i = 0; i < entries; ++i) {
     if (at + kDirectoryEntryBytes > directory.size() || u32(&directory[at]) != kDirectoryEntry) {
-      throw problem(path_, str_cat("corrupt zip central directory: entry ", i, " of ", entries, " is missing"));
+      throw archive_problem(path_, str_cat("corrupt zip central directory: entry ", i, " of ", entries, " is missing"));
     }
     const uint8_t* entry = &directory[at];
     const size_t name_bytes = u16(entry + 28), extra_bytes = u16(entry + 30), comment_bytes = u16(entry + 32);
     if (at + kDirectoryEntryBytes + name_bytes + extra_bytes + comment_bytes > directory.size()) {
-      throw problem(path_, str_cat("corrupt zip central directory: entry ", i, " runs past the directory's end"));
+      throw archive_problem(path_, str_cat("corrupt zip central directory: entry ", i, " runs past the directory's end"));
     }
     ZipMember member;
     member.name.assign(reinterpret_cast<const char*>(entry + kDirectoryEntryBytes), name_bytes);
@@ -170,9 +170,9 @@ ZipArchive::ZipArchive(std::string path) : path_(std::move(path)) {
     member.size = u32(entry + 24);
     member.local_header_offset = u32(entry + 42);
     if (member.compressed_size == 0xFFFFFFFF || member.size == 0xFFFFFFFF || member.local_header_offset == 0xFFFFFFFF) {
-      throw problem(path_, str_cat("member ", member.name, " uses Zip64 sizes (4 GiB and more), not supported"));
+      throw archive_problem(path_, str_cat("member ", member.name, " uses Zip64 sizes (4 GiB and more), not supported"));
     }
-    if ((flags & kEncryptedFlag) != 0) throw problem(path_, str_cat("member ", member.name, " is encrypted"));
+    if ((flags & kEncryptedFlag) != 0) throw archive_problem(path_, str_cat("member ", member.name, " is encrypted"));
     members_.push_back(std::move(member));
     at += kDirectoryEntryBytes + name_bytes + extra_bytes + comment_bytes;
   }
@@ -180,28 +180,28 @@ ZipArchive::ZipArchive(std::string path) : path_(std::move(path)) {
 
 std::vector<uint8_t> ZipArchive::read(const ZipMember& member) const {
   if (member.method != kStored && member.method != kDeflated) {
-    throw problem(path_, str_cat("member ", member.name, " uses compression method ", member.method,
+    throw archive_problem(path_, str_cat("member ", member.name, " uses compression method ", member.method,
                                  "; only stored (0) and deflate (8) are supported"));
   }
   const uint64_t max_size = member.method == kStored ? member.compressed_size
                                                      : member.compressed_size * kMaxDeflateRatio + 4096;
   if (member.size > max_size) {
-    throw problem(path_, str_cat("member ", member.name, " declares ", member.size, " bytes from ",
+    throw archive_problem(path_, str_cat("member ", member.name, " declares ", member.size, " bytes from ",
                                  member.compressed_size, " compressed bytes; the archive is corrupt"));
   }
   if (member.local_header_offset + kLocalHeaderBytes > file_size_) {
-    throw problem(path_, str_cat("member ", member.name, ": local header offset ", member.local_header_offset,
+    throw archive_problem(path_, str_cat("member ", member.name, ": local header offset ", member.local_header_offset,
                                  " is past the end of the file"));
   }
   const std::vector<uint8_t> header = read_range(path_, member.local_header_offset, kLocalHeaderBytes,
                                                  str_cat("local header of ", member.name).c_str());
   if (u32(header.data()) != kLocalHeader) {
-    throw problem(path_, str_cat("member ", member.name, ": no local file header at offset ",
+    throw archive_problem(path_, str_cat("member ", member.name, ": no local file header at offset ",
                                  member.local_header_offset, "; the archive is corrupt"));
   }
   const uint64_t data_offset = member.local_header_offset + kLocalHeaderBytes + u16(&header[26]) + u16(&header[28]);
   if (data_offset + member.compressed_size > file_size_) {
-    throw problem(path_, str_cat("member ", member.name, ": its ", member.compressed_size,
+    throw archive_problem(path_, str_cat("member ", member.name, ": its ", member.compressed_size,
                                  " data bytes run past the end of the file; the archive is truncated"));
   }
   std::vector<uint8_t> packed = read_range(path_, data_offset, member.compressed_size,
@@ -209,7 +209,7 @@ std::vector<uint8_t> ZipArchive::read(const ZipMember& member) const {
   std::vector<uint8_t> bytes;
   if (member.method == kStored) {
     if (member.size != member.compressed_size) {
-      throw problem(path_, str_cat("member ", member.name, " is stored uncompressed but its sizes differ (",
+      throw archive_problem(path_, str_cat("member ", member.name, " is stored uncompressed but its sizes differ (",
                                    member.compressed_size, " vs ", member.size, ")"));
     }
     bytes = std::move(packed);
@@ -218,7 +218,7 @@ std::vector<uint8_t> ZipArchive::read(const ZipMember& member) const {
   }
   const uint32_t crc = crc_of(bytes);
   if (crc != member.crc32) {
-    throw problem(path_, str_cat("member ", member.name, " fails its CRC-32 check (", crc, " computed, ",
+    throw archive_problem(path_, str_cat("member ", member.name, " fails its CRC-32 check (", crc, " computed, ",
                                  member.crc32, " recorded); the archive is corrupt"));
   }
   return bytes;

@@ -27,7 +27,7 @@ std::vector<int> parse_cpu_list(const std::string& text) {
 CoreBinding plan_core_binding(BindCores mode, const std::vector<int>& found,
                               const std::vector<std::vector<int>>& host_masks, int local_rank,
                               const std::vector<std::vector<int>>& cores) {
-  CoreBinding plan{found, {}, ""};
+  CoreBinding plan{found, {}, "", ""};
   if (mode == BindCores::kOff) {
     plan.note = str_cat("off (cpus ", cpu_list_str(found), ")");
     return plan;

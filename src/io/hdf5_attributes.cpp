@@ -6,7 +6,7 @@
 namespace mirrored::io {
 namespace {
 
-std::string on(const H5File& file, const std::string& name) {
+std::string attribute_target(const H5File& file, const std::string& name) {
   return str_cat("'", file.path(), "' attribute ", name);
 }
 
@@ -15,7 +15,7 @@ H5Handle open_root(const H5File& file, const std::string& target) {
 }
 
 H5Handle open_attribute(const H5File& file, const std::string& name) {
-  const std::string target = on(file, name);
+  const std::string target = attribute_target(file, name);
   const H5Handle root = open_root(file, target);
   if (MIRRORED_H5_CHECK(H5Aexists(root.get(), name.c_str()), target) == 0) {
     throw InputError(str_cat("'", file.path(), "': attribute ", name, " is missing"));
@@ -27,7 +27,7 @@ H5Handle open_attribute(const H5File& file, const std::string& name) {
 // Writes a scalar attribute, replacing one of the same name.
 void write_scalar(const H5File& file, const std::string& name, hid_t file_type,
                   hid_t memory_type, const void* value) {
-  const std::string target = on(file, name);
+  const std::string target = attribute_target(file, name);
   const H5Handle root = open_root(file, target);
   if (MIRRORED_H5_CHECK(H5Aexists(root.get(), name.c_str()), target) > 0) {
     MIRRORED_H5_CHECK(H5Adelete(root.get(), name.c_str()), target);
@@ -47,21 +47,21 @@ void H5File::write_attribute(const std::string& name, int64_t value) {
 }
 
 void H5File::write_attribute(const std::string& name, const std::string& value) {
-  const std::string target = on(*this, name);
+  const std::string target = attribute_target(*this, name);
   const H5Handle type(MIRRORED_H5_CHECK(H5Tcopy(H5T_C_S1), target), H5Tclose);
   MIRRORED_H5_CHECK(H5Tset_size(type.get(), value.size() + 1), target);  // + the terminator
   write_scalar(*this, name, type.get(), type.get(), value.c_str());
 }
 
 bool H5File::has_attribute(const std::string& name) const {
-  const std::string target = on(*this, name);
+  const std::string target = attribute_target(*this, name);
   const H5Handle root = open_root(*this, target);
   return MIRRORED_H5_CHECK(H5Aexists(root.get(), name.c_str()), target) > 0;
 }
 
 int64_t H5File::read_int_attribute(const std::string& name) const {
   const H5Handle attribute = open_attribute(*this, name);
-  const std::string target = on(*this, name);
+  const std::string target = attribute_target(*this, name);
   const H5Handle type(MIRRORED_H5_CHECK(H5Aget_type(attribute.get()), target), H5Tclose);
   if (MIRRORED_H5_CHECK(H5Tget_class(type.get()), target) != H5T_INTEGER) {
     throw InputError(str_cat("'", path_, "': attribute ", name, " is not an integer"));
@@ -77,7 +77,7 @@ void H5File::write_real_attribute(const std::string& name, double value) {
 
 double H5File::read_real_attribute(const std::string& name) const {
   const H5Handle attribute = open_attribute(*this, name);
-  const std::string target = on(*this, name);
+  const std::string target = attribute_target(*this, name);
   const H5Handle type(MIRRORED_H5_CHECK(H5Aget_type(attribute.get()), target), H5Tclose);
   const H5T_class_t type_class = MIRRORED_H5_CHECK(H5Tget_class(type.get()), target);
   const H5Handle space(MIRRORED_H5_CHECK(H5Aget_space(attribute.get()), target), H5Sclose);
@@ -92,7 +92,7 @@ double H5File::read_real_attribute(const std::string& name) const {
 
 std::string H5File::read_string_attribute(const std::string& name) const {
   const H5Handle attribute = open_attribute(*this, name);
-  const std::string target = on(*this, name);
+  const std::string target = attribute_target(*this, name);
   const H5Handle stored(MIRRORED_H5_CHECK(H5Aget_type(attribute.get()), target), H5Tclose);
   if (MIRRORED_H5_CHECK(H5Tget_class(stored.get()), target) != H5T_STRING) {
     throw InputError(str_cat("'", path_, "': attribute ", name, " is not a string"));

@@ -9,7 +9,7 @@
 namespace mirrored::train {
 namespace {
 
-constexpr const char* kPrefix = "transformer.";
+constexpr const char* kHubPrefix = "transformer.";
 
 // Where one arena parameter goes: its GPT-2 name, and whether its matrix is transposed
 // there (Conv1D weights).
@@ -37,16 +37,16 @@ std::vector<Gpt2Slot> gpt2_slots(const nn::ParameterArena& arena) {
     const std::string& kind = parts[1];
     std::string rest = info.name.substr(parts[0].size() + kind.size() + 2);
     if (kind == "embedding" && (rest == "wte" || rest == "wpe")) {
-      slots.push_back({str_cat(kPrefix, rest, ".weight"), false});
+      slots.push_back({str_cat(kHubPrefix, rest, ".weight"), false});
     } else if (kind == "block" && kBlock.count(rest)) {
       if (info.layer != block_layer) {
         block_layer = info.layer;
         ++block;
       }
       const auto& [name, transposed] = kBlock.at(rest);
-      slots.push_back({str_cat(kPrefix, "h.", block, ".", name), transposed});
+      slots.push_back({str_cat(kHubPrefix, "h.", block, ".", name), transposed});
     } else if (kind == "layernorm" && (rest == "weight" || rest == "bias")) {
-      slots.push_back({str_cat(kPrefix, "ln_f.", rest), false});
+      slots.push_back({str_cat(kHubPrefix, "ln_f.", rest), false});
     } else {
       throw InputError(str_cat("parameter ", info.name, " has no GPT-2 counterpart (is the model a gpt?)"),
                        ExitCode::kUsage);
@@ -99,9 +99,9 @@ std::map<std::string, std::string> gpt2_metadata(const nn::GptSpec& spec) {
 std::vector<float> read_gpt2_parameters(const io::SafetensorsFile& file, const nn::ParameterArena& arena) {
   const std::vector<Gpt2Slot> slots = gpt2_slots(arena);
   // GPT2Model's names lack the prefix; a file uses one form throughout.
-  const bool prefixed = file.contains(str_cat(kPrefix, "wte.weight"));
+  const bool prefixed = file.contains(str_cat(kHubPrefix, "wte.weight"));
   const auto name_in_file = [&](const std::string& name) {
-    return prefixed ? name : name.substr(std::string(kPrefix).size());
+    return prefixed ? name : name.substr(std::string(kHubPrefix).size());
   };
   std::vector<float> flat(static_cast<size_t>(arena.numel()));
   std::set<std::string> used;
@@ -121,7 +121,7 @@ std::vector<float> read_gpt2_parameters(const io::SafetensorsFile& file, const n
     std::copy(values.begin(), values.end(), flat.begin() + info.offset);
     used.insert(name);
   }
-  const std::string wte = name_in_file(str_cat(kPrefix, "wte.weight"));
+  const std::string wte = name_in_file(str_cat(kHubPrefix, "wte.weight"));
   for (const std::string& name : file.names()) {
     if (used.count(name)) continue;
     // The causal mask buffers older transformers versions saved carry no parameters.
