@@ -59,7 +59,7 @@ train::TrainSummary run_training(const train::TrainConfig& config, distribute::R
   // on_failure = shrink: each lost rank ends one Trainer; the survivors recover (shrink_recovery.h)
   // and the next Trainer goes on from the recovered step. Otherwise the first failure ends the job.
   for (;;) {
-    std::optional<io::Checkpoint> snapshot;
+    std::optional<StateAfterFailure> snapshot;
     try {
       arm_trace_dumps(runtime, current);
       Trainer trainer(current, runtime);
@@ -83,7 +83,15 @@ train::TrainSummary run_training(const train::TrainConfig& config, distribute::R
       }
     }
     try {
-      recovered = recover_after_failure(current, runtime, snapshot);
+      // A peer lost during the recovery itself: shrink again and start the recovery over.
+      for (;;) {
+        try {
+          recovered = recover_after_failure(current, runtime, snapshot);
+          break;
+        } catch (const comm::PeerFailure& failure) {
+          rank_warning(str_cat("a peer failed during the recovery: ", failure.what()));
+        }
+      }
     } catch (const Error& error) {
       if (error.code() != ExitCode::kTooFewReplicas) throw;
       // Every survivor ends alike and on its own (no MPI_Abort), so nothing outlives the job.

@@ -24,9 +24,11 @@ int train_command(int& argc, char**& argv, const Args& args) {
   chief_info(str_cat("cluster:\n", runtime.cluster().table()));
   const train::TrainSummary summary = app::run_training(config, runtime);
   // A distinct status after a preemption checkpoint, so slurm/preemptible.sh requeues the job.
-  if (summary.preempted) return static_cast<int>(ExitCode::kPreempted);
-  if (summary.too_few_replicas) return static_cast<int>(ExitCode::kTooFewReplicas);
-  return 0;
+  int status = 0;
+  if (summary.preempted) status = static_cast<int>(ExitCode::kPreempted);
+  if (summary.too_few_replicas) status = static_cast<int>(ExitCode::kTooFewReplicas);
+  runtime.set_exit_status(status);
+  return status;
 }
 
 }  // namespace mirrored::cli

@@ -75,6 +75,10 @@ std::unique_ptr<Work> Communicator::reduce_scatter_async(const void*, void*, con
   throw Error(ExitCode::kFailure, str_cat("the '", backend(), "' communicator has no reduce-scatter"));
 }
 
+void Communicator::sendrecv(const void*, size_t, int, void*, size_t, int, DataType) {
+  throw Error(ExitCode::kFailure, str_cat("the '", backend(), "' communicator has no point-to-point exchange"));
+}
+
 std::unique_ptr<Work> Communicator::reduce_scatter_inplace_async(void*, const std::vector<size_t>&, DataType,
                                                                 ReduceOp) {
   throw Error(ExitCode::kFailure, str_cat("the '", backend(), "' communicator has no reduce-scatter"));

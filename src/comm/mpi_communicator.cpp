@@ -172,6 +172,19 @@ void MpiCommunicator::broadcast(void* buffer, size_t count, DataType type, int r
   MIRRORED_MPI_CHECK(MPI_Bcast(buffer, mpi_count(count), mpi_datatype(type), root, comm_));
 }
 
+void MpiCommunicator::sendrecv(const void* send, size_t send_count, int dest, void* recv, size_t recv_count,
+                               int source, DataType type) {
+  MIRRORED_CHECK(dest >= 0 && dest < size_ && source >= 0 && source < size_, "sendrecv to rank ", dest,
+                 " from rank ", source, " in a world of ", size_);
+  // Recorded without a count: counts differ between ranks (uneven shards), and the record's
+  // fingerprint must be the same on every rank of one matching call.
+  CollectiveWatchdog::Scope watch(watchdog_, {"sendrecv", 0, type, channel_});
+  // A tag of the ring's sequence: every rank starts its exchanges in the same order.
+  const int tag = next_ring_tag();
+  MIRRORED_MPI_CHECK(MPI_Sendrecv(send, mpi_count(send_count), mpi_datatype(type), dest, tag, recv,
+                                  mpi_count(recv_count), mpi_datatype(type), source, tag, comm_, MPI_STATUS_IGNORE));
+}
+
 void MpiCommunicator::allgather(const void* send, void* recv, size_t count, DataType type) {
   CollectiveWatchdog::Scope watch(watchdog_, {"allgather", count, type, channel_});
   MIRRORED_MPI_CHECK(MPI_Allgather(send, mpi_count(count), mpi_datatype(type), recv, mpi_count(count),

@@ -45,7 +45,8 @@ class RingReduceScatter final : public Work {
   bool test() override {
     while (!done_) {
       int complete = 0;
-      MIRRORED_MPI_CHECK(MPI_Testall(2, requests_, &complete, MPI_STATUSES_IGNORE));
+      MPI_Status statuses[2];
+      MIRRORED_MPI_CHECK(request_error(MPI_Testall(2, requests_, &complete, statuses), statuses, 2));
       if (!complete) return false;
       end_round();
     }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <initializer_list>
@@ -233,12 +234,26 @@ Runtime::~Runtime() {
     MPI_Finalized(&finalized);
     if (job_comm_ != MPI_COMM_WORLD && job_comm_ != MPI_COMM_NULL && !finalized)
       MIRRORED_MPI_LOG(MPI_Comm_free(&job_comm_));
+    if (!finalized && shrinks_ > 0) exit_if_finalize_hangs();
     if (!finalized) MIRRORED_MPI_LOG(MPI_Finalize());
   }
 }
 
+void Runtime::exit_if_finalize_hangs() const {
+  const double seconds = std::clamp(collective_timeout_s_, 5.0, 30.0);
+  const int status = exit_status_;
+  std::thread([seconds, status] {
+    std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+    rank_warning(str_cat("MPI_Finalize has not returned ", fixed(seconds, 0),
+                         " s after the job lost ranks (Open MPI waits for them); exiting with status ", status));
+    std::fflush(nullptr);
+    std::_Exit(status);
+  }).detach();
+}
+
 Membership Runtime::shrink_after_failure() {
   MIRRORED_CHECK(owns_mpi_ && survive_failures_, "shrink_after_failure needs an MPI job with survive_failures");
+  ++shrinks_;
   comm::revoke_tracked_communicators();
   const Cluster before = cluster_;
   MPI_Comm survivors = comm::shrink_communicator(job_comm_);

@@ -58,10 +58,13 @@ StepResult train_step(distribute::DistributedModel& model, optim::Optimizer& opt
     // Flagged before clipping: a NaN would make the norm, and so every gradient, NaN.
     if (hooks.guard) hooks.guard->flag(model, optimizer, step + 1);
     if (hooks.grad_clip > 0.0f) model.clip_gradient_norm(hooks.grad_clip);
+    if (hooks.shard_copies) hooks.shard_copies->keep_previous(step, optimizer.steps());
     optimizer.step();
+    if (hooks.shard_copies) hooks.shard_copies->updated(step + 1, optimizer.steps());
     model.gather_parameters();  // sharded: every replica's updated shard, to every replica
     if (hooks.guard && hooks.guard->settles_every_step())
       hooks.guard->settle(optimizer, [&](int64_t) -> std::optional<float> { return step_loss(result.losses); });
+    if (hooks.shard_copies) hooks.shard_copies->exchange(optimizer.steps());
   }
   done(StepPhase::kOptimizer);
   return result;

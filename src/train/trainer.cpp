@@ -7,6 +7,7 @@
 
 #include "mirrored/comm/flight_recorder.h"
 #include "mirrored/comm/fault_tolerance.h"
+#include "mirrored/core/host_memory.h"
 #include "mirrored/core/log.h"
 #include "mirrored/core/timer.h"
 #include "mirrored/kernels/kernels.h"
@@ -115,6 +116,7 @@ struct Trainer::State {
   double interval_eval_seconds = 0.0;  // evaluation inside the current log interval, not training time
   EvalResult last_eval;
   std::optional<StragglerTracker> stragglers;
+  std::optional<distribute::ShardCopies> shard_copies;  // sharded state under on_failure = shrink
 };
 
 // The training (and, when evaluating, test) data, sharded for this replica.
@@ -147,10 +149,7 @@ namespace {
 void refuse_unsupported_failure_handling(const TrainConfig& config, const distribute::Runtime& runtime) {
   if (config.on_failure != OnFailure::kShrink) return;
   std::string why;
-  if (config.optimizer_shard)
-    why = "optimizer.shard = true: a lost rank takes its shard of the optimizer state with it (no copy is kept "
-          "on another rank yet); set optimizer.shard = false";
-  else if (runtime.device().is_cuda())
+  if (runtime.device().is_cuda())
     why = "device = cuda: recovery rebuilds NCCL but is tested on CPU ranks only; set device = cpu";
   if (!why.empty()) throw Error(ExitCode::kUsage, str_cat("on_failure = shrink: ", why), true);
 }
@@ -189,13 +188,22 @@ void Trainer::add_callback(std::unique_ptr<Callback> callback) { s_->callbacks.p
 distribute::MirroredStrategy& Trainer::strategy() { return s_->strategy; }
 distribute::DistributedModel& Trainer::model() { return *s_->model; }
 
-io::Checkpoint Trainer::state_after_failure() {
+StateAfterFailure Trainer::state_after_failure() {
   State& s = *s_;
-  MIRRORED_CHECK(!s.model->shard_plan().sharded(), "state_after_failure: the optimizer state is sharded");
-  io::Checkpoint checkpoint = capture_checkpoint(*s.ctx, s.summary.steps);
-  for (const auto& [name, tensor] : s.optimizer->state())
-    checkpoint.optimizer_state.push_back({name, {static_cast<int64_t>(tensor->numel())}, tensor->to_vector()});
-  return checkpoint;
+  StateAfterFailure state;
+  state.checkpoint = capture_checkpoint(*s.ctx, s.summary.steps);
+  const distribute::ShardPlan& plan = s.model->shard_plan();
+  if (!plan.sharded()) {
+    for (const auto& [name, tensor] : s.optimizer->state())
+      state.checkpoint.optimizer_state.push_back({name, {static_cast<int64_t>(tensor->numel())}, tensor->to_vector()});
+    return state;
+  }
+  MIRRORED_CHECK(s.shard_copies.has_value(), "state_after_failure: sharded state without shard copies");
+  for (const auto& entry : s.optimizer->state()) state.checkpoint.optimizer_state.push_back({entry.first, {plan.numel()}, {}});
+  state.shards = plan.replicas();
+  state.keeper_distance = s.shard_copies->distance();
+  state.pieces = s.shard_copies->pieces();
+  return state;
 }
 
 template <typename Fn>
@@ -231,7 +239,28 @@ void Trainer::begin() {
   const MemoryFootprint memory =
       report_memory(s.strategy.communicator(), memory_footprint(*s.model, *s.optimizer));
   if (s.resumed.step == 0) s.run_dir->log_metrics(memory_record(memory));
+  keep_shard_copies();
   for_each_callback([&](Callback& c) { c.on_train_begin(*s.ctx); });
+}
+
+// on_failure = shrink with sharded optimizer state: every shard also on its keeper, from
+// the first step on (shard_copies.h).
+void Trainer::keep_shard_copies() {
+  State& s = *s_;
+  const distribute::ShardPlan& plan = s.model->shard_plan();
+  if (s.config.on_failure != OnFailure::kShrink || !plan.sharded()) return;
+  std::vector<const Tensor*> state;
+  for (const auto& entry : s.optimizer->state()) state.push_back(entry.second);
+  std::vector<std::string> hosts;
+  for (const auto& placement : s.strategy.runtime().cluster().placements()) hosts.push_back(placement.host);
+  const int distance = distribute::ShardCopies::keeper_distance(hosts);
+  s.shard_copies.emplace(plan, s.strategy.communicator(), distance, s.model->parameters().flat_params(), state,
+                         s.resumed.step, s.optimizer->steps());
+  s.shard_copies->exchange(s.optimizer->steps());
+  const size_t floats = s.shard_copies->floats_per_exchange();
+  chief_info(str_cat("on_failure = shrink: each replica's optimizer shard is also kept by rank + ", distance,
+                     " (mod ", plan.replicas(), "), ", bytes_str(static_cast<double>(floats * sizeof(float))),
+                     " sent per step"));
 }
 
 void Trainer::run_epoch(int64_t epoch) {
@@ -273,6 +302,7 @@ StepEnd Trainer::step(int64_t epoch, int64_t step_in_epoch) {
   hooks.guard = &*s.guard;
   hooks.losses = s.losses.slots(step_in_epoch);
   hooks.grad_clip = static_cast<float>(s.config.grad_clip);
+  hooks.shard_copies = s.shard_copies ? &*s.shard_copies : nullptr;
   Stopwatch phase_clock;
   const bool timed = s.summary.steps > 0;
   hooks.phase_done = [&](StepPhase phase) {

@@ -13,7 +13,11 @@
 #   5. without `mpirun --with-ft ulfm`, on_failure = shrink is refused at start-up (exit 2);
 #   6. the gpt recipe with reduction = invariant (6 virtual replicas: 2, 2, 1, 1 on 4 ranks,
 #      2 each on 3): a killed worker, then a killed chief, and final.h5 is bit-identical to
-#      the uninterrupted 4-rank run's (skipped when the Shakespeare corpus is not imported).
+#      the uninterrupted 4-rank run's; the same with the adamw state sharded (optimizer.shard,
+#      grad_clip = 1 as in the recipe), whose lost shard comes back from its keeper (skipped
+#      when the Shakespeare corpus is not imported);
+#   7. sharded state, a rank and its keeper (the next rank) killed together: exit 8 naming
+#      both, no checkpoint written after the failure.
 # The global batch is 120 (divisible by 4 and 3: in fast mode replicas take equal shares).
 source "$(dirname "$0")/lib.sh"
 require_data
@@ -139,7 +143,31 @@ if [[ -s "$corpus/train.h5" && -s "$corpus/val.h5" ]]; then
     no_leftovers "$out"
     echo "ok: gpt with reduction = invariant, rank $victim killed: final.h5 bit-identical to the uninterrupted run's"
   done
+  out="$WORK/gpt_sharded_killed1"
+  killed_run "$out" 1 "${gpt[@]}" --optimizer.shard true
+  grep -q "optimizer shard is also kept by rank + 1" "$out.log" || { cat "$out.log"; fail "no shard-copy line"; }
+  "$COMPARE" "$WORK/gpt_full/final.h5" "$out/final.h5" --exact ||
+    fail "gpt sharded (adamw, clipping), killed rank 1: not bit-identical to the uninterrupted run"
+  no_leftovers "$out"
+  echo "ok: gpt with the adamw state sharded, rank 1 killed: its shard rebuilt from its keeper, final.h5 bit-identical"
 else
   echo "note: the Shakespeare corpus is not imported in $corpus; the invariant gpt part is skipped"
 fi
+
+# Sharded state, a rank and its keeper lost at once: nothing can rebuild shard 1.
+out="$WORK/both_holders"
+ft_run 4 "${common[@]}" --optimizer.shard true --on_failure shrink --out "$out" >"$out.log" 2>&1 &
+job=$!
+for _ in $(seq 600); do grep -q '"kind": "train", "step": 10,' "$out/metrics.jsonl" 2>/dev/null && break; sleep 0.05; done
+owner=$(rank_pid "$out" 1) keeper=$(rank_pid "$out" 2)
+[[ -n "$owner" && -n "$keeper" ]] || fail "ranks 1 and 2 of $out not found"
+kill -9 "$owner" "$keeper"
+status=0
+wait "$job" || status=$?
+((status == 8)) || { cat "$out.log"; fail "owner and keeper lost: exit $status, expected 8"; }
+grep -q "lost both copies of sharded optimizer state: shard 1: its owner rank 1 (.*) and its keeper rank 2" "$out.log" ||
+  { cat "$out.log"; fail "the error does not name shard 1's owner and keeper"; }
+[[ -z "$(ls "$out/checkpoints/" 2>/dev/null)" ]] || fail "a checkpoint was written without a whole state"
+no_leftovers "$out"
+echo "ok: sharded, owner and keeper of shard 1 killed together: exit 8 naming them, nothing written"
 echo "shrink_continue: ok in $((SECONDS - start)) s"

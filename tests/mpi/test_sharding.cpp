@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "mirrored/comm/communicator.h"
+#include "mirrored/distribute/shard_copies.h"
+#include "mirrored/distribute/shard_recovery.h"
 #include "mirrored/distribute/strategy.h"
 #include "mirrored/nn/builders.h"
 #include "mirrored/nn/loss.h"
@@ -270,4 +272,87 @@ TEST(ShardedOptimizer, NormFromShardsEqualsTheWholeNorm) {
   }
   EXPECT_GT(norms[0], 0.0);
   EXPECT_NEAR(norms[1], norms[0], 1e-5 * norms[0]);
+}
+
+// The keepers' exchange: rank r sends to r + d and receives from r - d, uneven counts,
+// exact values.
+TEST(ShardCopies, SendrecvAlongARotationExact) {
+  const int n = world().size(), r = world().rank();
+  for (int distance = 1; distance < n; ++distance) {
+    const int dest = (r + distance) % n, source = (r - distance + n) % n;
+    std::vector<float> send(static_cast<size_t>(2 * r + 3));
+    for (size_t i = 0; i < send.size(); ++i) send[i] = static_cast<float>(1000 * r + static_cast<int>(i));
+    std::vector<float> recv(static_cast<size_t>(2 * source + 3) + 1, -7.0f);
+    world().sendrecv(send.data(), send.size(), dest, recv.data(), recv.size() - 1, source, DataType::kF32);
+    for (size_t i = 0; i + 1 < recv.size(); ++i)
+      ASSERT_EQ(recv[i], static_cast<float>(1000 * source + static_cast<int>(i))) << "distance " << distance;
+    EXPECT_EQ(recv.back(), -7.0f) << "written past the piece";
+  }
+}
+
+// Every rank's live shard, its previous one and its ward's copy, gathered as a recovery
+// would: any one rank's pieces left out, the others still rebuild the whole state, equal
+// to the state the ranks hold.
+TEST(ShardCopies, AnyOneLostRankLeavesTheWholeStateOnTheOthers) {
+  const int n = world().size(), r = world().rank();
+  const int64_t numel = 37;
+  const auto plan = distribute::ShardPlan::make(numel, n, true);
+  const optim::ArenaRange mine = plan.shard(r);
+  Tensor params({numel});
+  Tensor m({mine.numel()}), v({mine.numel()});
+  const auto fill = [&](int64_t step) {
+    for (int64_t i = 0; i < numel; ++i) params.data<float>()[i] = static_cast<float>(step * 1000 + i);
+    for (int64_t i = 0; i < mine.numel(); ++i) {
+      m.data<float>()[i] = static_cast<float>(step * 1000 + 100 + mine.begin + i);
+      v.data<float>()[i] = static_cast<float>(step * 1000 + 200 + mine.begin + i);
+    }
+  };
+  fill(4);
+  distribute::ShardCopies copies(plan, world(), 1, params, {&m, &v}, 4, 4);
+  copies.exchange(4);
+  copies.keep_previous(4, 4);
+  fill(5);  // the update of step 5
+  copies.updated(5, 5);
+  copies.exchange(5);
+  const std::vector<distribute::ShardPiece> pieces = copies.pieces();
+  ASSERT_EQ(pieces.size(), 3u);  // own at 5, previous at 4, the ward's at 5
+  EXPECT_EQ(pieces[2].shard, (r - 1 + n) % n);
+
+  // Every rank's piece labels, then each lost rank in turn.
+  std::vector<int64_t> labels;
+  for (const auto& piece : pieces) labels.insert(labels.end(), {piece.shard, piece.step});
+  std::vector<int64_t> all(labels.size() * static_cast<size_t>(n));
+  world().allgather(labels.data(), all.data(), labels.size(), DataType::kI64);
+  for (int lost = 0; lost < n; ++lost) {
+    std::vector<std::vector<distribute::HeldPiece>> held;
+    for (int s = 0; s < n; ++s) {
+      if (s == lost) continue;
+      held.emplace_back();
+      for (size_t i = 0; i < pieces.size(); ++i)
+        held.back().push_back({static_cast<int>(all[static_cast<size_t>(s) * labels.size() + 2 * i]),
+                               all[static_cast<size_t>(s) * labels.size() + 2 * i + 1]});
+    }
+    const distribute::ShardHolders choice = distribute::choose_shard_holders(held, n);
+    ASSERT_EQ(choice.step, 5) << "rank " << lost << " lost";
+    // The survivors' own ranks, in order, as the holders' indices name them.
+    std::vector<int> survivors;
+    for (int s = 0; s < n; ++s)
+      if (s != lost) survivors.push_back(s);
+    distribute::StateAssembly assembly(plan, 2);
+    for (int shard = 0; shard < n; ++shard) {
+      const int holder = survivors[static_cast<size_t>(choice.holder[static_cast<size_t>(shard)])];
+      std::vector<float> values(assembly.piece_floats(shard));
+      if (r == holder)
+        for (const auto& piece : pieces)
+          if (piece.shard == shard && piece.step == 5) values = piece.values;
+      world().broadcast(values.data(), values.size(), holder);
+      assembly.place(shard, values);
+    }
+    ASSERT_TRUE(assembly.complete());
+    for (int64_t i = 0; i < numel; ++i) {
+      ASSERT_EQ(assembly.params()[static_cast<size_t>(i)], static_cast<float>(5000 + i)) << "rank " << lost << " lost";
+      ASSERT_EQ(assembly.state()[0][static_cast<size_t>(i)], static_cast<float>(5100 + i));
+      ASSERT_EQ(assembly.state()[1][static_cast<size_t>(i)], static_cast<float>(5200 + i));
+    }
+  }
 }

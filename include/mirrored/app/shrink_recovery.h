@@ -6,7 +6,11 @@
 //      rebuilds its communicators (distribute/runtime.h); the lowest survivor is the chief;
 //   2. the survivors agree on the last completed step: the most steps any of them finished
 //      (a rank may have completed the interrupted step's all-reduce before the failure
-//      reached it); the lowest survivor holding that step sends its state to the chief;
+//      reached it); the lowest survivor holding that step sends its state to the chief.
+//      Sharded optimizer state: the newest step at which every shard survives, on its
+//      owner or on its keeper (distribute/shard_copies.h), each shard from one holder;
+//      a shard whose owner and keeper were both lost ends the run (kTooFewReplicas) with
+//      nothing written, naming them;
 //   3. the chief writes that state as the checkpoint of that step (the ordinary format, so
 //      a requeued job can resume from it too), and a new Trainer resumes from it at the new
 //      world size with the same global batch: no step is lost, the interrupted one is redone.
@@ -20,6 +24,7 @@
 #include "mirrored/io/checkpoint_file.h"
 #include "mirrored/train/callback.h"
 #include "mirrored/train/config.h"
+#include "mirrored/train/trainer.h"
 
 namespace mirrored::app {
 
@@ -33,7 +38,7 @@ struct Recovery {
 // when the failure came before a Trainer existed; the newest checkpoint is used then).
 // Throws Error(kTooFewReplicas) after writing the checkpoint when the run cannot go on.
 Recovery recover_after_failure(const train::TrainConfig& config, distribute::Runtime& runtime,
-                               const std::optional<io::Checkpoint>& snapshot);
+                               const std::optional<train::StateAfterFailure>& snapshot);
 
 // Reports a recovery once the first step after it has completed: a progress line, and the
 // record {"kind": "membership", "step", "world_size", "lost": [{"rank", "host"}],

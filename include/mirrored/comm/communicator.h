@@ -69,6 +69,7 @@ struct Capabilities {
   bool device_buffers = false;       // buffers may live in GPU memory (NCCL)
   bool nonblocking = false;          // allreduce_async returns before the collective completes
   bool sharded_collectives = false;  // reduce_scatter(_inplace)_async and allgather_inplace_async
+  bool point_to_point = false;       // sendrecv
 };
 
 class Communicator {
@@ -121,6 +122,14 @@ class Communicator {
   void allgather_inplace(void* buffer, const std::vector<size_t>& counts, DataType type) {
     allgather_inplace_async(buffer, counts, type)->wait();
   }
+
+  // Point to point, blocking: sends `send_count` elements to rank `dest` and receives
+  // `recv_count` from rank `source` (host buffers). Every rank calls it at the same point,
+  // and the sends form a permutation of the ranks (e.g. each rank to rank + d mod size()),
+  // so it is collective in effect and the watchdog treats it as one. A backend without
+  // it (capabilities().point_to_point false) throws.
+  virtual void sendrecv(const void* send, size_t send_count, int dest, void* recv, size_t recv_count, int source,
+                        DataType type);
 
   // Typed conveniences.
   template <typename T>

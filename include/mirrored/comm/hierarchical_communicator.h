@@ -58,6 +58,10 @@ class HierarchicalCommunicator final : public Communicator {
   void allgather(const void* send, void* recv, size_t count, DataType type) override {
     flat_->allgather(send, recv, count, type);
   }
+  void sendrecv(const void* send, size_t send_count, int dest, void* recv, size_t recv_count, int source,
+                DataType type) override {
+    flat_->sendrecv(send, send_count, dest, recv, recv_count, source, type);
+  }
   void barrier() override { flat_->barrier(); }
   std::unique_ptr<Work> reduce_scatter_async(const void* send, void* recv, const std::vector<size_t>& counts,
                                              DataType type, ReduceOp op) override {

@@ -13,11 +13,15 @@ class LocalCommunicator final : public Communicator {
   int size() const override { return 1; }
   std::string backend() const override { return "local"; }
   // Every collective completes at once.
-  Capabilities capabilities() const override { return {.device_buffers = true, .sharded_collectives = true}; }
+  Capabilities capabilities() const override {
+    return {.device_buffers = true, .sharded_collectives = true, .point_to_point = true};
+  }
   void allreduce(void* buffer, size_t count, DataType type, ReduceOp op) override;
   void broadcast(void* buffer, size_t count, DataType type, int root) override;
   void allgather(const void* send, void* recv, size_t count, DataType type) override;
   void barrier() override {}
+  void sendrecv(const void* send, size_t send_count, int dest, void* recv, size_t recv_count, int source,
+                DataType type) override;
   // Host buffers: the one piece is copied (reduce-scatter) or already in place (all-gather).
   std::unique_ptr<Work> reduce_scatter_async(const void* send, void* recv, const std::vector<size_t>& counts,
                                              DataType type, ReduceOp op) override;

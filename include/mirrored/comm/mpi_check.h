@@ -12,6 +12,16 @@
 namespace mirrored::comm {
 std::string mpi_error_string(int code);
 [[noreturn]] void throw_mpi_error(int status, const std::string& where_and_call);  // fault_tolerance.h
+
+// A multiple-completion call (MPI_Testall, MPI_Waitall) reports a failed request as
+// MPI_ERR_IN_STATUS; the cause (a failed peer, say) is in that request's status. Returns it,
+// or `status` itself for any other result.
+inline int request_error(int status, const MPI_Status* statuses, int count) {
+  if (status != MPI_ERR_IN_STATUS) return status;
+  for (int i = 0; i < count; ++i)
+    if (statuses[i].MPI_ERROR != MPI_SUCCESS && statuses[i].MPI_ERROR != MPI_ERR_PENDING) return statuses[i].MPI_ERROR;
+  return status;
+}
 }
 
 #define MIRRORED_MPI_CHECK(call)                                                              \

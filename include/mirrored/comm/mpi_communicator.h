@@ -23,13 +23,17 @@ class MpiCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string backend() const override { return "mpi"; }
-  Capabilities capabilities() const override { return {.nonblocking = true, .sharded_collectives = true}; }
+  Capabilities capabilities() const override {
+    return {.nonblocking = true, .sharded_collectives = true, .point_to_point = true};
+  }
   void allreduce(void* buffer, size_t count, DataType type, ReduceOp op) override;
   // MPI_Iallreduce: the handle's test() calls drive its progress (Open MPI progresses
   // nonblocking collectives only inside MPI calls). Any number may be in flight.
   std::unique_ptr<Work> allreduce_async(void* buffer, size_t count, DataType type, ReduceOp op) override;
   void broadcast(void* buffer, size_t count, DataType type, int root) override;
   void allgather(const void* send, void* recv, size_t count, DataType type) override;
+  void sendrecv(const void* send, size_t send_count, int dest, void* recv, size_t recv_count, int source,
+                DataType type) override;
   void barrier() override;
   // Reduce-scatter: a ring of point-to-point messages (src/comm/mpi_ring_reduce_scatter.h
   // says why not MPI_Ireduce_scatter); all-gather: MPI_Iallgather(v) in place. Both are

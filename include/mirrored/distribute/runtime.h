@@ -111,6 +111,12 @@ class Runtime {
   // are invalid afterwards: whoever held one (a strategy, a reducer) is rebuilt too.
   Membership shrink_after_failure();
 
+  // The status this process is about to exit with. After a shrink, Open MPI 5.0's
+  // MPI_Finalize can wait for ever on the ranks the job lost (its closing fence counts
+  // them, more often when several died together): the destructor then gives it
+  // collective_timeout_s (5 to 30 s) and exits with this status if it has not returned.
+  void set_exit_status(int status) { exit_status_ = status; }
+
   // Ends every rank of the job with `code` (comm::abort_job: MPI_Abort when MPI is up,
   // exit() otherwise). Safe to call without a Runtime (before or after one existed).
   [[noreturn]] static void abort_job(ExitCode code);
@@ -121,11 +127,15 @@ class Runtime {
   static void identify_from_launcher();
 
  private:
+  void exit_if_finalize_hangs() const;
+
   bool owns_mpi_ = false;
   bool survive_failures_ = false;
   double collective_timeout_s_ = 0.0;
   size_t trace_collectives_ = 0;
   bool wants_device_communicator_ = true;
+  int shrinks_ = 0;
+  int exit_status_ = 0;
   // The job's communicator: MPI_COMM_WORLD, or the survivors' after a shrink (owned then).
   MPI_Comm job_comm_ = MPI_COMM_NULL;
   // survive_failures, by rank of job_comm_: every rank's process id and its rank in the

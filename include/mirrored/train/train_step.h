@@ -7,6 +7,7 @@
 //     (reduction = invariant: forward -> loss -> backward once per virtual replica's group)
 //   synchronize_gradients (mean over replicas and micro-batches)
 //   -> NaN/Inf flag -> gradient clipping -> optimizer step
+//   (sharded: -> all-gather of the parameters -> the shard's copy to its keeper)
 //
 // Unsharded, nothing in it waits for a GPU: the losses stay on the device
 // (StepResult::losses), the NaN/Inf guard and the clipping decide there, and the host reads
@@ -20,6 +21,7 @@
 #include "mirrored/core/timeline.h"
 #include "mirrored/distribute/distributed_dataset.h"
 #include "mirrored/distribute/distributed_model.h"
+#include "mirrored/distribute/shard_copies.h"
 #include "mirrored/nn/loss.h"
 #include "mirrored/optim/optimizer.h"
 
@@ -40,6 +42,9 @@ struct StepHooks {
   Tensor losses;
   // > 0: clip the averaged gradient to this global L2 norm before the update (grad_clip).
   float grad_clip = 0.0f;
+  // Sharded state under on_failure = shrink: the own shard is kept from before the update,
+  // and sent to its keeper once the step is settled (shard_copies.h). Null: no copies.
+  distribute::ShardCopies* shard_copies = nullptr;
   // Called as each phase ends; with micro-batches, data once per micro-batch and
   // forward/backward once per pass (micro-batch x virtual replica).
   std::function<void(StepPhase)> phase_done;

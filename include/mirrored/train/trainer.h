@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "mirrored/distribute/runtime.h"
+#include "mirrored/distribute/shard_copies.h"
 #include "mirrored/distribute/strategy.h"
 #include "mirrored/io/checkpoint_file.h"
 #include "mirrored/train/callback.h"
@@ -23,6 +24,18 @@ struct TrainerOptions {
   bool write_files = true;  // the run directory (config.ini, metrics) and resuming from its checkpoints
   bool evaluate = true;     // the test set at each epoch end and after training
   int64_t steps = 0;        // > 0: exactly this many steps, past `epochs` when needed (benchmarks)
+};
+
+// A replica's state after a failure (on_failure = shrink).
+struct StateAfterFailure {
+  // The run after the steps this replica completed, as a checkpoint: whole when every
+  // replica holds the whole state. Sharded, its parameters and optimizer state values
+  // are to be put together from the survivors' `pieces` (shard_recovery.h); the tensors'
+  // names and shapes are here.
+  io::Checkpoint checkpoint;
+  int shards = 0;                              // sharded: the world the state was cut for
+  int keeper_distance = 0;                     // sharded: rank r's copy is on rank r + this
+  std::vector<distribute::ShardPiece> pieces;  // sharded: the copies this replica holds
 };
 
 class Trainer {
@@ -42,15 +55,14 @@ class Trainer {
   distribute::MirroredStrategy& strategy();
   distribute::DistributedModel& model();
 
-  // After a comm::PeerFailure left fit(): this replica's model and optimizer state after
-  // the steps it completed, as a checkpoint, taken without any collective (the job's
-  // communicators are revoked by then). Every replica holds the whole state unless it is
-  // sharded (optimizer.shard), which this refuses.
-  io::Checkpoint state_after_failure();
+  // After a comm::PeerFailure left fit(): what this replica holds, taken without any
+  // collective (the job's communicators are revoked by then).
+  StateAfterFailure state_after_failure();
 
  private:
   struct State;
   void begin();
+  void keep_shard_copies();
   void run_epoch(int64_t epoch);
   StepEnd step(int64_t epoch, int64_t step_in_epoch);
   void log_point(int64_t epoch);

@@ -1,0 +1,86 @@
+#pragma once
+// on_failure = shrink with sharded optimizer state (optimizer.shard): each replica's shard
+// of the training state, its slice of the parameters and of every optimizer state tensor,
+// also lives on one other replica, its keeper, kept current every step. A lost replica's
+// shard survives on its keeper, and the survivors rebuild the whole state of the newest
+// step they all can (app/shrink_recovery.h) instead of going back to a checkpoint.
+//
+// What each replica holds, every copy labelled with the step it belongs to:
+//   its own shard, live (the optimizer updates it in place);
+//   its own shard as it was before this step's update: a failure during the all-gather or
+//     the exchange after the update can leave other shards a step behind, and this copy is
+//     then the one that matches them;
+//   its ward's shard (the replica whose keeper it is), as of the last exchange.
+// Any one lost replica leaves every shard at some common step on the survivors. Losing a
+// replica together with its keeper loses that shard: the run then ends (recovery says
+// which ranks held it) and the newest checkpoint is the way on.
+//
+// Keepers form a rotation: rank r's keeper is (r + d) mod world, d the smallest distance
+// that puts every keeper on another host when the ranks span several hosts, else 1. Cost:
+// one exchange per step of (1 + state tensors) x shard floats with two neighbours, and
+// host memory for three copies of the shard.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "mirrored/comm/communicator.h"
+#include "mirrored/core/tensor.h"
+#include "mirrored/distribute/shard_plan.h"
+
+namespace mirrored::distribute {
+
+struct ShardPiece {
+  int shard = -1;               // the rank that owns it, in the world the plan was cut for
+  int64_t step = -1;            // steps done when it was taken
+  int64_t optimizer_steps = 0;  // updates applied by then (bias corrections count them)
+  std::vector<float> values;    // the parameter slice, then each optimizer state tensor's slice
+};
+
+class ShardCopies {
+ public:
+  // The rotation's distance, alike on every rank: `hosts` in rank order.
+  static int keeper_distance(const std::vector<std::string>& hosts);
+
+  // `comm`: the plan's world (its rank is this replica's). `state`: the optimizer's state
+  // tensors, each holding this rank's shard (host tensors: the exchange has no device
+  // path). The own shard is taken as being at `steps_done`. Call exchange() before the
+  // first step, so the ward's copy exists from the start.
+  ShardCopies(const ShardPlan& plan, comm::Communicator& comm, int distance, const Tensor& flat_params,
+              std::vector<const Tensor*> state, int64_t steps_done, int64_t optimizer_steps);
+
+  // Just before an update: keeps the own shard as it is, at `steps_done` steps.
+  void keep_previous(int64_t steps_done, int64_t optimizer_steps);
+  // Just after it: the own shard now holds `steps_done` steps.
+  void updated(int64_t steps_done, int64_t optimizer_steps);
+  // Collective over the plan's world, at the end of a step: the own shard to the keeper,
+  // the ward's from the ward. `optimizer_steps`: the updates counted once the step is
+  // settled (a skipped update no longer counts).
+  void exchange(int64_t optimizer_steps);
+
+  int distance() const { return distance_; }
+  int keeper() const { return keeper_; }
+  int ward() const { return ward_; }
+  // Floats sent (and received) by one exchange.
+  size_t floats_per_exchange() const { return pieces_floats(rank_); }
+  // Every copy this rank holds: its own shard, its previous one and its ward's (the last
+  // two once taken).
+  std::vector<ShardPiece> pieces() const;
+
+ private:
+  size_t pieces_floats(int shard) const;
+  void pack_own(std::vector<float>& out) const;
+
+  ShardPlan plan_;
+  comm::Communicator& comm_;
+  int rank_;
+  int distance_;
+  int keeper_;
+  int ward_;
+  const Tensor& flat_params_;
+  std::vector<const Tensor*> state_;
+  int64_t own_step_, own_optimizer_steps_;
+  ShardPiece previous_, ward_copy_;
+  std::vector<float> outgoing_, incoming_;
+};
+
+}  // namespace mirrored::distribute

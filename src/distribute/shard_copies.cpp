@@ -1,0 +1,92 @@
+#include "mirrored/distribute/shard_copies.h"
+
+#include <algorithm>
+
+#include "mirrored/core/error.h"
+
+namespace mirrored::distribute {
+
+int ShardCopies::keeper_distance(const std::vector<std::string>& hosts) {
+  const int world = static_cast<int>(hosts.size());
+  for (int distance = 1; distance < world; ++distance) {
+    bool elsewhere = true;
+    for (int r = 0; r < world && elsewhere; ++r) elsewhere = hosts[static_cast<size_t>(r)] != hosts[static_cast<size_t>((r + distance) % world)];
+    if (elsewhere) return distance;
+  }
+  return 1;  // one host (or no rotation reaches another host for every rank): the next rank
+}
+
+ShardCopies::ShardCopies(const ShardPlan& plan, comm::Communicator& comm, int distance, const Tensor& flat_params,
+                         std::vector<const Tensor*> state, int64_t steps_done, int64_t optimizer_steps)
+    : plan_(plan),
+      comm_(comm),
+      rank_(comm.rank()),
+      distance_(distance),
+      keeper_((comm.rank() + distance) % plan.replicas()),
+      ward_((comm.rank() - distance % plan.replicas() + plan.replicas()) % plan.replicas()),
+      flat_params_(flat_params),
+      state_(std::move(state)),
+      own_step_(steps_done),
+      own_optimizer_steps_(optimizer_steps) {
+  MIRRORED_CHECK(plan.sharded() && comm.size() == plan.replicas() && distance >= 1, "shard copies need a sharded plan",
+                 " for the communicator's world (", plan.replicas(), " replicas, ", comm.size(), " ranks, distance ",
+                 distance, ")");
+  MIRRORED_CHECK(comm.capabilities().point_to_point, "shard copies need a communicator with point-to-point ",
+                 "exchanges, not '", comm.backend(), "'");
+  MIRRORED_CHECK(flat_params.device().is_cpu(), "shard copies of parameters on ", flat_params.device().str(),
+                 ": the exchange takes host tensors only");
+  const int64_t own = plan.shard(rank_).numel();
+  for (const Tensor* tensor : state_)
+    MIRRORED_CHECK(tensor->device().is_cpu() && tensor->numel() == own, "an optimizer state tensor of ",
+                   tensor->numel(), " values on ", tensor->device().str(), " for a host shard of ", own);
+  previous_.shard = rank_;
+  ward_copy_.shard = ward_;
+}
+
+size_t ShardCopies::pieces_floats(int shard) const {
+  return static_cast<size_t>(plan_.shard(shard).numel()) * (1 + state_.size());
+}
+
+void ShardCopies::pack_own(std::vector<float>& out) const {
+  const optim::ArenaRange range = plan_.shard(rank_);
+  out.resize(pieces_floats(rank_));
+  const float* params = flat_params_.data<float>();
+  auto at = std::copy(params + range.begin, params + range.end, out.begin());
+  for (const Tensor* tensor : state_) at = std::copy_n(tensor->data<float>(), tensor->numel(), at);
+}
+
+void ShardCopies::keep_previous(int64_t steps_done, int64_t optimizer_steps) {
+  MIRRORED_CHECK(steps_done == own_step_, "keeping the shard of step ", steps_done, " while it holds step ", own_step_);
+  pack_own(previous_.values);
+  previous_.step = steps_done;
+  previous_.optimizer_steps = optimizer_steps;
+}
+
+void ShardCopies::updated(int64_t steps_done, int64_t optimizer_steps) {
+  own_step_ = steps_done;
+  own_optimizer_steps_ = optimizer_steps;
+}
+
+void ShardCopies::exchange(int64_t optimizer_steps) {
+  own_optimizer_steps_ = optimizer_steps;
+  pack_own(outgoing_);
+  incoming_.resize(pieces_floats(ward_));
+  comm_.sendrecv(outgoing_.data(), outgoing_.size(), keeper_, incoming_.data(), incoming_.size(), ward_,
+                comm::DataType::kF32);
+  // Only a completed exchange replaces the ward's copy: a failure leaves the older one whole.
+  ward_copy_.values.swap(incoming_);
+  ward_copy_.step = own_step_;  // the ward is at the same step: every rank exchanges at its end
+  ward_copy_.optimizer_steps = own_optimizer_steps_;
+}
+
+std::vector<ShardPiece> ShardCopies::pieces() const {
+  std::vector<ShardPiece> pieces;
+  ShardPiece own{rank_, own_step_, own_optimizer_steps_, {}};
+  pack_own(own.values);
+  pieces.push_back(std::move(own));
+  if (previous_.step >= 0 && previous_.step != own_step_) pieces.push_back(previous_);
+  if (ward_copy_.step >= 0) pieces.push_back(ward_copy_);
+  return pieces;
+}
+
+}  // namespace mirrored::distribute
