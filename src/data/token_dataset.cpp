@@ -11,7 +11,7 @@ namespace {
 
 constexpr int64_t kDefaultBlockTokens = int64_t{64} << 10;
 constexpr int64_t kMinBlockTokens = 1024;
-constexpr int64_t kBlocksPerCache = 8;  // a default block is at most 1/8 of the cache
+constexpr int64_t kTokenBlocksPerCache = 8;  // a default block is at most 1/8 of the cache
 
 int64_t pick_block_tokens(const TokenFileInfo& info, const TokenCacheOptions& options) {
   int64_t tokens = options.block_tokens;
@@ -22,7 +22,7 @@ int64_t pick_block_tokens(const TokenFileInfo& info, const TokenCacheOptions& op
       tokens = info.chunk_tokens;
     } else {
       tokens = kDefaultBlockTokens;
-      if (bounded) tokens = std::max(kMinBlockTokens, std::min(tokens, options.cache_bytes / (kBlocksPerCache * width)));
+      if (bounded) tokens = std::max(kMinBlockTokens, std::min(tokens, options.cache_bytes / (kTokenBlocksPerCache * width)));
     }
   }
   return std::min(tokens, info.num_tokens);
