@@ -43,13 +43,9 @@ ShardCopies::ShardCopies(const ShardPlan& plan, comm::Communicator& comm, int di
   ward_copy_.shard = ward_;
 }
 
-size_t ShardCopies::pieces_floats(int shard) const {
-  return static_cast<size_t>(plan_.shard(shard).numel()) * (1 + state_.size());
-}
-
 void ShardCopies::pack_own(std::vector<float>& out) const {
   const optim::ArenaRange range = plan_.shard(rank_);
-  out.resize(pieces_floats(rank_));
+  out.resize(floats_per_exchange());
   const float* params = flat_params_.data<float>();
   auto at = std::copy(params + range.begin, params + range.end, out.begin());
   for (const Tensor* tensor : state_) at = std::copy_n(tensor->data<float>(), tensor->numel(), at);
@@ -57,7 +53,12 @@ void ShardCopies::pack_own(std::vector<float>& out) const {
 
 void ShardCopies::keep_previous(int64_t steps_done, int64_t optimizer_steps) {
   MIRRORED_CHECK(steps_done == own_step_, "keeping the shard of step ", steps_done, " while it holds step ", own_step_);
-  pack_own(previous_.values);
+  // The last exchange packed the own shard as it still is: take that instead of a copy.
+  if (outgoing_step_ == steps_done)
+    previous_.values.swap(outgoing_);
+  else
+    pack_own(previous_.values);
+  outgoing_step_ = -1;
   previous_.step = steps_done;
   previous_.optimizer_steps = optimizer_steps;
 }
@@ -70,7 +71,8 @@ void ShardCopies::updated(int64_t steps_done, int64_t optimizer_steps) {
 void ShardCopies::exchange(int64_t optimizer_steps) {
   own_optimizer_steps_ = optimizer_steps;
   pack_own(outgoing_);
-  incoming_.resize(pieces_floats(ward_));
+  outgoing_step_ = own_step_;
+  incoming_.resize(shard_piece_floats(plan_, ward_, state_.size()));
   comm_.sendrecv(outgoing_.data(), outgoing_.size(), keeper_, incoming_.data(), incoming_.size(), ward_,
                 comm::DataType::kF32);
   // Only a completed exchange replaces the ward's copy: a failure leaves the older one whole.

@@ -36,6 +36,11 @@ struct ShardPiece {
   std::vector<float> values;    // the parameter slice, then each optimizer state tensor's slice
 };
 
+// Floats in shard `shard`'s piece: its parameter slice and one slice per state tensor.
+inline size_t shard_piece_floats(const ShardPlan& plan, int shard, size_t state_tensors) {
+  return static_cast<size_t>(plan.shard(shard).numel()) * (1 + state_tensors);
+}
+
 class ShardCopies {
  public:
   // The rotation's distance, alike on every rank: `hosts` in rank order.
@@ -61,13 +66,12 @@ class ShardCopies {
   int keeper() const { return keeper_; }
   int ward() const { return ward_; }
   // Floats sent (and received) by one exchange.
-  size_t floats_per_exchange() const { return pieces_floats(rank_); }
+  size_t floats_per_exchange() const { return shard_piece_floats(plan_, rank_, state_.size()); }
   // Every copy this rank holds: its own shard, its previous one and its ward's (the last
   // two once taken).
   std::vector<ShardPiece> pieces() const;
 
  private:
-  size_t pieces_floats(int shard) const;
   void pack_own(std::vector<float>& out) const;
 
   ShardPlan plan_;
@@ -81,6 +85,7 @@ class ShardCopies {
   int64_t own_step_, own_optimizer_steps_;
   ShardPiece previous_, ward_copy_;
   std::vector<float> outgoing_, incoming_;
+  int64_t outgoing_step_ = -1;  // the step outgoing_ was packed at (the own shard's, until it updates)
 };
 
 }  // namespace mirrored::distribute
