@@ -67,11 +67,9 @@ int64_t MirroredStrategy::per_replica_batch(int64_t global_batch) const { return
 
 namespace {
 // What reduction = invariant cannot do yet, refused on every rank before any collective.
-void require_invariant_support(const nn::Model& model, const ReducerOptions& reducer, Device device) {
+void require_invariant_support(const nn::Model& model, const ReducerOptions& reducer) {
   const char* why = nullptr;
-  if (device.is_cuda())
-    why = "runs on CPUs only so far (device = cpu); on GPUs use reduction = fast";
-  else if (model.parameters().num_buffers() > 0)
+  if (model.parameters().num_buffers() > 0)
     why = "cannot train models with batch normalisation: their running statistics and sync_batchnorm's "
           "batch statistics depend on how the batch is spread over replicas; use reduction = fast";
   else if (reducer.compression != GradCompression::kNone)
@@ -103,7 +101,7 @@ DistributedModel MirroredStrategy::mirror(std::unique_ptr<nn::Model> model, cons
   reducer.ranks_on_host = runtime_.cluster().local_size();
   if (reduction_.mode == Reduction::kFast)
     return DistributedModel(std::move(model), gradients_, device_comm_, reducer, options.accumulate_steps);
-  require_invariant_support(*model, reducer, device());
+  require_invariant_support(*model, reducer);
   MIRRORED_CHECK(options.global_batch > 0, "reduction = invariant needs ModelOptions::global_batch");
   const BatchPlan plan = batch_plan(options.global_batch);
   chief_info(str_cat("reduction = invariant: ", plan.describe(), "; the same bits at any world size from 1 to ",

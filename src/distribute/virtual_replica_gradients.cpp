@@ -26,9 +26,8 @@ comm::ExactSumLayout tensor_segments(const nn::ParameterArena& arena, int64_t to
 
 VirtualReplicaGradients::VirtualReplicaGradients(nn::ParameterArena& arena, int local, int64_t total)
     : arena_(arena), slots_(static_cast<size_t>(local)), started_(static_cast<size_t>(local), 0),
-      layout_(tensor_segments(arena, total)) {
+      exact_sum_(tensor_segments(arena, total)) {
   MIRRORED_CHECK(local >= 1 && local <= total, local, " of ", total, " virtual replicas on one rank");
-  MIRRORED_CHECK(arena.flat_grads().device().is_cpu(), "reduction = invariant sums host gradients");
 }
 
 void VirtualReplicaGradients::restart() {
@@ -64,7 +63,7 @@ void VirtualReplicaGradients::sum(comm::Communicator& comm, float scale) {
   }
   // The arena is one of the terms and the output: exact_sum reads every term before it
   // writes a segment's result.
-  comm::exact_sum(terms, layout_, out, comm);
+  exact_sum_(terms, out, grads.device(), comm);
   if (scale != 1.0f) kernels::scale(grads, scale);
 }
 

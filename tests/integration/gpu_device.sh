@@ -4,7 +4,8 @@
 # trains on the CPU. With GPUs: a training on the GPU reaches its accuracy, the image models
 # (cnn with batch norm and dropout, resnet) learn on one GPU as they do on CPU ranks
 # (cnn_accuracy.sh's steps and thresholds), and two ranks on one GPU are refused with a
-# message naming them.
+# message naming them. reduction = invariant learns on a GPU, and at 1 and 2 GPUs gives the
+# same bits.
 source "$(dirname "$0")/lib.sh"
 require_data
 gpus=$("$MIRRORED" info | sed -nE 's/.*\(([0-9]+) GPU\(s\) visible.*/\1/p' | head -1)
@@ -56,6 +57,16 @@ if [[ $gpus -ge 2 ]]; then
   awk -v a="$acc2" 'BEGIN { exit !(a >= 0.80) }' || fail "2-GPU training: test accuracy $acc2 < 0.80"
 else
   expect_failure shared_gpu "would share one GPU" 60 2 train "${common[@]}" --device cuda --out "$WORK/shared"
+fi
+# reduction = invariant over NCCL: it learns on one GPU, and 1 and 2 GPUs end with the same bits.
+invariant=(--reduction invariant --reduction.shards 4 --epochs 1 --max_steps 100)
+mpirun_np 1 train "${common[@]}" --device cuda "${invariant[@]}" --out "$WORK/inv1" >"$WORK/inv1.log"
+inv_acc=$(json_field "$WORK/inv1/metrics.jsonl" eval test_accuracy)
+awk -v a="$inv_acc" 'BEGIN { exit !(a >= 0.75) }' || fail "GPU invariant training: test accuracy $inv_acc < 0.75"
+if [[ $gpus -ge 2 ]]; then
+  mpirun_np 2 train "${common[@]}" --device cuda "${invariant[@]}" --out "$WORK/inv2" >"$WORK/inv2.log"
+  "$COMPARE" "$WORK/inv1/final.h5" "$WORK/inv2/final.h5" --exact ||
+    fail "reduction = invariant: 1 and 2 GPUs end with different parameters"
 fi
 MIRRORED_CUDA_DEVICE=$gpus expect_exit 2 override_beyond_visible "MIRRORED_CUDA_DEVICE=$gpus but" 60 1 \
   train "${common[@]}" --device cuda --out "$WORK/beyond"

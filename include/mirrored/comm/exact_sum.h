@@ -9,13 +9,14 @@
 // also exact in any order), every term is rounded to that grid once, the integers are
 // added (locally, then an int64 all-reduce), and the total is rounded to float once.
 //
-// Grid: with |x| < 2^e for every term of a segment and T terms in all, the quantum is
-// 2^(e + max(ceil(log2 T), 11) - 62), so no partial sum can leave int64 and no term's
-// integer exceeds 2^51 (which lets the conversion vectorise). A term is then exact to
-// 2^-52 of the segment's largest magnitude (up to 2048 terms): far closer than a float32
-// sum, whose every addition rounds to 2^-24 of the partial sum. Values below half a
-// quantum round to zero: a term 2^52 times smaller than the segment's largest contributes
-// nothing (a float32 sum drops a term 2^24 times smaller than its partial sum).
+// Grid (kernels/exact_grid.h, the same formulas on CPU and GPU): with |x| < 2^e for every
+// term of a segment and T terms in all, the quantum is 2^(e + max(ceil(log2 T), 11) - 62), so
+// no partial sum can leave int64 and no term's integer exceeds 2^51 (which lets the
+// conversion vectorise). A term is then exact to 2^-52 of the segment's largest magnitude
+// (up to 2048 terms): far closer than a float32 sum, whose every addition rounds to 2^-24
+// of the partial sum. Values below half a quantum round to zero: a term 2^52 times smaller
+// than the segment's largest contributes nothing (a float32 sum drops a term 2^24 times
+// smaller than its partial sum).
 //
 // Non-finite terms (NaN, Inf) have no grid: when any rank holds one in a segment, that
 // segment is summed in float32 instead (an all-reduce), so NaN and Inf propagate as in a
@@ -28,6 +29,7 @@
 #include <vector>
 
 #include "mirrored/comm/communicator.h"
+#include "mirrored/core/tensor.h"
 
 namespace mirrored::comm {
 
@@ -39,9 +41,31 @@ struct ExactSumLayout {
   int64_t total_terms = 1;
 };
 
-// out[i] = the sum of terms[t][i] over this rank's terms and every other rank's, rounded
-// to float once per segment's grid. `terms` may be empty on a rank (it contributes
-// nothing). Host buffers. Collective over `comm`: two all-reduces (one small).
+// The sum for one layout, with its working buffers (an int64 per value, an exponent per
+// segment) kept between calls: a fresh 8-bytes-per-value buffer every step would fault its
+// pages in again. The grid conversions run on the buffers' device (kernels::exact_grid_*);
+// GPU buffers need a communicator that takes them (NCCL), and the int64 all-reduce is then
+// an ncclAllReduce, exact in any order like MPI's.
+class ExactSum {
+ public:
+  explicit ExactSum(ExactSumLayout layout);
+  const ExactSumLayout& layout() const { return layout_; }
+
+  // out[i] = the sum of terms[t][i] over this rank's terms and every other rank's, rounded
+  // to float once per segment's grid. `terms` may be empty on a rank (it contributes
+  // nothing); `out` may be one of them. Every buffer lives on `device`. Collective over
+  // `comm`: two all-reduces (one small; a third, in float, when a segment is not finite).
+  void operator()(const std::vector<const float*>& terms, float* out, Device device, Communicator& comm);
+
+ private:
+  ExactSumLayout layout_;
+  // On the device of the last call: exponents (int32, a segment each), sums (int64 values
+  // held in an int32 tensor of twice the length: Tensor has no 64-bit integer type),
+  // plain (float, only once a segment was not finite) and the exponents' host copy.
+  Tensor exponents_, sums_, plain_, host_exponents_;
+};
+
+// The same for host buffers, without keeping the working buffers.
 void exact_sum(const std::vector<const float*>& terms, const ExactSumLayout& layout, float* out,
                Communicator& comm);
 

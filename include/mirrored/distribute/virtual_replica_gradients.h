@@ -34,7 +34,8 @@ class VirtualReplicaGradients {
   // that replica's running sum.
   void begin(int index);
   // Collective: the arena's gradient becomes `scale` x the sum of every virtual replica's
-  // gradient on every rank, the same bits on every rank at any world size. Host buffers.
+  // gradient on every rank, the same bits on every rank at any world size. On the arena's
+  // device (GPU gradients need a communicator that takes device buffers: NCCL).
   void sum(comm::Communicator& comm, float scale);
 
  private:
@@ -42,7 +43,7 @@ class VirtualReplicaGradients {
   std::vector<Tensor> slots_;     // slot i: replica i's running sum while another holds the arena
   std::vector<char> started_;     // replica i has had a backward pass since restart()
   int holder_ = -1;               // the replica whose sum is in the arena's gradient
-  comm::ExactSumLayout layout_;
+  comm::ExactSum exact_sum_;  // one segment, so one grid, per parameter tensor
 };
 
 }  // namespace mirrored::distribute

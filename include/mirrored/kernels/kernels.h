@@ -9,6 +9,7 @@
 // gradient accumulation over micro-batches needs).
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "mirrored/core/precision.h"
 #include "mirrored/core/tensor.h"
@@ -55,6 +56,28 @@ void scale(float* x, int64_t n, Device device, float alpha);
 // `device`: wire[i] = bf16(x[i]); and x[i] = float(wire[i]) * alpha.
 void to_bf16(const float* x, uint16_t* wire, int64_t n, Device device);
 void from_bf16(const uint16_t* wire, float* x, int64_t n, Device device, float alpha);
+
+// The grid conversions of an exact sum over ranks (comm/exact_sum.h), on raw memory of
+// `device`, with the formulas of kernels/exact_grid.h (the same bits on every device). A
+// buffer of offsets.back() floats is cut into segments [offsets[s], offsets[s + 1])
+// (`offsets`: host, offsets[0] == 0); `terms` point at such buffers, and `exponents`
+// (int32, one per segment), `sums` (int64, one per float), `plain` and `out` live on
+// `device` too. `out` may be one of the terms: each op reads its inputs before it writes.
+// exponents[s] = grid_exponent of the largest magnitude in segment s over every term.
+void exact_grid_exponents(const std::vector<const float*>& terms, const std::vector<size_t>& offsets,
+                          int32_t* exponents, Device device);
+// sums[i] = the terms' i-th values on segment s's grid (exponents[s], agreed over ranks),
+// as integers added up; 0 where the segment is all zero or not finite.
+void exact_grid_sums(const std::vector<const float*>& terms, const std::vector<size_t>& offsets,
+                     const int32_t* exponents, int64_t total_terms, int64_t* sums, Device device);
+// plain[i] = the float32 sum of the terms' i-th values, in term order, where segment s is
+// not finite (exponents[s] == kGridNonFinite); 0 elsewhere.
+void exact_grid_plain_sums(const std::vector<const float*>& terms, const std::vector<size_t>& offsets,
+                           const int32_t* exponents, float* plain, Device device);
+// out[i] = sums[i] back to float on its segment's grid, rounded once; plain[i] where the
+// segment is not finite (`plain` may be null when no segment is).
+void exact_grid_round(const int64_t* sums, const float* plain, const std::vector<size_t>& offsets,
+                      const int32_t* exponents, int64_t total_terms, float* out, Device device);
 // y += alpha * x
 void axpy(float alpha, const Tensor& x, Tensor& y);
 // dst = src (same shape; any devices). Within one GPU it is queued on the compute stream;

@@ -3,6 +3,7 @@
 // already checked shapes, dtypes and devices; these functions only compute.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "../shared.h"
 #include "mirrored/core/precision.h"
@@ -113,5 +114,15 @@ void fused_attention_backward(const float* qkv, const float* out, const float* l
 void tally_non_finite(int32_t* flag, int32_t* tally, int32_t step, bool latch);
 double sum_squares(const float* x, int64_t n);
 void scale_by_clip(float* x, int64_t n, float sum_squares, float max_norm, float* norm);
+
+// Exact sums' grid conversions (kernels.h, "exact_grid_*"); exact_grid.cpp.
+void exact_grid_exponents(const std::vector<const float*>& terms, const std::vector<size_t>& offsets,
+                          int32_t* exponents);
+void exact_grid_sums(const std::vector<const float*>& terms, const std::vector<size_t>& offsets,
+                     const int32_t* exponents, int64_t total_terms, int64_t* sums);
+void exact_grid_plain_sums(const std::vector<const float*>& terms, const std::vector<size_t>& offsets,
+                           const int32_t* exponents, float* plain);
+void exact_grid_round(const int64_t* sums, const float* plain, const std::vector<size_t>& offsets,
+                      const int32_t* exponents, int64_t total_terms, float* out);
 
 }  // namespace mirrored::kernels::cpu

@@ -89,6 +89,15 @@ void* Context::bf16_scratch_of_size(int which, size_t bytes) {
   return buffer.data();
 }
 
+void* Context::exact_grid_layout_of_size(size_t bytes) {
+  if (exact_grid_layout_.bytes() < bytes) {
+    MIRRORED_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));  // queued kernels may still read it
+    exact_grid_layout_ = DeviceBuffer();
+    exact_grid_layout_ = DeviceBuffer(bytes, device);
+  }
+  return exact_grid_layout_.data();
+}
+
 Context& context(int device) {
   Context* ctx = nullptr;
   {

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "../shared.h"
 #include "library_handles.h"
@@ -37,6 +38,7 @@ class Context {
   CudnnHandle cudnn_;
   DeviceBuffer workspace_;
   DeviceBuffer bf16_scratch_[3];
+  DeviceBuffer exact_grid_layout_;
 
  public:
   explicit Context(int device);
@@ -54,6 +56,10 @@ class Context {
   // Scratch `which` (0-2) of at least `bytes`, grown like the workspace: the bfloat16
   // copies of a bf16 product's operands.
   void* bf16_scratch_of_size(int which, size_t bytes);
+  // Room of at least `bytes` for an exact sum's segment offsets and term pointers, grown
+  // like the workspace. Its users queue on this context's stream only, so an upload into it
+  // is ordered after the kernels that read the previous one.
+  void* exact_grid_layout_of_size(size_t bytes);
 
   const int device;
   std::mutex reduce_mutex;    // guards the scratch below (main and communication threads)
@@ -193,5 +199,15 @@ void tally_non_finite(Context& ctx, int32_t* flag, int32_t* tally, int32_t step,
 int64_t sum_squares_partials(int64_t n);
 void sum_squares(Context& ctx, const float* x, int64_t n, float* sum, double* partials);
 void scale_by_clip(Context& ctx, float* x, int64_t n, const float* sum_squares, float max_norm, float* norm);
+
+// Exact sums' grid conversions (kernels.h, "exact_grid_*"); exact_grid.cu.
+void exact_grid_exponents(Context& ctx, const std::vector<const float*>& terms, const std::vector<size_t>& offsets,
+                          int32_t* exponents);
+void exact_grid_sums(Context& ctx, const std::vector<const float*>& terms, const std::vector<size_t>& offsets,
+                     const int32_t* exponents, int64_t total_terms, int64_t* sums);
+void exact_grid_plain_sums(Context& ctx, const std::vector<const float*>& terms, const std::vector<size_t>& offsets,
+                           const int32_t* exponents, float* plain);
+void exact_grid_round(Context& ctx, const int64_t* sums, const float* plain, const std::vector<size_t>& offsets,
+                      const int32_t* exponents, int64_t total_terms, float* out);
 
 }  // namespace mirrored::kernels::cuda
