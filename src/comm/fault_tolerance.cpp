@@ -140,6 +140,10 @@ void enable_failure_detector(double timeout_seconds) {
   }
 }
 
+void skip_finalize_fence() {
+  if (!std::getenv("OMPI_MCA_async_mpi_finalize")) setenv("OMPI_MCA_async_mpi_finalize", "true", 1);
+}
+
 bool end_lost_process(int64_t pid, int rank) {
   const char* mine = std::getenv("PMIX_NAMESPACE");
   if (pid <= 0 || !mine) return false;

@@ -121,6 +121,7 @@ Runtime::Runtime(int& argc, char**& argv, RuntimeOptions options)
     // A stopped or hung rank is declared failed at half the collective timeout, before the
     // watchdog's abort at the full one.
     if (survive_failures_) comm::enable_failure_detector(options.collective_timeout_s / 2);
+    if (survive_failures_) comm::skip_finalize_fence();  // a host's ranks lost, its daemon not
     MIRRORED_MPI_CHECK(MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &thread_level));
     owns_mpi_ = true;
     if (thread_level < MPI_THREAD_MULTIPLE) {

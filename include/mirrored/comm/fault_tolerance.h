@@ -36,6 +36,15 @@ FaultTolerance fault_tolerance();
 // environment (OMPI_MCA_mpi_ft_detector*) are kept. Without it only ended processes count.
 void enable_failure_detector(double timeout_seconds);
 
+// Before MPI_Init, for on_failure = shrink: MPI_Finalize skips its closing PMIx fence
+// (Open MPI's async_mpi_finalize; a value the user set, OMPI_MCA_async_mpi_finalize, is
+// kept). That fence spans every process the launcher started, lost ones included: when a
+// host's ranks are all lost but its launcher daemon (prted) lives on, the daemon never
+// contributes and the survivors' MPI_Finalize waits until it is killed. With fault
+// tolerance on, MPI_Finalize already shrinks the world and runs a synchronous barrier over
+// the survivors first, which flushes their traffic as the fence would.
+void skip_finalize_fence();
+
 // Ends a lost rank's process if it is still there (stopped, hung): `pid` on this host, and
 // only when that process belongs to this job as rank `rank` of the world it started in
 // (its PMIx namespace and rank), so nothing else is ever signalled. mpirun waits for every
