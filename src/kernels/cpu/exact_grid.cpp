@@ -1,8 +1,7 @@
 // The grid conversions of an exact sum on the CPU (kernels/exact_grid.h has the formulas).
-// The hot loops are free of library calls so they vectorise; the conversion to the grid is
-// built twice (baseline and AVX2, chosen at run time without ifunc, which sanitizer
-// runtimes cannot start with), with the same operations in the same order, so both give
-// the same bits.
+// The hot loops are free of library calls so they vectorise; they are built twice
+// (baseline and AVX2, chosen at run time without ifunc, which sanitizer runtimes cannot
+// start with), with the same operations in the same order, so both give the same bits.
 #include <algorithm>
 #include <cmath>
 
@@ -12,10 +11,33 @@
 namespace mirrored::kernels::cpu {
 namespace {
 
-uint32_t largest_magnitude_bits(const float* x, size_t n) {
+// Both hot loops are built twice, baseline and AVX2 (an unsigned max needs SSE4.1).
+bool has_avx2() {
+#if defined(__x86_64__)
+  static const bool avx2 = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") != 0;
+  }();
+  return avx2;
+#else
+  return false;
+#endif
+}
+
+inline __attribute__((always_inline)) uint32_t largest_magnitude_bits_body(const float* x, size_t n) {
   uint32_t best = 0;
   for (size_t i = 0; i < n; ++i) best = std::max(best, magnitude_bits(x[i]));
   return best;
+}
+#if defined(__x86_64__)
+__attribute__((target("avx2")))
+#endif
+uint32_t largest_magnitude_bits_avx2(const float* x, size_t n) {
+  return largest_magnitude_bits_body(x, n);
+}
+uint32_t largest_magnitude_bits_baseline(const float* x, size_t n) { return largest_magnitude_bits_body(x, n); }
+uint32_t largest_magnitude_bits(const float* x, size_t n) {
+  return has_avx2() ? largest_magnitude_bits_avx2(x, n) : largest_magnitude_bits_baseline(x, n);
 }
 
 inline __attribute__((always_inline)) void add_to_grid_body(const float* x, size_t n, double scale,
@@ -32,15 +54,7 @@ void add_to_grid_baseline(const float* x, size_t n, double scale, int64_t* sums)
   add_to_grid_body(x, n, scale, sums);
 }
 void add_to_grid(const float* x, size_t n, double scale, int64_t* sums) {
-#if defined(__x86_64__)
-  static const bool avx2 = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") != 0;
-  }();
-#else
-  constexpr bool avx2 = false;
-#endif
-  if (avx2)
+  if (has_avx2())
     add_to_grid_avx2(x, n, scale, sums);
   else
     add_to_grid_baseline(x, n, scale, sums);
