@@ -101,6 +101,7 @@ train::TrainSummary run_training(const train::TrainConfig& config, distribute::R
       summary.too_few_replicas = true;
       return summary;
     }
+    current.uneven_batch_shares = true;  // the global batch stays; the survivors may split it unevenly
     if (!recovered->checkpoint.empty()) {
       current.resume = ResumeMode::kPath;
       current.resume_path = recovered->checkpoint;

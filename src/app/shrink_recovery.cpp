@@ -208,14 +208,6 @@ Recovery recover_after_failure(const train::TrainConfig& config, distribute::Run
                         ". Start the job again at full size to resume from it (exit ",
                         static_cast<int>(ExitCode::kTooFewReplicas), ")"),
                 true);
-  // Fast mode splits the batch evenly; invariant mode's virtual replicas may sit unevenly.
-  if (config.reduction == distribute::Reduction::kFast && config.batch_size % survivors != 0)
-    throw Error(ExitCode::kTooFewReplicas,
-                str_cat("lost ", lost, ": batch_size = ", config.batch_size, " does not split evenly over the ",
-                        survivors, " surviving replica(s); ", saved, " holds step ", recovery.step,
-                        ". Start the job again with a world size that divides it to resume from it (exit ",
-                        static_cast<int>(ExitCode::kTooFewReplicas), ")"),
-                true);
   chief_info(str_cat("lost ", lost, ": going on with ", survivors, " replica(s) from step ", recovery.step,
                      " (rank 0, the chief, is now on ", runtime.cluster().host(), ")"));
   return recovery;

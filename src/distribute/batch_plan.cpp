@@ -24,6 +24,13 @@ BatchPlan BatchPlan::make(int64_t global_batch, int world, const ReductionOption
   if (global_batch <= 0)
     throw InputError(str_cat("batch_size = ", global_batch, ": expected a positive global batch"), ExitCode::kUsage);
   if (reduction.mode == Reduction::kFast) {
+    if (reduction.uneven_shares) {
+      if (global_batch < world)
+        throw InputError(str_cat("batch_size = ", global_batch, " is smaller than the ", world,
+                                 " replicas: every replica needs at least one sample"),
+                         ExitCode::kUsage);
+      return BatchPlan(Reduction::kFast, global_batch, global_batch % world == 0 ? world : global_batch, world);
+    }
     data::even_share(global_batch, 0, world);  // the divisibility error
     return BatchPlan(Reduction::kFast, global_batch, world, world);
   }
@@ -61,6 +68,15 @@ data::IndexRange BatchPlan::groups_of(int rank) const { return data::balanced_sh
 data::IndexRange BatchPlan::samples_of(int rank) const {
   const data::IndexRange groups = groups_of(rank);
   return data::IndexRange{groups.begin * group_size(), groups.end * group_size()};
+}
+
+float BatchPlan::share_weight(int rank) const {
+  if (mode_ == Reduction::kInvariant) return 1.0f;
+  // Even shares: world x (batch / world) / batch, exactly 1 in integers first.
+  const int64_t weighted = static_cast<int64_t>(world_) * samples_of(rank).size();
+  return weighted == global_batch_ ? 1.0f
+                                   : static_cast<float>(static_cast<double>(weighted) /
+                                                        static_cast<double>(global_batch_));
 }
 
 std::string BatchPlan::describe() const {

@@ -19,7 +19,7 @@ void CommunicatorReducer::sum(Tensor& values) {
 
 DistributedModel::DistributedModel(std::unique_ptr<nn::Model> model, comm::Communicator& gradients,
                                    comm::Communicator& replicas, ReducerOptions options, int accumulate_steps,
-                                   const BatchPlan* invariant)
+                                   const BatchPlan* plan)
     : model_(std::move(model)),
       reducer_(std::make_unique<GradientReducer>(model_->parameters(), gradients, options)),
       accumulate_steps_(accumulate_steps),
@@ -29,9 +29,10 @@ DistributedModel::DistributedModel(std::unique_ptr<nn::Model> model, comm::Commu
   MIRRORED_CHECK(accumulate_steps_ >= 1, "accumulate_steps = ", accumulate_steps_);
   // A world of one has nothing to reduce: layers then skip the call altogether.
   model_->set_cross_replica_reducer(replicas.size() > 1 ? cross_replica_.get() : nullptr);
-  if (invariant != nullptr) {
-    MIRRORED_CHECK(invariant->mode() == Reduction::kInvariant && invariant->world() == gradients.size(),
-                   "an invariant batch plan for ", gradients.size(), " replicas");
+  if (plan != nullptr) MIRRORED_CHECK(plan->world() == gradients.size(), "a batch plan for ", gradients.size(), " replicas");
+  if (plan != nullptr && plan->mode() == Reduction::kFast) share_weight_ = plan->share_weight(gradients.rank());
+  if (plan != nullptr && plan->mode() == Reduction::kInvariant) {
+    const BatchPlan* invariant = plan;
     const int local = static_cast<int>(invariant->groups_of(gradients.rank()).size());
     virtual_ = std::make_unique<VirtualReplicaGradients>(model_->parameters(), local, invariant->groups());
     virtual_size_ = invariant->group_size();

@@ -99,8 +99,12 @@ DistributedModel MirroredStrategy::mirror(std::unique_ptr<nn::Model> model, cons
   MIRRORED_CHECK(!reducer.shard || gradients_.capabilities().sharded_collectives, "optimizer.shard = true: the '",
                  gradients_.backend(), "' communicator has no reduce-scatter");
   reducer.ranks_on_host = runtime_.cluster().local_size();
-  if (reduction_.mode == Reduction::kFast)
-    return DistributedModel(std::move(model), gradients_, device_comm_, reducer, options.accumulate_steps);
+  if (reduction_.mode == Reduction::kFast) {
+    if (options.global_batch <= 0)
+      return DistributedModel(std::move(model), gradients_, device_comm_, reducer, options.accumulate_steps);
+    const BatchPlan plan = batch_plan(options.global_batch);
+    return DistributedModel(std::move(model), gradients_, device_comm_, reducer, options.accumulate_steps, &plan);
+  }
   require_invariant_support(*model, reducer);
   MIRRORED_CHECK(options.global_batch > 0, "reduction = invariant needs ModelOptions::global_batch");
   const BatchPlan plan = batch_plan(options.global_batch);

@@ -42,13 +42,16 @@ CrossEntropyLoss::Value CrossEntropyLoss::forward(const Tensor& logits, const Te
   return value;
 }
 
-void CrossEntropyLoss::forward_to(const Tensor& logits, const Tensor& targets, Tensor& mean_loss) {
+void CrossEntropyLoss::forward_to(const Tensor& logits, const Tensor& targets, Tensor& mean_loss,
+                                  float grad_weight) {
   const Shape& shape = logits.shape();
   const int64_t classes = shape.back();
   const int64_t count = row_count(logits, targets);
   ensure_shape(dlogits_, shape, DType::kF32, logits.device());
   Tensor grad_rows = dlogits_.reshape({count, classes});
-  const float grad_scale = count > 0 ? 1.0f / static_cast<float>(count) : 0.0f;  // as forward()
+  // As forward() when unweighted (a weight of exactly 1 leaves the bits alone).
+  float grad_scale = count > 0 ? 1.0f / static_cast<float>(count) : 0.0f;
+  if (grad_weight != 1.0f) grad_scale = static_cast<float>(static_cast<double>(grad_weight) / static_cast<double>(count));
   kernels::softmax_cross_entropy_mean(logits.reshape({count, classes}), targets.reshape({count}), &grad_rows,
                                       grad_scale, mean_loss, workspace_);
 }

@@ -83,7 +83,7 @@ LibraryOptions library_options(const TrainConfig& config) {
                                    ? distribute::Allreduce::kFlat
                                    : config.allreduce;
   options.reducer = reducer_options(config);
-  options.strategy.reduction = {config.reduction, config.reduction_shards};
+  options.strategy.reduction = {config.reduction, config.reduction_shards, config.uneven_batch_shares};
   options.accumulate_steps = static_cast<int>(config.accumulate_steps);
   options.train_data.global_batch = config.batch_size;
   options.train_data.seed = config.seed;

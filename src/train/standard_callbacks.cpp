@@ -65,8 +65,13 @@ void MetricsLogger::on_evaluate(TrainContext& ctx, const EvalPoint& point) {
 }
 
 void ConsoleLogger::on_train_begin(TrainContext& ctx) {
-  chief_info(str_cat("mirrored train: ", ctx.strategy.num_replicas_in_sync(), " replica(s) x ",
-                     ctx.strategy.per_replica_batch(ctx.config.batch_size), " = global batch ", ctx.config.batch_size,
+  // The chief's share is the largest, the last rank's the smallest: a shrunk world, or
+  // virtual replicas that do not divide over the ranks, split the batch unevenly.
+  const int replicas = ctx.strategy.num_replicas_in_sync();
+  const distribute::BatchPlan plan = ctx.strategy.batch_plan(ctx.config.batch_size);
+  const int64_t most = plan.samples_of(0).size(), fewest = plan.samples_of(replicas - 1).size();
+  chief_info(str_cat("mirrored train: ", replicas, " replica(s) x ", most == fewest ? str_cat(most) : str_cat(most, " or ", fewest),
+                     " = global batch ", ctx.config.batch_size,
                      ", ", ctx.steps_per_epoch, " steps/epoch, ", ctx.model.parameters().numel(), " parameters, ",
                      kernels::cpu_threads(), " thread(s)/rank"));
   chief_verbose(ctx.model.module().summary());

@@ -44,7 +44,8 @@ StepResult train_step(distribute::DistributedModel& model, optim::Optimizer& opt
       Tensor loss = result.losses.view(micro * groups + group, {1});
       const Tensor inputs = groups == 1 ? batch->inputs : batch->inputs.rows(group * rows, rows);
       const Tensor targets = groups == 1 ? batch->targets : batch->targets.rows(group * rows, rows);
-      loss_fn.forward_to(model.forward(inputs, nn::Mode::kTrain), targets, loss);
+      // A fast-mode replica with an uneven share of the batch weighs its gradient by it.
+      loss_fn.forward_to(model.forward(inputs, nn::Mode::kTrain), targets, loss, model.share_weight());
       done(StepPhase::kForward);
       // Fast: the last micro-batch's backward also starts the all-reduce, bucket by bucket.
       model.backward(loss_fn.grad());

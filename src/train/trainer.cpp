@@ -358,7 +358,9 @@ void Trainer::log_point(int64_t epoch) {
           interval.steps * s.lib.accumulate_steps * s.strategy.batch_plan(s.config.batch_size).groups();
       point.loss = s.strategy.reduce_exact(s.losses.pass_losses(first, last), passes) / static_cast<double>(passes);
     } else {
-      point.loss = s.strategy.reduce(distribute::ReduceOp::kMean, s.losses.sum(first, last)) / steps;
+      // Weighted by this replica's share of the batch (1 unless a shrunk world splits it unevenly).
+      point.loss = s.strategy.reduce(distribute::ReduceOp::kMean, s.losses.sum(first, last) * s.model->share_weight()) /
+                   steps;
     }
   }
   // The same on every replica (clipped after the all-reduce): the last step's, not reduced.

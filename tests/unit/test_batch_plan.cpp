@@ -59,5 +59,25 @@ TEST(BatchPlan, FastReplanOnAWorldThatDoesNotDivideGivesSharesOneSampleApart) {
   EXPECT_EQ(plan.samples_of(2).end, 128);
 }
 
+// A shrunk world's plan (uneven_shares): the same shares as a re-plan, and weights that make
+// the mean over replicas of weighted share means the mean over the global batch.
+TEST(BatchPlan, FastUnevenSharesWeighEachReplicaBySize) {
+  const BatchPlan plan = BatchPlan::make(128, 3, {Reduction::kFast, 0, /*uneven_shares=*/true});
+  EXPECT_EQ(plan.samples_of(0).size(), 43);
+  EXPECT_EQ(plan.samples_of(2).size(), 42);
+  double weights = 0.0;
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_FLOAT_EQ(plan.share_weight(r), 3.0f * static_cast<float>(plan.samples_of(r).size()) / 128.0f);
+    weights += plan.share_weight(r);
+  }
+  EXPECT_NEAR(weights / 3.0, 1.0, 1e-7) << "a mean of weights that is 1: a constant loss stays itself";
+  // Even shares weigh exactly 1, so the bits of an even split do not change.
+  const BatchPlan even = BatchPlan::make(128, 4, {Reduction::kFast, 0, true});
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(even.share_weight(r), 1.0f);
+  EXPECT_EQ(BatchPlan::make(12, 4, {Reduction::kInvariant, 6}).share_weight(3), 1.0f);
+  expect_mentions(message_of<InputError>([] { BatchPlan::make(2, 3, {Reduction::kFast, 0, true}); }),
+                  {"batch_size = 2", "smaller than the 3 replicas"});
+}
+
 }  // namespace
 }  // namespace mirrored::distribute

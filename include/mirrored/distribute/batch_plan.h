@@ -8,8 +8,10 @@
 // ranks hold one more). Like the shard plan, it is a pure function of its arguments, so
 // every rank computes the same plan alone, and a resumed run re-plans for its world size.
 //
-//  - reduction = fast: one group per replica (the global batch must divide by the world);
-//    a replica computes its whole share in one pass, and gradients are all-reduced.
+//  - reduction = fast: one group per replica (the global batch must divide by the world,
+//    unless uneven shares are allowed: then one group per sample, so shares differ by at
+//    most one); a replica computes its whole share in one pass, and gradients are
+//    all-reduced, each replica's weighted by its share (share_weight()).
 //  - reduction = invariant: `reduction.shards` groups ("virtual replicas") whatever the
 //    world size; a replica computes each of its groups in its own pass, with the same
 //    shapes at any world size, and the per-group gradients are summed exactly
@@ -28,6 +30,9 @@ const char* reduction_name(Reduction mode);  // "fast", "invariant"
 struct ReductionOptions {
   Reduction mode = Reduction::kFast;
   int64_t shards = 0;  // invariant: virtual replicas per global batch; 0 picks a default
+  // fast: a world that does not divide the global batch gets shares differing by one
+  // sample instead of an error (the survivors of a shrink; a fresh start keeps the check).
+  bool uneven_shares = false;
 };
 
 // The default number of virtual replicas for a global batch: its largest divisor of at most
@@ -39,8 +44,8 @@ int64_t default_virtual_replicas(int64_t global_batch, int world);
 class BatchPlan {
  public:
   // The plan for `world` replicas. InputError (usage) naming the key: a non-positive batch;
-  // fast: a batch that does not divide by the world; invariant: shards that do not divide
-  // the batch, or fewer shards than ranks.
+  // fast: a batch that does not divide by the world (unless uneven_shares); invariant:
+  // shards that do not divide the batch, or fewer shards than ranks.
   static BatchPlan make(int64_t global_batch, int world, const ReductionOptions& reduction);
   // The same batch and groups over another world size (a resume or a shrunk world); in
   // fast mode with a world that does not divide the batch, one group per sample, so the
@@ -55,6 +60,10 @@ class BatchPlan {
   // Rank `rank`'s groups [begin, end) and its samples of every global batch.
   data::IndexRange groups_of(int rank) const;
   data::IndexRange samples_of(int rank) const;
+  // Fast mode: what rank `rank`'s mean gradient and loss are multiplied by so that the mean
+  // over replicas is the mean over the global batch: world x its share / global batch
+  // (exactly 1 when the shares are even). Invariant mode: 1 (its sums are exact).
+  float share_weight(int rank) const;
   // What a user reads at start-up: "8 virtual replicas of 4 samples, 2 or 3 per rank".
   std::string describe() const;
 

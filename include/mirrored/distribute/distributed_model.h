@@ -59,10 +59,11 @@ class DistributedModel {
  public:
   // `gradients`: the gradient reducer's communicator; `replicas`: sync batch norm and
   // synchronize_buffers() (buffers on the model's device). Both outlive the model.
-  // `invariant`: the batch plan of reduction = invariant (null: fast), whose groups this
-  // replica computes; its gradients are then summed exactly over `gradients`.
+  // `plan`: the batch plan (null: fast with even shares). Invariant: this replica computes
+  // its groups, whose gradients are then summed exactly over `gradients`. Fast: this
+  // replica's gradients and loss are weighted by its share (BatchPlan::share_weight).
   DistributedModel(std::unique_ptr<nn::Model> model, comm::Communicator& gradients, comm::Communicator& replicas,
-                   ReducerOptions options, int accumulate_steps = 1, const BatchPlan* invariant = nullptr);
+                   ReducerOptions options, int accumulate_steps = 1, const BatchPlan* plan = nullptr);
   ~DistributedModel();
   DistributedModel(DistributedModel&&) noexcept;
   DistributedModel& operator=(DistributedModel&&) = delete;
@@ -71,6 +72,9 @@ class DistributedModel {
   // Groups this replica computes one pass each: 1 (its whole batch) unless invariant.
   int virtual_replicas() const { return virtual_ ? virtual_->local() : 1; }
   int64_t virtual_replica_size() const { return virtual_size_; }  // samples; 0: the whole batch
+  // What this replica's loss gradient (and its loss, for the records) is multiplied by:
+  // 1 unless fast mode spreads the batch unevenly (a shrunk world).
+  float share_weight() const { return share_weight_; }
   // Before the forward pass of group `index` of this replica's batch, whose row 0 is
   // `first_sample` of the global batch (dropout masks are keyed by global sample).
   void begin_virtual_replica(int index, int64_t first_sample);
@@ -121,6 +125,7 @@ class DistributedModel {
   int backward_passes_ = 0;  // since zero_grad()
   std::unique_ptr<VirtualReplicaGradients> virtual_;  // reduction = invariant only
   int64_t virtual_size_ = 0;
+  float share_weight_ = 1.0f;
   float virtual_scale_ = 1.0f;  // 1 / (virtual replicas x accumulate_steps): the mean
   comm::Communicator* comm_;
   comm::Communicator* gradients_comm_;

@@ -27,8 +27,9 @@ struct ModelOptions {
   uint64_t seed = 0;   // the chief initialises from it; the others receive a broadcast
   ReducerOptions reducer = {};
   int accumulate_steps = 1;
-  // The global batch the model trains on: needed with reduction = invariant, whose batch
-  // plan decides which groups of it this replica computes.
+  // The global batch the model trains on: the batch plan decides which groups of it this
+  // replica computes (reduction = invariant, where it is needed) or how much its share
+  // weighs (fast mode with uneven shares; 0 assumes even ones).
   int64_t global_batch = 0;
 };
 

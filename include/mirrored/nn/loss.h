@@ -22,7 +22,9 @@ class CrossEntropyLoss {
   // The training form: computes the gradient and writes the batch's mean loss into
   // `mean_loss` (f32 [1] on the logits' device) without a host wait, so a step can leave its
   // losses on the device until someone reports them. The CPU value equals forward()'s.
-  void forward_to(const Tensor& logits, const Tensor& targets, Tensor& mean_loss);
+  // `grad_weight` multiplies the gradient (a replica's share weight; mean_loss is not
+  // weighted).
+  void forward_to(const Tensor& logits, const Tensor& targets, Tensor& mean_loss, float grad_weight = 1.0f);
   const Tensor& grad() const { return dlogits_; }  // d(mean loss)/d(logits), in the logits' shape
 
  private:

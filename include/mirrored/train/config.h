@@ -103,6 +103,9 @@ struct TrainConfig {
   int64_t accumulate_steps = 1;     // micro-batches per update (one all-reduce per update)
   distribute::Reduction reduction = distribute::Reduction::kFast;  // invariant: the same bits at any world size
   int64_t reduction_shards = 0;     // invariant: virtual replicas per global batch (0: a default)
+  // Not a key: set for the Trainer of a shrunk world, whose ranks may then hold shares of
+  // the global batch that differ by one sample in fast mode (a fresh start refuses them).
+  bool uneven_batch_shares = false;
   bool optimizer_shard = false;     // ZeRO stage 1: optimizer state sharded over replicas
   double collective_timeout_s = 300.0;
   int64_t trace_collectives = 2000;  // flight recorder ring per rank (0: off)
