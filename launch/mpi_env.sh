@@ -73,3 +73,73 @@ mirrored_wants_shrink() {
   done
   return 1
 }
+
+# mirrored's own exit status, seen through the launcher. With Open MPI 5.0, when a node is
+# lost with its daemon, the runtime ends the job and mpirun can exit 0 although mirrored
+# never finished. So the launch scripts hand the ranks MIRRORED_EXIT_STATUS_FILE, mirrored's
+# chief writes its exit status there at exit, and the script compares.
+#
+# mirrored_expect_exit_status DIR PROGRAM: when PROGRAM is mirrored, export
+# MIRRORED_EXIT_STATUS_FILE, a new empty file in DIR (one the chief's node must see at the
+# same path: the run's working directory for a multi-node launch), or the path already in
+# MIRRORED_EXIT_STATUS_FILE, emptied. Other programs do not write it: nothing to expect.
+mirrored_expect_exit_status() {
+  local dir=$1 program=$2
+  MIRRORED_EXIT_STATUS_OURS=0
+  [[ "$(basename "$program")" == mirrored ]] || { unset MIRRORED_EXIT_STATUS_FILE; return 0; }
+  if [[ -n "${MIRRORED_EXIT_STATUS_FILE:-}" ]]; then
+    : >"$MIRRORED_EXIT_STATUS_FILE" ||
+      { echo "error: cannot write MIRRORED_EXIT_STATUS_FILE '$MIRRORED_EXIT_STATUS_FILE'" >&2; return 2; }
+  else
+    MIRRORED_EXIT_STATUS_FILE=$(mktemp "$dir/.mirrored-exit-status.XXXXXX") ||
+      { echo "error: cannot create a file in '$dir' for mirrored's exit status (set MIRRORED_EXIT_STATUS_FILE)" >&2; return 2; }
+    MIRRORED_EXIT_STATUS_OURS=1
+  fi
+  # Exported with it: slurm/preemptible.sh, exec'd by the sbatch scripts, removes the file.
+  export MIRRORED_EXIT_STATUS_FILE MIRRORED_EXIT_STATUS_OURS
+}
+
+# mirrored_exit_status LAUNCHER STATUS: the status a launch script should exit with, given
+# the launcher's STATUS, as the return value (0-255). A non-zero STATUS stands. A zero one
+# stands only if mirrored's chief wrote 0; if it wrote nothing, the MPI runtime ended the job
+# before mirrored finished: 9, saying so. Removes the file this script created.
+MIRRORED_EXIT_RUNTIME_ENDED=9
+mirrored_exit_status() {
+  local launcher=$1 status=$2 reported=""
+  [[ -n "${MIRRORED_EXIT_STATUS_FILE:-}" ]] || return "$status"
+  reported=$(head -c 32 "$MIRRORED_EXIT_STATUS_FILE" 2>/dev/null | tr -dc '0-9')
+  if [[ "${MIRRORED_EXIT_STATUS_OURS:-0}" == 1 ]]; then rm -f "$MIRRORED_EXIT_STATUS_FILE"; fi
+  ((status == 0)) || return "$status"
+  if [[ -z "$reported" ]]; then
+    echo "error: the MPI runtime ended the job before mirrored finished (a lost node's daemon?): $launcher" \
+         "exited 0, but mirrored's chief wrote no exit status to MIRRORED_EXIT_STATUS_FILE" \
+         "(${MIRRORED_EXIT_STATUS_FILE}); resume from the newest checkpoint by starting the job again" \
+         "(exit $MIRRORED_EXIT_RUNTIME_ENDED)" >&2
+    return "$MIRRORED_EXIT_RUNTIME_ENDED"
+  fi
+  if ((10#$reported != 0)); then
+    echo "error: $launcher exited 0, but mirrored's chief exited $((10#$reported)): exiting with that" >&2
+    return $((10#$reported & 255))
+  fi
+  return 0
+}
+
+# mirrored_launch LAUNCHER_COMMAND...: runs the command, forwards the signals a script
+# receives (TERM, HUP, USR1, USR2; INT as TERM, since a command a script starts in the
+# background ignores SIGINT) to it, and returns mirrored_exit_status's verdict.
+mirrored_launch() {
+  # The script's stdin, not /dev/null (what a background command gets), for mpirun to pass on.
+  if { true <&0; } 2>/dev/null; then "$@" <&0 & else "$@" & fi
+  local child=$! status=0 sig
+  for sig in TERM HUP USR1 USR2; do
+    # shellcheck disable=SC2064  # the child's pid, now
+    trap "kill -s $sig $child 2>/dev/null || true" "$sig"
+  done
+  # shellcheck disable=SC2064
+  trap "kill -s TERM $child 2>/dev/null || true" INT
+  # wait returns early when a trapped signal arrives: wait again while the child runs.
+  while kill -0 "$child" 2>/dev/null; do wait "$child" || true; done
+  wait "$child" || status=$?
+  trap - TERM INT HUP USR1 USR2
+  mirrored_exit_status "$(basename "$1")" "$status"
+}

@@ -12,6 +12,10 @@
 #   MIRRORED_NET=10.0.0.0/24   keep MPI's TCP traffic on this network (the fast one, when
 #                               nodes have several); default: Open MPI's choice
 #   MIRRORED_RSH_AGENT=PATH    remote shell replacing ssh
+#   MIRRORED_EXIT_STATUS_FILE=PATH  where mirrored's chief writes its exit status (default: a
+#                               temporary file in the working directory, removed at the end)
+# Exit status: mpirun's; 9 when mpirun exited 0 but mirrored did not finish (the MPI runtime
+# ended the job, e.g. on a lost node's daemon): resume from the newest checkpoint.
 set -euo pipefail
 if (($# < 3)); then
   echo "usage: launch/multinode.sh HOSTFILE NP PROGRAM [ARGS...]" >&2
@@ -41,6 +45,12 @@ if [[ -n "${MIRRORED_NET:-}" ]]; then
   flags+=(--mca btl tcp,vader,self --mca btl_tcp_if_include "$MIRRORED_NET" --mca oob_tcp_if_include "$MIRRORED_NET")
 fi
 
+# mirrored's chief writes its exit status to a file of this run, in the working directory
+# (which every node must see at the same path, as the run directory: after a shrink the chief
+# may be on another node), or at MIRRORED_EXIT_STATUS_FILE. mpirun exits 0 when Open MPI's
+# runtime ends the job on a lost node's daemon: this script then exits 9, saying so.
+mirrored_expect_exit_status "$PWD" "$1"
+
 # Remote ranks start from a fresh login environment: forward what the program reads.
 # (-x NAME exports the variable as set here; only names that are set are passed.)
 for name in PATH LD_LIBRARY_PATH OPAL_PREFIX OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM OPENBLAS_NUM_THREADS \
@@ -66,4 +76,4 @@ done < <(env)
 #   flags+=(--mca coll_base_verbose 10)  # which collective algorithm runs (slow all-reduce)
 #   flags+=(--report-bindings)           # where each rank is pinned
 #   export MIRRORED_LOCAL_RANK=0         # pin the local rank when a launcher hides it
-exec mpirun "${flags[@]}" "$@"
+mirrored_launch mpirun "${flags[@]}" "$@"

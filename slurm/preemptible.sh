@@ -12,6 +12,9 @@
 # usage (in a batch script): slurm/preemptible.sh srun --mpi=pmix build/mirrored train ...
 set -uo pipefail
 readonly PREEMPTED=7   # mirrored's exit status after a checkpoint-and-stop
+# mirrored_exit_status: with MIRRORED_EXIT_STATUS_FILE set (the sbatch scripts set it), a
+# launcher that exits 0 although mirrored did not finish becomes exit 9, saying so.
+source "$(dirname "$0")/../launch/mpi_env.sh"
 
 # preemption_signal as the trainer will read it: the last flag wins over the config file.
 preemption_signal() {
@@ -58,10 +61,12 @@ while :; do
 done
 
 if ((status == PREEMPTED)); then
+  mirrored_exit_status "$(basename "$1")" "$status" || true  # removes the status file
   if [[ -n "${SLURM_JOB_ID:-}" ]]; then
     echo "preemptible.sh: checkpoint written; requeueing job $SLURM_JOB_ID (restart ${SLURM_RESTART_COUNT:-0} -> $((${SLURM_RESTART_COUNT:-0} + 1)))"
     scontrol requeue "$SLURM_JOB_ID" || { echo "preemptible.sh: scontrol requeue failed" >&2; exit 1; }
   fi
   exit 0
 fi
-exit "$status"
+mirrored_exit_status "$(basename "$1")" "$status"
+exit $?

@@ -51,15 +51,16 @@ constexpr const char* kUsage =
   using namespace mirrored;
   const bool report_here = !error.uniform() || process_identity().rank == 0;
   if (report_here) rank_error(error.what());
+  report_exit_status(static_cast<int>(error.code()));
   if (!report_here) std::this_thread::sleep_for(std::chrono::seconds(2));
   distribute::Runtime::abort_job(error.code());
 }
 
 }  // namespace
 
-int main(int argc, char** argv) {
+// The command's status; errors end the job in fail().
+static int run_command(int argc, char** argv) {
   using namespace mirrored;
-  cli::use_best_blas_core(argv);
   try {
     distribute::Runtime::identify_from_launcher();
     if (argc < 2) {
@@ -90,4 +91,13 @@ int main(int argc, char** argv) {
   } catch (const std::exception& error) {
     fail(Error(ExitCode::kFailure, str_cat("unexpected error: ", error.what())));
   }
+}
+
+int main(int argc, char** argv) {
+  mirrored::cli::use_best_blas_core(argv);
+  const int status = run_command(argc, argv);
+  // After the command's Runtime has finalised MPI: the chief tells the launch script that
+  // mirrored itself ended, and how (MIRRORED_EXIT_STATUS_FILE; nothing without it).
+  mirrored::report_exit_status(status);
+  return status;
 }

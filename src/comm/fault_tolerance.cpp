@@ -37,8 +37,7 @@ std::string compiled_mpi() {
 #endif
 }
 
-// mpirun --with-ft ulfm (and --mca mpi_ft_enable 1) hand the ranks this MCA parameter;
-// srun users export it themselves (the README says so).
+// mpirun --with-ft ulfm (and --mca mpi_ft_enable 1) hand the ranks this MCA parameter.
 bool enabled_by_launcher() {
   const char* value = std::getenv("OMPI_MCA_mpi_ft_enable");
   if (!value) return false;
@@ -95,9 +94,9 @@ std::string FaultTolerance::missing() const {
                    ", which has no ULFM fault tolerance (revoke, shrink, agree); on_failure = shrink needs Open MPI 5 "
                    "or later with its ftmpi extension: run launch/install_openmpi.sh and rebuild with launch/build.sh");
   if (!enabled)
-    return "ULFM fault tolerance is off for this job: launch it with `mpirun --with-ft ulfm` (launch/local.sh and "
-           "launch/multinode.sh add it when the command line or the --config file sets on_failure = shrink; under "
-           "srun, export OMPI_MCA_mpi_ft_enable=1)";
+    return "ULFM fault tolerance is off for this job: launch it with `mpirun --with-ft ulfm` (launch/local.sh, "
+           "launch/multinode.sh and the slurm/ scripts add it when the command line or the --config file sets "
+           "on_failure = shrink)";
   return {};
 }
 

@@ -2,7 +2,11 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 #include "mirrored/core/strings.h"
 
@@ -27,6 +31,18 @@ std::string local_hostname() {
 std::string describe_process() {
   const auto& id = process_identity();
   return str_cat("rank ", id.rank, "/", id.world_size, " on ", id.host);
+}
+
+void report_exit_status(int status) {
+  const char* path = std::getenv("MIRRORED_EXIT_STATUS_FILE");
+  if (path == nullptr || *path == '\0' || process_identity().rank != 0) return;
+  // Plain stdio, no exceptions: this runs on the way out, also from an error path.
+  std::FILE* file = std::fopen(path, "w");
+  bool written = file != nullptr && std::fprintf(file, "%d\n", status) > 0;
+  if (file != nullptr) written = (std::fclose(file) == 0) && written;
+  if (!written)
+    std::fprintf(stderr, "mirrored: cannot write the exit status to MIRRORED_EXIT_STATUS_FILE '%s': %s\n", path,
+                 std::strerror(errno));
 }
 
 }  // namespace mirrored

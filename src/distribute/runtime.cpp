@@ -131,6 +131,15 @@ Runtime::Runtime(int& argc, char**& argv, RuntimeOptions options)
     job_comm_ = MPI_COMM_WORLD;
     if (survive_failures_) {
       // Every rank reads the same binary and launcher variables: all refuse alike.
+      // Under srun --mpi=pmix, Slurm's PMIx plugin answers a dead rank by killing the whole
+      // job step (SIGKILL), --kill-on-bad-exit=0 or not (it.slurm_shrink): nothing to survive.
+      if (launcher.kind == LauncherEnv::Kind::kSlurm)
+        throw Error(ExitCode::kUsage,
+                    "on_failure = shrink cannot work under srun: Slurm's PMIx plugin kills the whole job step "
+                    "when a rank dies (also with --kill-on-bad-exit=0); launch with `mpirun --with-ft ulfm` "
+                    "inside the allocation (slurm/train-cpu.sbatch and slurm/train.sbatch do so for "
+                    "on_failure = shrink unless MIRRORED_LAUNCHER=srun)",
+                    true);
       const std::string missing = comm::fault_tolerance().missing();
       if (!missing.empty()) throw Error(ExitCode::kUsage, "on_failure = shrink: " + missing, true);
       // Failures come back as error codes (comm::PeerFailure), for the world and for every
@@ -247,6 +256,7 @@ void Runtime::exit_if_finalize_hangs() const {
     std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
     rank_warning(str_cat("MPI_Finalize has not returned ", fixed(seconds, 0),
                          " s after the job lost ranks (Open MPI waits for them); exiting with status ", status));
+    report_exit_status(status);  // main() will not get to it
     std::fflush(nullptr);
     std::_Exit(status);
   }).detach();
