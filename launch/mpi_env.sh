@@ -74,6 +74,23 @@ mirrored_wants_shrink() {
   return 1
 }
 
+# mirrored_slurm_launcher ARGS...: for the sbatch scripts, given mirrored's train arguments,
+# sets `launcher` (MIRRORED_LAUNCHER, else srun) and `ft` (the mpirun flags). With
+# on_failure = shrink, ft is --with-ft ulfm and the default launcher mpirun inside the
+# allocation: under srun --mpi=pmix, Slurm's PMIx plugin kills the whole step (SIGKILL) when
+# a rank dies, --kill-on-bad-exit=0 or not, and mirrored refuses shrink there.
+mirrored_slurm_launcher() {
+  launcher=${MIRRORED_LAUNCHER:-srun}
+  ft=()
+  mirrored_wants_shrink "$@" || return 0
+  ft=(--with-ft ulfm)
+  if [[ -z "${MIRRORED_LAUNCHER:-}" ]]; then
+    launcher=mpirun
+    echo "on_failure = shrink: launching with mpirun --with-ft ulfm inside the allocation" \
+         "(under srun, Slurm's PMIx plugin ends the whole step when a rank dies)"
+  fi
+}
+
 # mirrored's own exit status, seen through the launcher. With Open MPI 5.0, when a node is
 # lost with its daemon, the runtime ends the job and mpirun can exit 0 although mirrored
 # never finished. So the launch scripts hand the ranks MIRRORED_EXIT_STATUS_FILE, mirrored's

@@ -26,12 +26,6 @@ int scalar_quantum_exponent(int32_t exponent, int64_t total_terms) {
 }
 
 int64_t to_grid(double x, int quantum) { return std::llrint(std::ldexp(x, -quantum)); }
-
-// `t` as a tensor of `numel` elements of `dtype` on `device`, reallocated only when that changes.
-void ensure(Tensor& t, int64_t numel, DType dtype, Device device) {
-  if (!t.defined() || t.numel() != numel || t.dtype() != dtype || t.device() != device)
-    t = Tensor({numel}, dtype, device);
-}
 }  // namespace
 
 ExactSum::ExactSum(ExactSumLayout layout) : layout_(std::move(layout)) {
@@ -46,8 +40,8 @@ void ExactSum::operator()(const std::vector<const float*>& terms, float* out, De
                  " buffers over the '", comm.backend(), "' communicator, which takes host buffers only");
   const std::vector<size_t>& offsets = layout_.offsets;
   const size_t segments = offsets.size() - 1, count = offsets.back();
-  ensure(exponents_, static_cast<int64_t>(std::max<size_t>(segments, 1)), DType::kI32, device);
-  ensure(sums_, static_cast<int64_t>(std::max<size_t>(2 * count, 2)), DType::kI32, device);
+  ensure_shape(exponents_, {static_cast<int64_t>(std::max<size_t>(segments, 1))}, DType::kI32, device);
+  ensure_shape(sums_, {static_cast<int64_t>(std::max<size_t>(2 * count, 2))}, DType::kI32, device);
   int32_t* exponents = exponents_.data<int32_t>();
   auto* sums = reinterpret_cast<int64_t*>(sums_.data<int32_t>());
 
@@ -56,7 +50,7 @@ void ExactSum::operator()(const std::vector<const float*>& terms, float* out, De
   // Whether any segment needs the float sum: the host decides, so read the exponents.
   const int32_t* agreed = exponents;
   if (!device.is_cpu()) {
-    ensure(host_exponents_, exponents_.numel(), DType::kI32, Device::cpu());
+    ensure_shape(host_exponents_, {exponents_.numel()}, DType::kI32, Device::cpu());
     kernels::copy(exponents_, host_exponents_);
     agreed = host_exponents_.data<int32_t>();
   }
@@ -69,7 +63,7 @@ void ExactSum::operator()(const std::vector<const float*>& terms, float* out, De
     // Segments holding NaN or Inf somewhere: a float32 sum, so they propagate as in an
     // all-reduce (every rank takes this branch: the exponents are the same everywhere).
     // Formed before `out`, which may be a term, is written.
-    ensure(plain_, static_cast<int64_t>(std::max<size_t>(count, 1)), DType::kF32, device);
+    ensure_shape(plain_, {static_cast<int64_t>(std::max<size_t>(count, 1))}, DType::kF32, device);
     plain = plain_.data<float>();
     kernels::exact_grid_plain_sums(terms, offsets, exponents, plain, device);
   }

@@ -29,15 +29,14 @@ DistributedModel::DistributedModel(std::unique_ptr<nn::Model> model, comm::Commu
   MIRRORED_CHECK(accumulate_steps_ >= 1, "accumulate_steps = ", accumulate_steps_);
   // A world of one has nothing to reduce: layers then skip the call altogether.
   model_->set_cross_replica_reducer(replicas.size() > 1 ? cross_replica_.get() : nullptr);
-  if (plan != nullptr) MIRRORED_CHECK(plan->world() == gradients.size(), "a batch plan for ", gradients.size(), " replicas");
-  if (plan != nullptr && plan->mode() == Reduction::kFast) share_weight_ = plan->share_weight(gradients.rank());
-  if (plan != nullptr && plan->mode() == Reduction::kInvariant) {
-    const BatchPlan* invariant = plan;
-    const int local = static_cast<int>(invariant->groups_of(gradients.rank()).size());
-    virtual_ = std::make_unique<VirtualReplicaGradients>(model_->parameters(), local, invariant->groups());
-    virtual_size_ = invariant->group_size();
-    virtual_scale_ = 1.0f / static_cast<float>(invariant->groups() * accumulate_steps_);
-  }
+  if (plan == nullptr) return;  // fast, even shares
+  MIRRORED_CHECK(plan->world() == gradients.size(), "a batch plan for ", gradients.size(), " replicas");
+  share_weight_ = plan->share_weight(gradients.rank());  // 1 unless fast with uneven shares
+  if (plan->mode() != Reduction::kInvariant) return;
+  const int local = static_cast<int>(plan->groups_of(gradients.rank()).size());
+  virtual_ = std::make_unique<VirtualReplicaGradients>(model_->parameters(), local, plan->groups());
+  virtual_size_ = plan->group_size();
+  virtual_scale_ = 1.0f / static_cast<float>(plan->groups() * accumulate_steps_);
 }
 
 void DistributedModel::begin_virtual_replica(int index, int64_t first_sample) {

@@ -1,6 +1,7 @@
 #include "mirrored/distribute/strategy.h"
 
 #include <cstring>
+#include <optional>
 
 #include "mirrored/comm/exact_sum.h"
 #include "mirrored/core/fingerprint.h"
@@ -100,10 +101,11 @@ DistributedModel MirroredStrategy::mirror(std::unique_ptr<nn::Model> model, cons
                  gradients_.backend(), "' communicator has no reduce-scatter");
   reducer.ranks_on_host = runtime_.cluster().local_size();
   if (reduction_.mode == Reduction::kFast) {
-    if (options.global_batch <= 0)
-      return DistributedModel(std::move(model), gradients_, device_comm_, reducer, options.accumulate_steps);
-    const BatchPlan plan = batch_plan(options.global_batch);
-    return DistributedModel(std::move(model), gradients_, device_comm_, reducer, options.accumulate_steps, &plan);
+    // The plan weighs uneven shares (a shrunk world); without a global batch they are even.
+    const std::optional<BatchPlan> plan =
+        options.global_batch > 0 ? std::optional<BatchPlan>(batch_plan(options.global_batch)) : std::nullopt;
+    return DistributedModel(std::move(model), gradients_, device_comm_, reducer, options.accumulate_steps,
+                            plan ? &*plan : nullptr);
   }
   require_invariant_support(*model, reducer);
   MIRRORED_CHECK(options.global_batch > 0, "reduction = invariant needs ModelOptions::global_batch");

@@ -1,64 +1,30 @@
 // The grid conversions of an exact sum on the CPU (kernels/exact_grid.h has the formulas).
-// The hot loops are free of library calls so they vectorise; they are built twice
-// (baseline and AVX2, chosen at run time without ifunc, which sanitizer runtimes cannot
-// start with), with the same operations in the same order, so both give the same bits.
+// The two hot loops are free of library calls so they vectorise, and are built once per
+// SIMD width (simd_dispatch.h): integer operations and an exact product, so every clone
+// gives the same bits.
 #include <algorithm>
 #include <cmath>
 
 #include "cpu_kernels.h"
 #include "mirrored/kernels/exact_grid.h"
+#include "simd_dispatch.h"
 
 namespace mirrored::kernels::cpu {
 namespace {
 
-// Both hot loops are built twice, baseline and AVX2 (an unsigned max needs SSE4.1).
-bool has_avx2() {
-#if defined(__x86_64__)
-  static const bool avx2 = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") != 0;
-  }();
-  return avx2;
-#else
-  return false;
-#endif
+// best = the largest magnitude's bits over x[0, n) and best (an unsigned max: SSE4.1 and up).
+MIRRORED_ALWAYS_INLINE void largest_magnitude_bits_body(const float* x, size_t n, uint32_t* best) {
+  uint32_t largest = *best;
+  for (size_t i = 0; i < n; ++i) largest = std::max(largest, magnitude_bits(x[i]));
+  *best = largest;
 }
+MIRRORED_SIMD_DISPATCH(largest_magnitude_bits, (const float* x, size_t n, uint32_t* best), (x, n, best))
 
-inline __attribute__((always_inline)) uint32_t largest_magnitude_bits_body(const float* x, size_t n) {
-  uint32_t best = 0;
-  for (size_t i = 0; i < n; ++i) best = std::max(best, magnitude_bits(x[i]));
-  return best;
-}
-#if defined(__x86_64__)
-__attribute__((target("avx2")))
-#endif
-uint32_t largest_magnitude_bits_avx2(const float* x, size_t n) {
-  return largest_magnitude_bits_body(x, n);
-}
-uint32_t largest_magnitude_bits_baseline(const float* x, size_t n) { return largest_magnitude_bits_body(x, n); }
-uint32_t largest_magnitude_bits(const float* x, size_t n) {
-  return has_avx2() ? largest_magnitude_bits_avx2(x, n) : largest_magnitude_bits_baseline(x, n);
-}
-
-inline __attribute__((always_inline)) void add_to_grid_body(const float* x, size_t n, double scale,
-                                                            int64_t* sums) {
+// sums[i] += x[i] on the grid that `scale` (2^-quantum) sets.
+MIRRORED_ALWAYS_INLINE void add_to_grid_body(const float* x, size_t n, double scale, int64_t* sums) {
   for (size_t i = 0; i < n; ++i) sums[i] += grid_integer(x[i], scale);
 }
-#if defined(__x86_64__)
-__attribute__((target("avx2")))
-#endif
-void add_to_grid_avx2(const float* x, size_t n, double scale, int64_t* sums) {
-  add_to_grid_body(x, n, scale, sums);
-}
-void add_to_grid_baseline(const float* x, size_t n, double scale, int64_t* sums) {
-  add_to_grid_body(x, n, scale, sums);
-}
-void add_to_grid(const float* x, size_t n, double scale, int64_t* sums) {
-  if (has_avx2())
-    add_to_grid_avx2(x, n, scale, sums);
-  else
-    add_to_grid_baseline(x, n, scale, sums);
-}
+MIRRORED_SIMD_DISPATCH(add_to_grid, (const float* x, size_t n, double scale, int64_t* sums), (x, n, scale, sums))
 
 // grid_to_float over a run, in two passes so the first vectorises: the product by the
 // float power of two, then the rare subnormal results redone.
@@ -81,8 +47,7 @@ void exact_grid_exponents(const std::vector<const float*>& terms, const std::vec
                           int32_t* exponents) {
   for (size_t s = 0; s + 1 < offsets.size(); ++s) {
     uint32_t largest = 0;
-    for (const float* term : terms)
-      largest = std::max(largest, largest_magnitude_bits(term + offsets[s], offsets[s + 1] - offsets[s]));
+    for (const float* term : terms) largest_magnitude_bits(term + offsets[s], offsets[s + 1] - offsets[s], &largest);
     exponents[s] = grid_exponent(largest);
   }
 }
