@@ -74,16 +74,25 @@ mirrored_wants_shrink() {
   return 1
 }
 
+# mpirun's flags for on_failure = shrink, in MIRRORED_FT_FLAGS: ULFM's fault tolerance, and
+# no TCP keepalive between mpirun and its daemons. Open MPI 5.0's runtime (PRRTE 3.0) ends the
+# whole job when it finds a daemon gone, and on a node that crashed or left the network the
+# keepalive is what finds it (300 s idle, then 9 probes 20 s apart): the survivors, which
+# shrank past the node's ranks long before, would be killed minutes into going on. Without
+# it, mpirun waits for that node's ranks after mirrored has finished, and
+# mirrored_wait_launcher ends it.
+MIRRORED_FT_FLAGS=(--with-ft ulfm --prtemca oob_tcp_keepalive_time 0)
+
 # mirrored_slurm_launcher ARGS...: for the sbatch scripts, given mirrored's train arguments,
 # sets `launcher` (MIRRORED_LAUNCHER, else srun) and `ft` (the mpirun flags). With
-# on_failure = shrink, ft is --with-ft ulfm and the default launcher mpirun inside the
+# on_failure = shrink, ft is MIRRORED_FT_FLAGS and the default launcher mpirun inside the
 # allocation: under srun --mpi=pmix, Slurm's PMIx plugin kills the whole step (SIGKILL) when
 # a rank dies, --kill-on-bad-exit=0 or not, and mirrored refuses shrink there.
 mirrored_slurm_launcher() {
   launcher=${MIRRORED_LAUNCHER:-srun}
   ft=()
   mirrored_wants_shrink "$@" || return 0
-  ft=(--with-ft ulfm)
+  ft=("${MIRRORED_FT_FLAGS[@]}")
   if [[ -z "${MIRRORED_LAUNCHER:-}" ]]; then
     launcher=mpirun
     echo "on_failure = shrink: launching with mpirun --with-ft ulfm inside the allocation" \
@@ -154,9 +163,68 @@ mirrored_launch() {
   done
   # shellcheck disable=SC2064
   trap "kill -s TERM $child 2>/dev/null || true" INT
-  # wait returns early when a trapped signal arrives: wait again while the child runs.
-  while kill -0 "$child" 2>/dev/null; do wait "$child" || true; done
-  wait "$child" || status=$?
+  mirrored_wait_launcher "$child" "$(basename "$1")" || status=$?
   trap - TERM INT HUP USR1 USR2
   mirrored_exit_status "$(basename "$1")" "$status"
+}
+
+# mirrored_wait_launcher PID NAME: waits for the launcher PID (a child of this shell) and
+# returns its exit status. Traps set for signals may run meanwhile (a trapped signal ends a
+# wait early: it is waited for again).
+#
+# Once mirrored's chief has written its exit status (MIRRORED_EXIT_STATUS_FILE), mirrored is
+# done; a launcher still running MIRRORED_LAUNCHER_GRACE seconds later (default 30) waits for
+# ranks the job lost and cannot end: with on_failure = shrink, Open MPI's mpirun waits for the
+# ranks of a node that crashed or left the network (its daemon never answers again), and for
+# stopped ranks on a host where no survivor was left to end them. The launcher and every
+# process it started here (ssh to the lost node, say) are then ended, and the status is 0:
+# mirrored_exit_status then goes by what the chief wrote.
+mirrored_wait_launcher() {
+  local child=$1 name=$2 grace=${MIRRORED_LAUNCHER_GRACE:-30} reported_at="" status=0
+  if [[ -z "${MIRRORED_EXIT_STATUS_FILE:-}" ]]; then
+    while kill -0 "$child" 2>/dev/null; do wait "$child" || true; done
+    wait "$child" || status=$?
+    return "$status"
+  fi
+  # Polled (a plain wait would never look at the file); bash reaps the child as it exits.
+  while kill -0 "$child" 2>/dev/null; do
+    if [[ -s "$MIRRORED_EXIT_STATUS_FILE" ]]; then
+      reported_at=${reported_at:-$SECONDS}
+      if ((SECONDS - reported_at >= grace)); then
+        echo "warning: mirrored finished (its chief wrote exit status $(head -c 32 "$MIRRORED_EXIT_STATUS_FILE" | tr -dc '0-9')), but $name" \
+             "is still running ${grace} s later, waiting for ranks the job lost (a crashed or unreachable node, a stopped" \
+             "rank): ending it (MIRRORED_LAUNCHER_GRACE)" >&2
+        mirrored_end_process_tree "$child"
+        wait "$child" 2>/dev/null || true
+        return 0
+      fi
+    fi
+    sleep 0.5
+  done
+  wait "$child" || status=$?
+  return "$status"
+}
+
+# The processes PID started, and theirs, here (ps --ppid, recursively).
+mirrored_descendants() {
+  local pid
+  for pid in $(ps -o pid= --ppid "$1" 2>/dev/null); do
+    echo "$pid"
+    mirrored_descendants "$pid"
+  done
+}
+
+# mirrored_end_process_tree PID: SIGTERM to PID and its descendants, SIGKILL to what is
+# left 5 s later.
+mirrored_end_process_tree() {
+  local root=$1 pids
+  pids="$root $(mirrored_descendants "$root")"
+  # shellcheck disable=SC2086  # a list of pids
+  kill -TERM $pids 2>/dev/null || true
+  for _ in $(seq 50); do
+    kill -0 "$root" 2>/dev/null || break
+    sleep 0.1
+  done
+  # shellcheck disable=SC2086,SC2046  # lists of pids
+  kill -KILL $pids $(mirrored_descendants "$root") 2>/dev/null || true
 }

@@ -14,6 +14,8 @@
 #   MIRRORED_RSH_AGENT=PATH    remote shell replacing ssh
 #   MIRRORED_EXIT_STATUS_FILE=PATH  where mirrored's chief writes its exit status (default: a
 #                               temporary file in the working directory, removed at the end)
+#   MIRRORED_LAUNCHER_GRACE=30  seconds mpirun may run on after mirrored's chief wrote its
+#                               status (waiting for a crashed node's ranks) before it is ended
 # Exit status: mpirun's; 9 when mpirun exited 0 but mirrored did not finish (the MPI runtime
 # ended the job, e.g. on a lost node's daemon): resume from the newest checkpoint.
 set -euo pipefail
@@ -32,7 +34,7 @@ flags=(--hostfile "$hostfile" -np "$np" --map-by slot --bind-to none)
 # daemons and ranks find it there.
 mirrored_mpi_for_launch "$1"
 if [[ -n "${OPAL_PREFIX:-}" ]]; then flags+=(--prefix "$OPAL_PREFIX"); fi
-if mirrored_wants_shrink "$@"; then flags+=(--with-ft ulfm); fi
+if mirrored_wants_shrink "$@"; then flags+=("${MIRRORED_FT_FLAGS[@]}"); fi
 # Ranks size their own thread pools (threads = cores / ranks on the node); core binding
 # would squeeze a rank's BLAS threads onto one core.
 if [[ $(id -u) -eq 0 ]]; then

@@ -53,12 +53,7 @@ forward() {
 [[ "$signal" == none ]] || trap forward "$signal"
 
 status=0
-while :; do
-  wait "$child"
-  status=$?
-  # wait also returns when a trapped signal arrives; go on waiting while the child runs.
-  kill -0 "$child" 2>/dev/null || break
-done
+mirrored_wait_launcher "$child" "$(basename "$1")" || status=$?
 
 if ((status == PREEMPTED)); then
   mirrored_exit_status "$(basename "$1")" "$status" || true  # removes the status file

@@ -131,12 +131,17 @@ void revoke_tracked_communicators() {
 #endif
 }
 
-void enable_failure_detector(double timeout_seconds) {
+double detection_seconds(double collective_timeout_s, int ranks_per_node) {
+  if (collective_timeout_s <= 0) return 0;  // no timeout: Open MPI's default
+  return std::max(1.0, collective_timeout_s / (2.0 * std::max(1, ranks_per_node)));
+}
+
+void enable_failure_detector(double detection_seconds) {
   if (!std::getenv("OMPI_MCA_mpi_ft_detector")) setenv("OMPI_MCA_mpi_ft_detector", "true", 1);
-  if (!std::getenv("OMPI_MCA_mpi_ft_detector_timeout") && timeout_seconds > 0) {
-    const std::string seconds = std::to_string(std::max(1L, std::lround(timeout_seconds)));
-    setenv("OMPI_MCA_mpi_ft_detector_timeout", seconds.c_str(), 1);
-  }
+  if (detection_seconds <= 0 || std::getenv("OMPI_MCA_mpi_ft_detector_timeout")) return;
+  setenv("OMPI_MCA_mpi_ft_detector_timeout", std::to_string(detection_seconds).c_str(), 1);
+  if (!std::getenv("OMPI_MCA_mpi_ft_detector_period"))
+    setenv("OMPI_MCA_mpi_ft_detector_period", std::to_string(detection_seconds / 4).c_str(), 1);
 }
 
 void skip_finalize_fence() {

@@ -26,8 +26,9 @@ void copy_name(char (&to)[N], const std::string& from) {
 std::atomic<CollectiveWatchdog*> g_watchdog{nullptr};
 }  // namespace
 
-CollectiveWatchdog::CollectiveWatchdog(MPI_Comm world, double timeout_seconds, size_t trace_collectives)
-    : timeout_(timeout_seconds), started_(Clock::now()), recorder_(trace_collectives) {
+CollectiveWatchdog::CollectiveWatchdog(MPI_Comm world, double timeout_seconds, size_t trace_collectives,
+                                       OnTimeout on_timeout)
+    : timeout_(timeout_seconds), on_timeout_(on_timeout), started_(Clock::now()), recorder_(trace_collectives) {
   MIRRORED_MPI_CHECK(MPI_Comm_dup(world, &comm_));
   track_communicator(comm_);  // fault_tolerance.h: revoked with the job's others on a failure
   MIRRORED_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
@@ -222,6 +223,7 @@ void CollectiveWatchdog::receive_heartbeats() {
 }
 
 void CollectiveWatchdog::check_deadlines() {
+  if (revoked_ && seconds_since(revoked_at_) > timeout_) abort_unrecovered();
   InFlight oldest;
   Clock::time_point chief_heard;
   {
@@ -240,7 +242,9 @@ void CollectiveWatchdog::check_deadlines() {
   }
   if (waited <= timeout_) return;
   const bool chief_silent = rank_ != 0 && seconds_since(chief_heard) > kSilentAfterSeconds;
-  if (rank_ == 0 || chief_silent || waited > timeout_ + kChiefGraceSeconds) abort_job(oldest, waited);
+  if (rank_ != 0 && !chief_silent && waited <= timeout_ + kChiefGraceSeconds) return;
+  if (on_timeout_ == OnTimeout::kAbort) abort_job(oldest, waited);
+  if (!revoked_) revoke(oldest, waited);
 }
 
 std::string CollectiveWatchdog::describe_missing(int64_t my_completed, const InFlight* stalled) const {
@@ -307,8 +311,10 @@ std::string CollectiveWatchdog::describe_stalled(const InFlight& stalled) const 
 void CollectiveWatchdog::warn(const InFlight& stalled, double waited) {
   rank_warning(str_cat("collective warning: ", describe_stalled(stalled), " has waited ", static_cast<int>(waited),
                        " s, half of collective_timeout_s = ", timeout_, " s; ",
-                       describe_missing(completed_.load(), &stalled), ". The job aborts at ", timeout_,
-                       " s unless they arrive."));
+                       describe_missing(completed_.load(), &stalled), ". ",
+                       on_timeout_ == OnTimeout::kAbort
+                           ? str_cat("The job aborts at ", timeout_, " s unless they arrive.")
+                           : str_cat("At ", timeout_, " s the others go on without them (on_failure = shrink).")));
   std::fflush(stderr);
 }
 
@@ -319,6 +325,26 @@ void CollectiveWatchdog::abort_job(const InFlight& stalled, double waited) {
                      ". Aborting the job (collective_timeout_s)."));
   std::fflush(stderr);
   dump_everywhere("timeout");
+  comm::abort_job(ExitCode::kCommTimeout);
+}
+
+void CollectiveWatchdog::revoke(const InFlight& stalled, double waited) {
+  rank_warning(str_cat("collective timeout: ", describe_stalled(stalled), " did not complete within ", timeout_,
+                       " s (waited ", static_cast<int>(waited), " s); ", describe_missing(completed_.load(), &stalled),
+                       ". on_failure = shrink: revoking the job's communicators, so the others go on without the "
+                       "ranks that do not answer once MPI's failure detector declares them failed"));
+  std::fflush(stderr);
+  revoked_ = true;
+  revoked_at_ = Clock::now();
+  revoke_tracked_communicators();
+}
+
+void CollectiveWatchdog::abort_unrecovered() {
+  rank_error(str_cat("collective timeout: ", timeout_, " s after revoking the job's communicators, the others "
+                     "have still not agreed on who is lost (a rank alive but hung, which MPI's failure detector "
+                     "still hears?). Aborting the job (collective_timeout_s)."));
+  std::fflush(stderr);
+  dump_trace("timeout");  // this rank's only: the watchdog's own communicator is revoked
   comm::abort_job(ExitCode::kCommTimeout);
 }
 

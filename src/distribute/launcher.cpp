@@ -36,6 +36,7 @@ LauncherEnv LauncherEnv::read(const Getenv& getenv) {
   env.slurm_task = !started_by_mpirun && present(getenv, "SLURM_STEP_ID") && present(getenv, "SLURM_PROCID");
   if (started_by_mpirun) {
     env.kind = Kind::kOpenMpi;
+    env.mpirun_local_size = read_int(getenv, "OMPI_COMM_WORLD_LOCAL_SIZE");
   } else if (env.slurm_task) {
     env.kind = Kind::kSlurm;
   } else if (present(getenv, "PMIX_RANK")) {

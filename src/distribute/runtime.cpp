@@ -118,9 +118,11 @@ Runtime::Runtime(int& argc, char**& argv, RuntimeOptions options)
     // collectives (loss reduction), so every thread may call MPI.
     int thread_level = 0;
     nonblocking_allreduce_ = comm::choose_nonblocking_allreduce_algorithm();
-    // A stopped or hung rank is declared failed at half the collective timeout, before the
-    // watchdog's abort at the full one.
-    if (survive_failures_) comm::enable_failure_detector(options.collective_timeout_s / 2);
+    // A stopped or hung rank, or a whole node's, is declared failed within half the
+    // collective timeout, before the watchdog's revoke at the full one.
+    if (survive_failures_)
+      comm::enable_failure_detector(
+          comm::detection_seconds(options.collective_timeout_s, std::max(1, launcher.mpirun_local_size)));
     if (survive_failures_) comm::skip_finalize_fence();  // a host's ranks lost, its daemon not
     MIRRORED_MPI_CHECK(MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &thread_level));
     owns_mpi_ = true;
@@ -147,7 +149,7 @@ Runtime::Runtime(int& argc, char**& argv, RuntimeOptions options)
       MIRRORED_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
     }
     watchdog_ = std::make_unique<comm::CollectiveWatchdog>(job_comm_, options.collective_timeout_s,
-                                                           options.trace_collectives);
+                                                           options.trace_collectives, on_timeout());
     world_ = std::make_unique<comm::MpiCommunicator>(job_comm_, watchdog_.get(), "world");
   } else {
     world_ = std::make_unique<comm::LocalCommunicator>();
@@ -279,7 +281,8 @@ Membership Runtime::shrink_after_failure() {
   if (job_comm_ != MPI_COMM_WORLD) MIRRORED_MPI_LOG(MPI_Comm_free(&job_comm_));
   job_comm_ = survivors;
 
-  watchdog_ = std::make_unique<comm::CollectiveWatchdog>(job_comm_, collective_timeout_s_, trace_collectives_);
+  watchdog_ = std::make_unique<comm::CollectiveWatchdog>(job_comm_, collective_timeout_s_, trace_collectives_,
+                                                         on_timeout());
   world_ = std::make_unique<comm::MpiCommunicator>(job_comm_, watchdog_.get(), "world");
   set_process_identity({world_->rank(), world_->size(), local_hostname()});
   // Who is gone: the ranks of the old table that no survivor held.

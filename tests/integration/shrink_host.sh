@@ -12,6 +12,15 @@
 #      mpirun exits 0 there, exits 9 naming the reason (mirrored's chief wrote no exit status).
 #      Should a later Open MPI survive it, the run must then pass the checks of part 1 (the
 #      README says which holds).
+#   3. a node crash, as a power loss or kernel panic looks from outside: h2's link cut at the
+#      switch, then every process of h2 killed, so no socket closes and nothing tells
+#      anyone; the shell that launched h2's daemon (nsrsh's, standing in for the ssh client,
+#      which runs on the launching node and hears nothing either) is stopped, not killed.
+#      collective_timeout_s = 5: MPI's failure detector declares both ranks within half of it
+#      (the watchdog would revoke at 5 s), the job goes on and finishes on h1's 2 ranks with
+#      part 1's checks; mpirun, which would wait for h2's daemon for ever, is ended by
+#      launch/multinode.sh once mirrored's chief has reported (MIRRORED_LAUNCHER_GRACE = 5 s);
+#      the job exits 0 and nothing is left running.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/netns_lib.sh"
 require_data
@@ -99,6 +108,31 @@ else
   echo "ok (known limit): every process of h2 killed, its daemon too: Open MPI's runtime ended the job" \
        "($TOOK s after the kill, no final.h5), nothing left running; launch/multinode.sh exited 9: $(grep -o "the MPI runtime ended the job before mirrored finished[^:]*" "$WORK/node.log")"
 fi
+# A crashed node: see the header (part 3).
+out=$WORK/crash
+MIRRORED_LAUNCHER_GRACE=5 on_hosts 2 2 train "${common[@]}" --on_failure shrink --collective_timeout_s 5 --out "$out" \
+  >"$out.log" 2>&1 &
+job=$!
+for _ in $(seq 600); do grep -q '"kind": "train", "step": 10,' "$out/metrics.jsonl" 2>/dev/null && break; sleep 0.05; done
+shells=$(host_pids "$H2" sh) victims=""
+for pid in $(host_pids "$H2"); do [[ " $shells " == *" $pid "* ]] || victims="$victims $pid"; done
+[[ -n "$shells" && $(host_pids "$H2" mirrored | wc -l) == 2 ]] || fail "crash: h2 does not hold 2 ranks and a launch shell"
+t0=$(date +%s%N)
+ip -n "${NETNS_PREFIX}sw" link set p2 down
+kill -STOP $shells
+kill -9 $victims
+STATUS=0
+wait "$job" || STATUS=$?
+TOOK=$(( ($(date +%s%N) - t0) / 1000 ))
+TOOK="$((TOOK / 1000000)).$(printf %03d $((TOOK / 1000 % 1000)))"
+((STATUS == 0)) || { cat "$out.log"; fail "node crash: the job exited $STATUS"; }
+survived crash
+grep -q "is still running 5 s later, waiting for ranks the job lost" "$out.log" ||
+  { cat "$out.log"; fail "node crash: launch/multinode.sh did not say why it ended mpirun"; }
+nothing_left "node crash"
+echo "ok: h2 crashed (link cut, every process killed): finished on h1's 2 ranks, exit 0, $TOOK s from the crash to" \
+     "the job's end (5 s of them mpirun's grace); $MEMBERSHIP"
+
 netns_down
 [[ -z "$(ip netns list | grep "^${NETNS_PREFIX}")" ]] || fail "namespaces left behind"
 echo "shrink_host: ok in $((SECONDS - start)) s"

@@ -44,6 +44,14 @@ TEST(Launcher, MpirunInsideABatchJobIgnoresTheInheritedSlurmTaskIds) {
   EXPECT_EQ(env.describe(), "mpirun (Open MPI) inside Slurm job 2 on vm");
 }
 
+TEST(Launcher, MpirunsRanksPerNode) {
+  EXPECT_EQ(read({{"OMPI_COMM_WORLD_RANK", "5"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "8"}}).mpirun_local_size, 8);
+  EXPECT_EQ(read({{"OMPI_COMM_WORLD_RANK", "5"}}).mpirun_local_size, -1) << "not said: unknown";
+  // Only mpirun's own variable counts: srun's tasks are not mpirun's ranks.
+  EXPECT_EQ(read({{"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "0"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}}).mpirun_local_size,
+            -1);
+}
+
 TEST(Launcher, BatchShellAndPlainProcess) {
   EXPECT_EQ(read({}).kind, LauncherEnv::Kind::kNone);
   EXPECT_EQ(read({}).describe(), "none (one process)");

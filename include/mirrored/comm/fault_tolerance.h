@@ -31,10 +31,20 @@ struct FaultTolerance {
 FaultTolerance fault_tolerance();
 
 // Before MPI_Init, for on_failure = shrink: switches on Open MPI's heartbeat failure
-// detector (mpi_ft_detector), so a rank that stops answering while alive (SIGSTOP, a hang)
-// is declared failed after `timeout_seconds` like a dead one; values the user set in the
-// environment (OMPI_MCA_mpi_ft_detector*) are kept. Without it only ended processes count.
-void enable_failure_detector(double timeout_seconds);
+// detector (mpi_ft_detector), so a rank that stops answering (SIGSTOP, a hang, a node that
+// crashed or dropped off the network, whose sockets never close) is declared failed like a
+// dead one; values the user set in the environment (OMPI_MCA_mpi_ft_detector*) are kept.
+// Without it only ended processes count.
+//
+// The detector is a ring: each rank watches the one before it, and after declaring it
+// failed starts watching the one before that. The ranks of a lost node sit side by side
+// in the ring (mpirun fills a node before the next), so they are declared one after another:
+// each gets detection_seconds(collective_timeout_s, ranks on this node) = timeout / (2 x
+// ranks per node), at least 1 s, so a whole node is declared within half the collective
+// timeout, as one rank was before. The heartbeat period is a quarter of that (Open MPI
+// wants the timeout above 3 periods).
+double detection_seconds(double collective_timeout_s, int ranks_per_node);
+void enable_failure_detector(double detection_seconds);
 
 // Before MPI_Init, for on_failure = shrink: MPI_Finalize skips its closing PMIx fence
 // (Open MPI's async_mpi_finalize; a value the user set, OMPI_MCA_async_mpi_finalize, is

@@ -19,6 +19,13 @@
 // same sequence number is named in the timeout message. The watchdog owns the job's
 // flight recorder (flight_recorder.h) and has every reachable rank dump it on a timeout,
 // a fatal error (comm::abort_job) or a dump request (SIGUSR2, request_trace_dump()).
+//
+// With on_failure = shrink (OnTimeout::kRevoke) a timeout does not end the job: the watchdog
+// revokes the job's communicators (fault_tolerance.h), which turns the stalled collective
+// into a PeerFailure and the survivors' recovery, whose shrink waits until MPI's failure
+// detector has declared the silent ranks failed. Only if that recovery has not replaced this
+// watchdog within another timeout (a rank alive but hung, which the detector still hears)
+// does it abort the job.
 #include <mpi.h>
 
 #include <array>
@@ -38,8 +45,10 @@ namespace mirrored::comm {
 
 class CollectiveWatchdog {
  public:
+  enum class OnTimeout { kAbort, kRevoke };
   // Collective over `world`. timeout_seconds <= 0 disables timeouts (no thread runs).
-  CollectiveWatchdog(MPI_Comm world, double timeout_seconds, size_t trace_collectives = 2000);
+  CollectiveWatchdog(MPI_Comm world, double timeout_seconds, size_t trace_collectives = 2000,
+                     OnTimeout on_timeout = OnTimeout::kAbort);
   ~CollectiveWatchdog();
   CollectiveWatchdog(const CollectiveWatchdog&) = delete;
   CollectiveWatchdog& operator=(const CollectiveWatchdog&) = delete;
@@ -120,6 +129,8 @@ class CollectiveWatchdog {
   void check_deadlines();
   void warn(const InFlight& stalled, double waited);
   [[noreturn]] void abort_job(const InFlight& stalled, double waited);
+  void revoke(const InFlight& stalled, double waited);
+  [[noreturn]] void abort_unrecovered();
   std::string describe_missing(int64_t my_completed, const InFlight* stalled) const;
   Heartbeat my_heartbeat();
   void take_heartbeat(int source, const Heartbeat& beat);
@@ -134,7 +145,10 @@ class CollectiveWatchdog {
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1;
   double timeout_;
+  OnTimeout on_timeout_;
   std::chrono::steady_clock::time_point started_;
+  bool revoked_ = false;                        // watchdog thread only
+  std::chrono::steady_clock::time_point revoked_at_;
 
   mutable std::mutex mutex_;
   std::vector<InFlight> in_flight_;       // one slot per thread that is in a collective

@@ -21,6 +21,7 @@ struct LauncherEnv {
   std::string slurm_job_id;      // set inside any Slurm job (also under mpirun)
   std::string slurm_step_id;
   std::string slurm_nodelist;    // SLURM_JOB_NODELIST, compressed as Slurm writes it
+  int mpirun_local_size = -1;    // OMPI_COMM_WORLD_LOCAL_SIZE: mpirun's ranks on this node
 
   // One line for the cluster table, e.g. "srun (Slurm job 12 step 0, 4 tasks on n[1-2])".
   std::string describe() const;

@@ -128,6 +128,11 @@ class Runtime {
 
  private:
   void exit_if_finalize_hangs() const;
+  // What the watchdog does at a collective timeout: with survive_failures, revoke (the
+  // survivors shrink past the silent ranks); otherwise abort the job.
+  comm::CollectiveWatchdog::OnTimeout on_timeout() const {
+    return survive_failures_ ? comm::CollectiveWatchdog::OnTimeout::kRevoke : comm::CollectiveWatchdog::OnTimeout::kAbort;
+  }
 
   bool owns_mpi_ = false;
   bool survive_failures_ = false;

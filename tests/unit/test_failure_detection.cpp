@@ -1,0 +1,22 @@
+// How fast Open MPI's heartbeat detector must declare one rank failed (on_failure = shrink):
+// its ring declares a lost node's ranks one after another, so a node of N ranks is
+// declared within half the collective timeout.
+#include <gtest/gtest.h>
+
+#include "mirrored/comm/fault_tolerance.h"
+
+using mirrored::comm::detection_seconds;
+
+TEST(FailureDetection, ANodesRanksTogetherWithinHalfTheCollectiveTimeout) {
+  EXPECT_DOUBLE_EQ(detection_seconds(300, 1), 150);
+  EXPECT_DOUBLE_EQ(detection_seconds(300, 8), 18.75);
+  EXPECT_DOUBLE_EQ(detection_seconds(5, 2), 1.25);
+  for (int ranks : {1, 2, 4, 8, 16}) EXPECT_LE(ranks * detection_seconds(600, ranks), 300.0) << ranks;
+}
+
+TEST(FailureDetection, NeverBelowOneSecondNorForAnUnknownNode) {
+  // Shorter would declare ranks that are only busy (heartbeats ride on MPI's progress).
+  EXPECT_DOUBLE_EQ(detection_seconds(4, 4), 1.0);
+  EXPECT_DOUBLE_EQ(detection_seconds(10, 0), 5.0) << "ranks per node unknown: counted as 1";
+  EXPECT_DOUBLE_EQ(detection_seconds(0, 4), 0.0) << "no collective timeout: Open MPI's default";
+}
