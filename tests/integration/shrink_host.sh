@@ -121,6 +121,10 @@ t0=$(date +%s%N)
 ip -n "${NETNS_PREFIX}sw" link set p2 down
 kill -STOP $shells
 kill -9 $victims
+# The survivors' first step after the recovery (the membership record): detection included.
+for _ in $(seq 300); do grep -q '"kind": "membership"' "$out/metrics.jsonl" 2>/dev/null && break; sleep 0.05; done
+WENT_ON=$(( ($(date +%s%N) - t0) / 1000000 ))
+WENT_ON="$((WENT_ON / 1000)).$(printf %03d $((WENT_ON % 1000)))"
 STATUS=0
 wait "$job" || STATUS=$?
 TOOK=$(( ($(date +%s%N) - t0) / 1000 ))
@@ -130,8 +134,8 @@ survived crash
 grep -q "is still running 5 s later, waiting for ranks the job lost" "$out.log" ||
   { cat "$out.log"; fail "node crash: launch/multinode.sh did not say why it ended mpirun"; }
 nothing_left "node crash"
-echo "ok: h2 crashed (link cut, every process killed): finished on h1's 2 ranks, exit 0, $TOOK s from the crash to" \
-     "the job's end (5 s of them mpirun's grace); $MEMBERSHIP"
+echo "ok: h2 crashed (link cut, every process killed): went on within $WENT_ON s (detection included), finished on" \
+     "h1's 2 ranks, exit 0, $TOOK s from the crash to the job's end (mpirun's 5 s grace included); $MEMBERSHIP"
 
 netns_down
 [[ -z "$(ip netns list | grep "^${NETNS_PREFIX}")" ]] || fail "namespaces left behind"
