@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -53,6 +54,7 @@ bool enabled() {
 // The job's communicators, revoked together: guarded, since the communication thread and
 // the main thread may both see a failure.
 std::mutex tracked_mutex;
+std::atomic<uint64_t> revocation_count{0};
 std::vector<MPI_Comm>& tracked() {
   static std::vector<MPI_Comm> comms;
   return comms;
@@ -128,7 +130,16 @@ void revoke_tracked_communicators() {
   std::lock_guard<std::mutex> lock(tracked_mutex);
   // Revoking twice (a peer did already) is harmless; errors here change nothing.
   for (MPI_Comm comm : tracked()) MPIX_Comm_revoke(comm);
+  ++revocation_count;
 #endif
+}
+
+uint64_t revocations() { return revocation_count.load(); }
+
+bool note_failure(int status) {
+  if (status == MPI_SUCCESS || !enabled() || !is_failure_class(status)) return false;
+  revoke_tracked_communicators();
+  return true;
 }
 
 double detection_seconds(double collective_timeout_s, int ranks_per_node) {

@@ -11,6 +11,7 @@
 
 #include "mean.h"
 #include "mirrored/comm/abort.h"
+#include "mirrored/comm/fault_tolerance.h"
 #include "mirrored/core/cuda_check.h"
 #include "mirrored/core/cuda_resources.h"
 #include "mirrored/core/error.h"
@@ -69,10 +70,29 @@ struct NcclCommunicator::State {
   PinnedBuffer host_scratch;  // host side of staged copies: a device-to-pageable copy would
                               // block the thread outside the timeout's reach
   bool aborted = false;
+  bool survive_failures = false;
+  uint64_t revocations_at_start = 0;  // comm::revocations() when this communicator was made
+
+  // survive_failures: a failure the process has seen on MPI since this communicator was
+  // made (its peers in this collective may be among the lost).
+  bool failure_seen() const { return survive_failures && revocations() != revocations_at_start; }
+
+  // survive_failures: give up on this communicator and hand the failure to the recovery.
+  [[noreturn]] void fail_over(const std::string& why) {
+    rank_warning(str_cat(why, "; on_failure = shrink: aborting the NCCL communicator, the survivors shrink"));
+    aborted = true;
+    MIRRORED_NCCL_LOG(ncclCommAbort(comm));
+    revoke_tracked_communicators();
+    throw PeerFailure(why);
+  }
 
   // Warns once at half the timeout; ends the job at the timeout (ncclCommAbort first, so
-  // no kernel of this communicator keeps spinning on the device).
+  // no kernel of this communicator keeps spinning on the device), or with survive_failures
+  // ends only the communicator.
   void check_deadline(const char* operation, size_t count, Clock::time_point started, bool& warned) {
+    if (failure_seen())
+      fail_over(str_cat("NCCL ", operation, " (", count, " elements) on cuda:", device,
+                        " abandoned: a peer failed (the job's MPI communicators were revoked)"));
     if (timeout <= 0) return;
     const double waited = seconds_since(started);
     if (!warned && waited > timeout / 2) {
@@ -82,6 +102,9 @@ struct NcclCommunicator::State {
                            " s; a peer rank may have stopped, died or issued a different collective"));
     }
     if (waited <= timeout) return;
+    if (survive_failures)
+      fail_over(str_cat("collective timeout: NCCL ", operation, " (", count, " elements) on cuda:", device,
+                        " did not complete within ", timeout, " s"));
     rank_error(str_cat("collective timeout: NCCL ", operation, " (", count, " elements) on cuda:", device,
                        " did not complete within ", timeout, " s; a peer rank stopped, died or issued a different "
                        "collective. Aborting the NCCL communicator and the job (collective_timeout_s)."));
@@ -95,6 +118,9 @@ struct NcclCommunicator::State {
     ncclResult_t state = ncclSuccess;
     MIRRORED_NCCL_CHECK(ncclCommGetAsyncError(comm, &state));
     if (state == ncclInProgress) return true;
+    if (survive_failures && (state == ncclRemoteError || state == ncclSystemError))
+      fail_over(str_cat("NCCL ", operation, ": asynchronous error: ", nccl_error_text(state),
+                        " (a peer died or its network went away)"));
     if (state != ncclSuccess)
       throw_library_error(__FILE__, __LINE__, operation, str_cat("NCCL asynchronous error: ", nccl_error_text(state)));
     return false;
@@ -174,11 +200,14 @@ class NcclWork final : public Work {
   bool complete_ = false;
 };
 
-NcclCommunicator::NcclCommunicator(Communicator& bootstrap, int device, double timeout_seconds)
+NcclCommunicator::NcclCommunicator(Communicator& bootstrap, int device, double timeout_seconds,
+                                   bool survive_failures)
     : device_(device), timeout_(timeout_seconds), rank_(bootstrap.rank()), size_(bootstrap.size()),
       state_(std::make_unique<State>()) {
   state_->device = device_;
   state_->timeout = timeout_;
+  state_->survive_failures = survive_failures;
+  state_->revocations_at_start = revocations();
   set_cuda_device(device_);
   ncclUniqueId id;
   std::memset(&id, 0, sizeof(id));
@@ -199,9 +228,9 @@ NcclCommunicator::NcclCommunicator(Communicator& bootstrap, int device, double t
 
 NcclCommunicator::~NcclCommunicator() {
   if (!state_ || !state_->comm || state_->aborted) return;
-  // While an error unwinds towards MPI_Abort, peers may never join a synchronising
-  // teardown: abort (local, non-blocking) instead of destroy.
-  if (std::uncaught_exceptions() > 0) {
+  // While an error unwinds towards MPI_Abort, or after peers were lost, they may never join
+  // a synchronising teardown: abort (local, non-blocking) instead of destroy.
+  if (std::uncaught_exceptions() > 0 || state_->failure_seen()) {
     MIRRORED_NCCL_LOG(ncclCommAbort(state_->comm));
     return;
   }

@@ -210,8 +210,11 @@ void CollectiveWatchdog::receive_heartbeats() {
     MPI_Status status;
     MPI_Message message;
     // Matched probes: the main thread may receive here too while it waits for dumps.
-    if (MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm_, &arrived, &message, &status) != MPI_SUCCESS || !arrived)
-      return;
+    const int probed = MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm_, &arrived, &message, &status);
+    // A failed or revoking peer, heard here first while the main thread waits outside MPI
+    // (in an NCCL collective): the news goes to every communicator of the process.
+    if (probed != MPI_SUCCESS) (void)note_failure(probed);
+    if (probed != MPI_SUCCESS || !arrived) return;
     Heartbeat beat;
     MPI_Mrecv(&beat, sizeof(Heartbeat), MPI_BYTE, &message, MPI_STATUS_IGNORE);
     switch (status.MPI_TAG) {

@@ -196,7 +196,8 @@ Runtime::Runtime(int& argc, char**& argv, RuntimeOptions options)
     // A world of one has nothing to exchange: no NCCL communicator, so a NCCL that cannot
     // start in this runtime (a sandbox) can only stop jobs of several ranks.
     if (options.device_communicator && world_->size() > 1)
-      device_comm_ = std::make_unique<comm::NcclCommunicator>(*world_, device_.index, options.collective_timeout_s);
+      device_comm_ = std::make_unique<comm::NcclCommunicator>(*world_, device_.index, options.collective_timeout_s,
+                                                              survive_failures_);
     else if (options.device_communicator)
       device_comm_ = std::make_unique<comm::LocalCommunicator>();
 #endif
@@ -320,7 +321,8 @@ Membership Runtime::shrink_after_failure() {
   // NCCL from a fresh bootstrap over the survivors' world (the id broadcast over MPI).
   if (device_.is_cuda() && wants_device_communicator_) {
     if (world_->size() > 1)
-      device_comm_ = std::make_unique<comm::NcclCommunicator>(*world_, device_.index, collective_timeout_s_);
+      device_comm_ = std::make_unique<comm::NcclCommunicator>(*world_, device_.index, collective_timeout_s_,
+                                                              survive_failures_);
     else
       device_comm_ = std::make_unique<comm::LocalCommunicator>();
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "mirrored/core/error.h"
+#include "mirrored/kernels/kernels.h"
 
 namespace mirrored::distribute {
 
@@ -33,12 +34,11 @@ ShardCopies::ShardCopies(const ShardPlan& plan, comm::Communicator& comm, int di
                  distance, ")");
   MIRRORED_CHECK(comm.capabilities().point_to_point, "shard copies need a communicator with point-to-point ",
                  "exchanges, not '", comm.backend(), "'");
-  MIRRORED_CHECK(flat_params.device().is_cpu(), "shard copies of parameters on ", flat_params.device().str(),
-                 ": the exchange takes host tensors only");
   const int64_t own = plan.shard(rank_).numel();
   for (const Tensor* tensor : state_)
-    MIRRORED_CHECK(tensor->device().is_cpu() && tensor->numel() == own, "an optimizer state tensor of ",
-                   tensor->numel(), " values on ", tensor->device().str(), " for a host shard of ", own);
+    MIRRORED_CHECK(tensor->device() == flat_params.device() && tensor->numel() == own, "an optimizer state tensor of ",
+                   tensor->numel(), " values on ", tensor->device().str(), " for a shard of ", own, " on ",
+                   flat_params.device().str());
   previous_.shard = rank_;
   ward_copy_.shard = ward_;
 }
@@ -46,9 +46,24 @@ ShardCopies::ShardCopies(const ShardPlan& plan, comm::Communicator& comm, int di
 void ShardCopies::pack_own(std::vector<float>& out) const {
   const optim::ArenaRange range = plan_.shard(rank_);
   out.resize(floats_per_exchange());
-  const float* params = flat_params_.data<float>();
-  auto at = std::copy(params + range.begin, params + range.end, out.begin());
-  for (const Tensor* tensor : state_) at = std::copy_n(tensor->data<float>(), tensor->numel(), at);
+  if (flat_params_.device().is_cpu()) {
+    const float* params = flat_params_.data<float>();
+    auto at = std::copy(params + range.begin, params + range.end, out.begin());
+    for (const Tensor* tensor : state_) at = std::copy_n(tensor->data<float>(), tensor->numel(), at);
+    return;
+  }
+  // On a GPU every piece goes through a host tensor: kernels::copy is ordered after the
+  // compute stream's update and returns once the host side is ready. The exchange itself
+  // is MPI's, on the host.
+  const int64_t own = range.end - range.begin;
+  ensure_shape(staging_, Shape{own}, DType::kF32, Device::cpu());
+  auto at = out.begin();
+  auto take = [&](const Tensor& slice) {
+    kernels::copy(slice, staging_);
+    at = std::copy_n(staging_.data<float>(), own, at);
+  };
+  take(flat_params_.view(range.begin, Shape{own}));
+  for (const Tensor* tensor : state_) take(tensor->reshape(Shape{own}));
 }
 
 void ShardCopies::keep_previous(int64_t steps_done, int64_t optimizer_steps) {

@@ -143,22 +143,9 @@ void Trainer::State::plan_steps() {
   }
 }
 
-namespace {
-// on_failure = shrink recovers replicated state (runtime.h refuses a job without ULFM);
-// what it cannot recover yet is refused at start-up, on every rank alike (exit 2).
-void refuse_unsupported_failure_handling(const TrainConfig& config, const distribute::Runtime& runtime) {
-  if (config.on_failure != OnFailure::kShrink) return;
-  std::string why;
-  if (runtime.device().is_cuda())
-    why = "device = cuda: recovery rebuilds NCCL but is tested on CPU ranks only; set device = cpu";
-  if (!why.empty()) throw Error(ExitCode::kUsage, str_cat("on_failure = shrink: ", why), true);
-}
-}  // namespace
-
 Trainer::Trainer(const TrainConfig& config, distribute::Runtime& runtime, TrainerOptions options)
     : s_(std::make_unique<State>(config, runtime, options)) {
   State& s = *s_;
-  refuse_unsupported_failure_handling(config, runtime);
   s.strategy.batch_plan(config.batch_size);  // fails fast, on every rank, before any I/O
   kernels::set_cpu_thread_invariant(config.reduction == distribute::Reduction::kInvariant);
   kernels::set_cpu_threads(threads_per_rank(s.lib.threads, runtime.cluster()));

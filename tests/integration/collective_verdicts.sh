@@ -18,14 +18,8 @@ mpirun --allow-run-as-root --oversubscribe --bind-to none -np 3 "$MIRRORED" "${b
   --log_every 5 --out "$out" >"$WORK/stopped.log" 2>&1 &
 job=$!
 for _ in $(seq 100); do [[ -s "$out/metrics.jsonl" ]] && break; sleep 0.1; done
-rank_pid() {  # the pid of rank $1 of this job
-  local pid
-  for pid in $(pgrep -f -- "--out $out"); do
-    grep -qz "^OMPI_COMM_WORLD_RANK=$1\$" "/proc/$pid/environ" 2>/dev/null && { echo "$pid"; return; }
-  done
-}
-victim=$(rank_pid 2)
-signalled=$(rank_pid 1)
+victim=$(rank_pid "$out" 2)
+signalled=$(rank_pid "$out" 1)
 [[ -n "$victim" && -n "$signalled" ]] || { kill "$job"; cat "$WORK/stopped.log"; fail "ranks 1 and 2 not found"; }
 kill -USR2 "$signalled"
 for _ in $(seq 50); do [[ -s "$out/trace/rank-1.jsonl" ]] && break; sleep 0.1; done

@@ -5,7 +5,7 @@
 # (cnn with batch norm and dropout, resnet) learn on one GPU as they do on CPU ranks
 # (cnn_accuracy.sh's steps and thresholds), and two ranks on one GPU are refused with a
 # message naming them. reduction = invariant learns on a GPU, and at 1 and 2 GPUs gives the
-# same bits.
+# same bits; with on_failure = shrink (a ULFM build), 2 GPUs that lose one end with those bits.
 source "$(dirname "$0")/lib.sh"
 require_data
 gpus=$("$MIRRORED" info | sed -nE 's/.*\(([0-9]+) GPU\(s\) visible.*/\1/p' | head -1)
@@ -67,6 +67,21 @@ if [[ $gpus -ge 2 ]]; then
   mpirun_np 2 train "${common[@]}" --device cuda "${invariant[@]}" --out "$WORK/inv2" >"$WORK/inv2.log"
   "$COMPARE" "$WORK/inv1/final.h5" "$WORK/inv2/final.h5" --exact ||
     fail "reduction = invariant: 1 and 2 GPUs end with different parameters"
+fi
+# on_failure = shrink over NCCL (2 GPUs or more, a ULFM build): rank 1 killed after step 20;
+# rank 0 aborts the NCCL communicator, goes on alone and ends with the 1-GPU run's bits.
+if [[ $gpus -ge 2 ]] && grep -q "^  ulfm  *available (" <<<"$("$MIRRORED" info 2>/dev/null)"; then
+  timeout -k 5 300 mpirun --with-ft ulfm --allow-run-as-root --oversubscribe --bind-to none -np 2 "$MIRRORED" train \
+    "${common[@]}" --device cuda "${invariant[@]}" --on_failure shrink --collective_timeout_s 20 --out "$WORK/shrink" \
+    >"$WORK/shrink.log" 2>&1 &
+  job=$!
+  kill_rank_at_step "$WORK/shrink" 20 1
+  wait "$job" || { cat "$WORK/shrink.log"; fail "on_failure = shrink on GPUs: the job exited non-zero after rank 1 died"; }
+  grep -q '"kind": "membership".*"world_size": 1' "$WORK/shrink/metrics.jsonl" ||
+    { cat "$WORK/shrink.log"; fail "on_failure = shrink on GPUs: no membership record with world_size 1"; }
+  "$COMPARE" "$WORK/inv1/final.h5" "$WORK/shrink/final.h5" --exact ||
+    fail "on_failure = shrink on GPUs: the run that lost rank 1 differs from the 1-GPU run"
+  echo "ok: GPU rank 1 killed at step 20: rank 0 went on alone, final.h5 equal to the 1-GPU run's"
 fi
 MIRRORED_CUDA_DEVICE=$gpus expect_exit 2 override_beyond_visible "MIRRORED_CUDA_DEVICE=$gpus but" 60 1 \
   train "${common[@]}" --device cuda --out "$WORK/beyond"

@@ -24,6 +24,29 @@ mpirun_np() {
   mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$np" "$MIRRORED" "$@"
 }
 
+# rank_pid OUT RANK: the pid of the mirrored process of rank RANK (as its launcher numbered
+# it: PMIx's rank, or Open MPI's) of the run writing to OUT.
+rank_pid() {
+  local pid
+  for pid in $(pgrep -f -- "--out $1( |$)"); do
+    [[ "$(cat "/proc/$pid/comm" 2>/dev/null)" == mirrored ]] || continue
+    if grep -qzE "^(PMIX_RANK|OMPI_COMM_WORLD_RANK)=$2\$" "/proc/$pid/environ" 2>/dev/null; then echo "$pid"; return; fi
+  done
+}
+
+# kill_rank_at_step OUT STEP RANK: kill -9 RANK of the run writing to OUT once its
+# metrics.jsonl has a train record at STEP.
+kill_rank_at_step() {
+  local out=$1 step=$2 rank=$3 pid
+  for _ in $(seq 600); do
+    grep -q "\"kind\": \"train\", \"step\": $step," "$out/metrics.jsonl" 2>/dev/null && break
+    sleep 0.05
+  done
+  pid=$(rank_pid "$out" "$rank")
+  [[ -n "$pid" ]] || fail "rank $rank of $out not found"
+  kill -9 "$pid"
+}
+
 # Field of the last JSON line of FILE whose "kind" is KIND: json_field FILE KIND FIELD
 json_field() {
   grep "\"kind\": \"$2\"" "$1" | tail -1 | sed -E "s/.*\"$3\": ([^,}]*).*/\1/"

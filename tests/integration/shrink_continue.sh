@@ -34,24 +34,6 @@ ft_run() {  # ft_run NP ARGS...: under mpirun --with-ft ulfm, with a time limit
   timeout -k 5 120 mpirun --with-ft ulfm --allow-run-as-root --oversubscribe --bind-to none -np "$np" \
     "$MIRRORED" train "$@"
 }
-# rank_pid OUT RANK: the pid of the rank of the run writing to OUT.
-rank_pid() {
-  local pid
-  for pid in $(pgrep -f -- "--out $1( |$)"); do
-    if grep -qz "^OMPI_COMM_WORLD_RANK=$2\$" "/proc/$pid/environ" 2>/dev/null; then echo "$pid"; return; fi
-  done
-}
-# kill_when OUT STEP RANK: kill -9 RANK once OUT's metrics.jsonl has a train record at STEP.
-kill_when() {
-  local out=$1 step=$2 rank=$3 pid
-  for _ in $(seq 600); do
-    grep -q "\"kind\": \"train\", \"step\": $step," "$out/metrics.jsonl" 2>/dev/null && break
-    sleep 0.05
-  done
-  pid=$(rank_pid "$out" "$rank")
-  [[ -n "$pid" ]] || fail "rank $rank of $out not found"
-  kill -9 "$pid"
-}
 no_leftovers() {
   sleep 0.5
   local left
@@ -66,7 +48,7 @@ killed_run() {
   shift 2
   ft_run 4 "$@" --on_failure shrink --out "$out" >"$out.log" 2>&1 &
   job=$!
-  kill_when "$out" 10 "$victim"
+  kill_rank_at_step "$out" 10 "$victim"
   wait "$job" || status=$?
   ((status == 0)) || { cat "$out.log"; fail "$out, killed rank $victim: the job exited $status"; }
 }
@@ -114,7 +96,7 @@ echo "ok: rank 1 stopped: excluded, job ended $((SECONDS - stopped_at)) s after 
 out="$WORK/minimum"
 ft_run 4 "${common[@]}" --on_failure shrink --shrink.min_replicas 4 --out "$out" >"$WORK/minimum.log" 2>&1 &
 job=$!
-kill_when "$out" 15 3
+kill_rank_at_step "$out" 15 3
 status=0
 wait "$job" || status=$?
 ((status == 8)) || { cat "$WORK/minimum.log"; fail "below min_replicas: exit $status, expected 8"; }

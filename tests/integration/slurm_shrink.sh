@@ -26,14 +26,6 @@ args="--data.train $DATA_DIR/train.h5 --data.test $DATA_DIR/test.h5 --batch_size
       --model.hidden 256,128 --lr 0.05 --momentum 0.9 --seed 5 --log_every 5 --checkpoint.every_epochs 0
       --progress plain --on_failure shrink"
 
-# rank_pid OUT RANK: the pid of the mirrored process of rank RANK writing to OUT.
-rank_pid() {
-  local pid
-  for pid in $(pgrep -f -- "--out $1( |$)"); do
-    [[ "$(cat "/proc/$pid/comm" 2>/dev/null)" == mirrored ]] || continue
-    if grep -qz "^PMIX_RANK=$2\$" "/proc/$pid/environ" 2>/dev/null; then echo "$pid"; return; fi
-  done
-}
 # after_step OUT STEP JOB: wait until OUT's metrics.jsonl has a train record at STEP while
 # JOB (the pid of sbatch --wait) runs.
 after_step() {

@@ -10,6 +10,8 @@
 // its peers, blocked in any of them, get an error too instead of waiting forever.
 #include <mpi.h>
 
+#include <cstdint>
+
 #include <string>
 
 #include "mirrored/core/error.h"
@@ -77,6 +79,14 @@ class PeerFailure : public Error {
 void track_communicator(MPI_Comm comm);
 void untrack_communicator(MPI_Comm comm);
 void revoke_tracked_communicators();
+// How many times this process has revoked them: a failure seen anywhere in the job. Code
+// that waits outside MPI (an NCCL collective's poll) compares it with the count it started
+// from, to give up on peers that will not come.
+uint64_t revocations();
+// For a thread that polls MPI on its own (the watchdog): a failure class in `status` (a
+// peer failed, or revoked a communicator) revokes every tracked one, so the news reaches
+// the whole process, and is true; anything else is false.
+bool note_failure(int status);
 
 // Collective over the survivors of `comm` (which may hold failed ranks and be revoked): a
 // new communicator of the live ranks in their old order (MPIX_Comm_shrink), after they

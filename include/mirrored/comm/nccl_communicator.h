@@ -18,6 +18,14 @@
 // finished within `timeout_seconds` aborts the NCCL communicator (ncclCommAbort) and the
 // job (comm::abort_job, exit 5) with a message naming the operation.
 //
+// With survive_failures (on_failure = shrink) a lost peer ends only the communicator: a
+// timeout, an asynchronous error that says a peer or its network went away (ncclRemoteError,
+// ncclSystemError), or a failure the process saw on MPI meanwhile (comm::revocations()
+// moved; the watchdog thread hears of one while this thread polls NCCL) aborts the NCCL
+// communicator, revokes the job's MPI communicators and throws comm::PeerFailure, for the
+// survivors' recovery, which bootstraps a new one over the shrunk world. Such a
+// communicator is aborted, not finalised, when it goes (its peers may be gone).
+//
 // kMean is the sum followed by a division on the compute stream once the sum completed
 // (ncclAvg would scale every input by 1/n before summing: other rounding than the
 // contract's, which MPI backends follow). Device buffers of float only.
@@ -33,7 +41,7 @@ namespace mirrored::comm {
 
 class NcclCommunicator final : public Communicator {
  public:
-  NcclCommunicator(Communicator& bootstrap, int device, double timeout_seconds);
+  NcclCommunicator(Communicator& bootstrap, int device, double timeout_seconds, bool survive_failures = false);
   ~NcclCommunicator() override;
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;

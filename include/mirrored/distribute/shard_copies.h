@@ -18,7 +18,7 @@
 // Keepers form a rotation: rank r's keeper is (r + d) mod world, d the smallest distance
 // that puts every keeper on another host when the ranks span several hosts, else 1. Cost:
 // one exchange per step of (1 + state tensors) x shard floats with two neighbours, and
-// host memory for three copies of the shard.
+// host memory for three copies of the shard (on GPUs also a copy of each to the host).
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -46,9 +46,10 @@ class ShardCopies {
   // The rotation's distance, alike on every rank: `hosts` in rank order.
   static int keeper_distance(const std::vector<std::string>& hosts);
 
-  // `comm`: the plan's world (its rank is this replica's). `state`: the optimizer's state
-  // tensors, each holding this rank's shard (host tensors: the exchange has no device
-  // path). The own shard is taken as being at `steps_done`. Call exchange() before the
+  // `comm`: the plan's world (its rank is this replica's), with point-to-point exchanges
+  // (MPI's: on GPUs the shard goes through host memory). `state`: the optimizer's state
+  // tensors, each holding this rank's shard, on the parameters' device. The own shard is
+  // taken as being at `steps_done`. Call exchange() before the
   // first step, so the ward's copy exists from the start.
   ShardCopies(const ShardPlan& plan, comm::Communicator& comm, int distance, const Tensor& flat_params,
               std::vector<const Tensor*> state, int64_t steps_done, int64_t optimizer_steps);
@@ -86,6 +87,7 @@ class ShardCopies {
   ShardPiece previous_, ward_copy_;
   std::vector<float> outgoing_, incoming_;
   int64_t outgoing_step_ = -1;  // the step outgoing_ was packed at (the own shard's, until it updates)
+  mutable Tensor staging_;      // GPU state: a host slice on its way into a piece
 };
 
 }  // namespace mirrored::distribute
