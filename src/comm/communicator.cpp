@@ -79,6 +79,12 @@ void Communicator::sendrecv(const void*, size_t, int, void*, size_t, int, DataTy
   throw Error(ExitCode::kFailure, str_cat("the '", backend(), "' communicator has no point-to-point exchange"));
 }
 
+std::unique_ptr<Work> Communicator::sendrecv_async(const void* send, size_t send_count, int dest, void* recv,
+                                                   size_t recv_count, int source, DataType type) {
+  sendrecv(send, send_count, dest, recv, recv_count, source, type);
+  return completed_work();
+}
+
 std::unique_ptr<Work> Communicator::reduce_scatter_inplace_async(void*, const std::vector<size_t>&, DataType,
                                                                 ReduceOp) {
   throw Error(ExitCode::kFailure, str_cat("the '", backend(), "' communicator has no reduce-scatter"));

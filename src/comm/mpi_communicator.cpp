@@ -1,5 +1,6 @@
 #include "mirrored/comm/mpi_communicator.h"
 
+#include <array>
 #include <climits>
 #include <cstring>
 #include <exception>
@@ -41,8 +42,9 @@ MpiCommunicator::~MpiCommunicator() {
 }
 
 namespace {
-// A nonblocking MPI collective: its request, the arrays MPI reads until it completes, and
-// the division that turns a summed piece into a mean once it has.
+// A nonblocking MPI collective: its requests (one, or a send and a receive), the arrays MPI
+// reads until it completes, and the division that turns a summed piece into a mean once it
+// has.
 class MpiWork final : public Work {
  public:
   struct Mean {
@@ -54,8 +56,10 @@ class MpiWork final : public Work {
   };
   MpiWork(CollectiveWatchdog* watchdog, const CollectiveCall& call, MPI_Request request, Mean mean,
           std::vector<int> counts = {}, std::vector<int> offsets = {})
-      : watch_(watchdog, call), operation_(call.operation), request_(request), mean_(mean),
+      : watch_(watchdog, call), operation_(call.operation), requests_{request, MPI_REQUEST_NULL}, mean_(mean),
         counts_(std::move(counts)), offsets_(std::move(offsets)) {}
+  MpiWork(CollectiveWatchdog* watchdog, const CollectiveCall& call, MPI_Request send, MPI_Request receive)
+      : watch_(watchdog, call), operation_(call.operation), requests_{send, receive} {}
   ~MpiWork() override {
     if (!done_ && std::uncaught_exceptions() == 0)
       rank_warning(str_cat("an MPI ", operation_, " was dropped while in flight"));
@@ -63,18 +67,27 @@ class MpiWork final : public Work {
   bool test() override {
     if (done_) return true;
     int complete = 0;
-    MIRRORED_MPI_CHECK(MPI_Test(&request_, &complete, MPI_STATUS_IGNORE));
+    MIRRORED_MPI_CHECK(request_error(MPI_Testall(2, requests_.data(), &complete, statuses_.data())));
     if (complete) finish();
     return done_;
   }
   using Work::wait;
   void wait() override {
     if (done_) return;
-    MIRRORED_MPI_CHECK(MPI_Wait(&request_, MPI_STATUS_IGNORE));
+    MIRRORED_MPI_CHECK(request_error(MPI_Waitall(2, requests_.data(), statuses_.data())));
     finish();
   }
 
  private:
+  // MPI_ERR_IN_STATUS says only that a request failed: its own code (a failed peer's, say)
+  // is in its status.
+  int request_error(int result) const {
+    if (result != MPI_ERR_IN_STATUS) return result;
+    for (const MPI_Status& status : statuses_)
+      if (status.MPI_ERROR != MPI_SUCCESS && status.MPI_ERROR != MPI_ERR_PENDING) return status.MPI_ERROR;
+    return result;
+  }
+
   void finish() {
     divide_for_mean(mean_.buffer, mean_.count, mean_.type, mean_.op, mean_.ranks);
     done_ = true;
@@ -82,7 +95,8 @@ class MpiWork final : public Work {
 
   CollectiveWatchdog::Scope watch_;  // in flight until destroyed
   const char* operation_;
-  MPI_Request request_;
+  std::array<MPI_Request, 2> requests_;  // the second MPI_REQUEST_NULL but for a sendrecv
+  std::array<MPI_Status, 2> statuses_{};
   Mean mean_;
   std::vector<int> counts_, offsets_;  // MPI may read them until completion
   bool done_ = false;
@@ -183,6 +197,17 @@ void MpiCommunicator::sendrecv(const void* send, size_t send_count, int dest, vo
   const int tag = next_ring_tag();
   MIRRORED_MPI_CHECK(MPI_Sendrecv(send, mpi_count(send_count), mpi_datatype(type), dest, tag, recv,
                                   mpi_count(recv_count), mpi_datatype(type), source, tag, comm_, MPI_STATUS_IGNORE));
+}
+
+std::unique_ptr<Work> MpiCommunicator::sendrecv_async(const void* send, size_t send_count, int dest, void* recv,
+                                                      size_t recv_count, int source, DataType type) {
+  MIRRORED_CHECK(dest >= 0 && dest < size_ && source >= 0 && source < size_, "sendrecv to rank ", dest,
+                 " from rank ", source, " in a world of ", size_);
+  const int tag = next_ring_tag();  // as sendrecv's
+  MPI_Request receive = MPI_REQUEST_NULL, sent = MPI_REQUEST_NULL;
+  MIRRORED_MPI_CHECK(MPI_Irecv(recv, mpi_count(recv_count), mpi_datatype(type), source, tag, comm_, &receive));
+  MIRRORED_MPI_CHECK(MPI_Isend(send, mpi_count(send_count), mpi_datatype(type), dest, tag, comm_, &sent));
+  return std::make_unique<MpiWork>(watchdog_, CollectiveCall{"sendrecv", 0, type, channel_}, sent, receive);
 }
 
 void MpiCommunicator::allgather(const void* send, void* recv, size_t count, DataType type) {

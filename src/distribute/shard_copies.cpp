@@ -2,7 +2,9 @@
 
 #include <algorithm>
 
+#include "mirrored/comm/fault_tolerance.h"
 #include "mirrored/core/error.h"
+#include "mirrored/core/log.h"
 #include "mirrored/kernels/kernels.h"
 
 namespace mirrored::distribute {
@@ -66,7 +68,17 @@ void ShardCopies::pack_own(std::vector<float>& out) const {
   for (const Tensor* tensor : state_) take(tensor->reshape(Shape{own}));
 }
 
+ShardCopies::~ShardCopies() {
+  // MPI owns the buffers until the exchange completes; after a failure it does at once.
+  try {
+    settle_after_failure();
+  } catch (const std::exception& e) {
+    rank_warning(str_cat("shard copies: the last exchange: ", e.what()));
+  }
+}
+
 void ShardCopies::keep_previous(int64_t steps_done, int64_t optimizer_steps) {
+  complete_exchange();
   MIRRORED_CHECK(steps_done == own_step_, "keeping the shard of step ", steps_done, " while it holds step ", own_step_);
   // The last exchange packed the own shard as it still is: take that instead of a copy.
   if (outgoing_step_ == steps_done)
@@ -84,16 +96,34 @@ void ShardCopies::updated(int64_t steps_done, int64_t optimizer_steps) {
 }
 
 void ShardCopies::exchange(int64_t optimizer_steps) {
+  complete_exchange();
   own_optimizer_steps_ = optimizer_steps;
   pack_own(outgoing_);
   outgoing_step_ = own_step_;
   incoming_.resize(shard_piece_floats(plan_, ward_, state_.size()));
-  comm_.sendrecv(outgoing_.data(), outgoing_.size(), keeper_, incoming_.data(), incoming_.size(), ward_,
-                comm::DataType::kF32);
+  in_flight_step_ = own_step_;  // the ward is at the same step: every rank exchanges at its end
+  in_flight_optimizer_steps_ = own_optimizer_steps_;
+  in_flight_ = comm_.sendrecv_async(outgoing_.data(), outgoing_.size(), keeper_, incoming_.data(), incoming_.size(),
+                                    ward_, comm::DataType::kF32);
+}
+
+void ShardCopies::complete_exchange() {
+  if (!in_flight_) return;
+  in_flight_->wait();
+  in_flight_.reset();
   // Only a completed exchange replaces the ward's copy: a failure leaves the older one whole.
   ward_copy_.values.swap(incoming_);
-  ward_copy_.step = own_step_;  // the ward is at the same step: every rank exchanges at its end
-  ward_copy_.optimizer_steps = own_optimizer_steps_;
+  ward_copy_.step = in_flight_step_;
+  ward_copy_.optimizer_steps = in_flight_optimizer_steps_;
+}
+
+void ShardCopies::settle_after_failure() {
+  if (!in_flight_) return;
+  try {
+    complete_exchange();
+  } catch (const comm::PeerFailure&) {
+    in_flight_.reset();  // its requests completed in error: the buffers are free again
+  }
 }
 
 std::vector<ShardPiece> ShardCopies::pieces() const {

@@ -189,6 +189,7 @@ StateAfterFailure Trainer::state_after_failure() {
   for (const auto& entry : s.optimizer->state()) state.checkpoint.optimizer_state.push_back({entry.first, {plan.numel()}, {}});
   state.shards = plan.replicas();
   state.keeper_distance = s.shard_copies->distance();
+  s.shard_copies->settle_after_failure();
   state.pieces = s.shard_copies->pieces();
   return state;
 }

@@ -130,6 +130,10 @@ class Communicator {
   // it (capabilities().point_to_point false) throws.
   virtual void sendrecv(const void* send, size_t send_count, int dest, void* recv, size_t recv_count, int source,
                         DataType type);
+  // The same, nonblocking: both buffers belong to MPI until the handle completes. Every rank
+  // completes its handle before its next sendrecv. The default runs the blocking one.
+  virtual std::unique_ptr<Work> sendrecv_async(const void* send, size_t send_count, int dest, void* recv,
+                                               size_t recv_count, int source, DataType type);
 
   // Typed conveniences.
   template <typename T>

@@ -34,6 +34,8 @@ class MpiCommunicator final : public Communicator {
   void allgather(const void* send, void* recv, size_t count, DataType type) override;
   void sendrecv(const void* send, size_t send_count, int dest, void* recv, size_t recv_count, int source,
                 DataType type) override;
+  std::unique_ptr<Work> sendrecv_async(const void* send, size_t send_count, int dest, void* recv, size_t recv_count,
+                                       int source, DataType type) override;
   void barrier() override;
   // Reduce-scatter: a ring of point-to-point messages (src/comm/mpi_ring_reduce_scatter.h
   // says why not MPI_Ireduce_scatter); all-gather: MPI_Iallgather(v) in place. Both are

@@ -15,11 +15,18 @@
 // replica together with its keeper loses that shard: the run then ends (recovery says
 // which ranks held it) and the newest checkpoint is the way on.
 //
+// The exchange runs in the background: started at the end of a step, it completes before
+// the next update (keep_previous), so it overlaps the next step's forward and backward. A
+// failure meanwhile leaves the ward's copy one step behind the live shards; the previous
+// copies are at that same step (they are taken only after the exchange completes), so every
+// shard still survives at one common step, and the recovery redoes one more step.
+//
 // Keepers form a rotation: rank r's keeper is (r + d) mod world, d the smallest distance
 // that puts every keeper on another host when the ranks span several hosts, else 1. Cost:
 // one exchange per step of (1 + state tensors) x shard floats with two neighbours, and
 // host memory for three copies of the shard (on GPUs also a copy of each to the host).
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -54,14 +61,27 @@ class ShardCopies {
   ShardCopies(const ShardPlan& plan, comm::Communicator& comm, int distance, const Tensor& flat_params,
               std::vector<const Tensor*> state, int64_t steps_done, int64_t optimizer_steps);
 
-  // Just before an update: keeps the own shard as it is, at `steps_done` steps.
+  // Completes the exchange in flight (waits for it) before `previous` and `outgoing` change.
+  ~ShardCopies();
+  ShardCopies(const ShardCopies&) = delete;
+  ShardCopies& operator=(const ShardCopies&) = delete;
+
+  // Just before an update: completes the exchange in flight, then keeps the own shard as
+  // it is, at `steps_done` steps.
   void keep_previous(int64_t steps_done, int64_t optimizer_steps);
   // Just after it: the own shard now holds `steps_done` steps.
   void updated(int64_t steps_done, int64_t optimizer_steps);
-  // Collective over the plan's world, at the end of a step: the own shard to the keeper,
-  // the ward's from the ward. `optimizer_steps`: the updates counted once the step is
-  // settled (a skipped update no longer counts).
+  // Collective over the plan's world, at the end of a step: starts sending the own shard
+  // to the keeper and receiving the ward's from the ward (complete_exchange() ends it).
+  // `optimizer_steps`: the updates counted once the step is settled (a skipped update no
+  // longer counts).
   void exchange(int64_t optimizer_steps);
+  // Waits for the exchange in flight, if any; the ward's copy is then the one it brought.
+  void complete_exchange();
+  // After a failure, before pieces(): the exchange in flight completes (its communicator
+  // is revoked, so it returns at once) or is given up; the ward's copy is then the newest
+  // that arrived whole.
+  void settle_after_failure();
 
   int distance() const { return distance_; }
   int keeper() const { return keeper_; }
@@ -87,6 +107,8 @@ class ShardCopies {
   ShardPiece previous_, ward_copy_;
   std::vector<float> outgoing_, incoming_;
   int64_t outgoing_step_ = -1;  // the step outgoing_ was packed at (the own shard's, until it updates)
+  std::unique_ptr<comm::Work> in_flight_;  // the exchange under way: outgoing_ and incoming_ are MPI's
+  int64_t in_flight_step_ = -1, in_flight_optimizer_steps_ = 0;
   mutable Tensor staging_;      // GPU state: a host slice on its way into a piece
 };
 
