@@ -293,6 +293,14 @@ Membership Runtime::shrink_after_failure() {
   for (const auto& placement : before.placements())
     if (std::find(old_ranks.begin(), old_ranks.end(), placement.rank) == old_ranks.end())
       membership.lost.push_back({placement.rank, placement.host});
+  // Only the watchdog's revoke at a collective timeout leads here with every rank alive (a
+  // mismatched collective order, a rank hung in compute that MPI's detector still hears):
+  // shrinking changes nothing there, and going on would time out again.
+  if (membership.lost.empty())
+    throw Error(ExitCode::kCommTimeout,
+                "a collective timed out, but no rank was lost: every rank is alive (a mismatched collective order, "
+                "or a rank hung in compute); shrinking cannot fix that, ending the job (the collective timeout "
+                "above names what stalled)");
   // No launcher variables: they describe the world before the shrink.
   cluster_ = Cluster::discover(*world_, LauncherEnv{});
   // A lost rank that is only stopped would keep mpirun waiting forever: the lowest survivor

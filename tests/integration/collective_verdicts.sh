@@ -6,6 +6,8 @@
 # 3. A deliberately mismatched collective order (rank 1 issues an extra barrier at the log
 #    point of step 4; a test-only switch): the timeout message and `mirrored trace` both
 #    name rank 1 and both operations.
+# 4. (ULFM builds) the mismatch with on_failure = shrink: the watchdog revokes rather than
+#    aborts, every rank is still alive after the shrink, and the job ends with exit 5.
 source "$(dirname "$0")/lib.sh"
 require_data
 timeout_s=3
@@ -66,4 +68,19 @@ cat "$WORK/mismatch.trace"
 head -1 "$WORK/mismatch.trace" |
   grep -qE "^mismatch at collective #[0-9]+ on world: rank 0 ran allreduce of 1 double .*; rank 1 ran barrier" ||
   fail "the trace verdict does not name both operations: $(head -1 "$WORK/mismatch.trace")"
+
+# --- 4: the same mismatch with on_failure = shrink (a ULFM build) ----------------------------
+# The watchdog revokes instead of aborting; the shrink finds every rank alive, and the job
+# still ends (exit 5) saying why, instead of going on into the same timeout again.
+if grep -q "^  ulfm  *available (" <<<"$("$MIRRORED" info 2>/dev/null)"; then
+  status=0
+  MIRRORED_TEST_EXTRA_COLLECTIVE=1:4 timeout -k 5 60 mpirun --with-ft ulfm --allow-run-as-root --oversubscribe \
+    --bind-to none -x MIRRORED_TEST_EXTRA_COLLECTIVE -np 2 "$MIRRORED" "${base[@]}" --epochs 1 --max_steps 20 \
+    --log_every 2 --on_failure shrink --out "$WORK/mismatch_shrink" >"$WORK/mismatch_shrink.log" 2>&1 || status=$?
+  ((status == 5)) && grep -aq "a collective timed out, but no rank was lost: every rank is alive" "$WORK/mismatch_shrink.log" ||
+    { tail -20 "$WORK/mismatch_shrink.log"; fail "on_failure = shrink, mismatched collectives: exit $status, expected 5 saying no rank was lost"; }
+  echo "ok: with on_failure = shrink the mismatch still ends the job (exit 5): no rank was lost"
+else
+  echo "skipped part 4 (on_failure = shrink): this binary has no ULFM"
+fi
 echo "PASS: a stopped rank and a mismatched collective are named by the watchdog and by mirrored trace"
