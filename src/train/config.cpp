@@ -349,7 +349,8 @@ const std::vector<Option>& options() {
                               "ZeRO stage 1: each replica keeps optimizer state for its own shard of the parameters "
                               "(gradients reduce-scattered, updated shards all-gathered)",
                               &TrainConfig::optimizer_shard)),
-      operational(real_option("collective_timeout_s", "abort the job when a collective waits longer (0: never)",
+      operational(real_option("collective_timeout_s", "abort the job when a collective waits longer (on_failure = shrink: go on without "
+                              "the ranks that do not answer; 0: never)",
                               &TrainConfig::collective_timeout_s, 0, 1e9, false, false, "a number >= 0")),
       operational(int_option("trace.collectives",
                              "flight recorder: each rank keeps its last N collectives, written to <out>/trace on a "
