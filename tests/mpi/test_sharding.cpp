@@ -314,13 +314,13 @@ TEST(ShardCopies, AnyOneLostRankLeavesTheWholeStateOnTheOthers) {
   fill(5);  // the update of step 5
   copies.updated(5, 5);
   copies.exchange(5);
-  // The step every shard survives at, for each rank lost in turn, from these pieces.
-  const auto common_steps = [&](const std::vector<distribute::ShardPiece>& held_here) {
+  // What the recovery would choose with each rank lost in turn, from every rank's pieces.
+  const auto choices = [&](const std::vector<distribute::ShardPiece>& held_here) {
     std::vector<int64_t> labels;
     for (const auto& piece : held_here) labels.insert(labels.end(), {piece.shard, piece.step});
     std::vector<int64_t> all(labels.size() * static_cast<size_t>(n));
     world().allgather(labels.data(), all.data(), labels.size(), DataType::kI64);
-    std::vector<int64_t> steps;
+    std::vector<distribute::ShardHolders> chosen;
     for (int lost = 0; lost < n; ++lost) {
       std::vector<std::vector<distribute::HeldPiece>> held;
       for (int s = 0; s < n; ++s) {
@@ -330,9 +330,9 @@ TEST(ShardCopies, AnyOneLostRankLeavesTheWholeStateOnTheOthers) {
           held.back().push_back({static_cast<int>(all[static_cast<size_t>(s) * labels.size() + 2 * i]),
                                  all[static_cast<size_t>(s) * labels.size() + 2 * i + 1]});
       }
-      steps.push_back(distribute::choose_shard_holders(held, n).step);
+      chosen.push_back(distribute::choose_shard_holders(held, n));
     }
-    return steps;
+    return chosen;
   };
   // A failure while that exchange is in flight: the ward's copy is still step 4's, as are
   // the previous copies, so every shard survives at step 4 (one step redone).
@@ -340,28 +340,16 @@ TEST(ShardCopies, AnyOneLostRankLeavesTheWholeStateOnTheOthers) {
   ASSERT_EQ(in_flight.size(), 3u);
   EXPECT_EQ(in_flight[1].step, 4);
   EXPECT_EQ(in_flight[2].step, 4);
-  EXPECT_EQ(common_steps(in_flight), std::vector<int64_t>(static_cast<size_t>(n), 4));
+  for (const auto& choice : choices(in_flight)) EXPECT_EQ(choice.step, 4);
   copies.complete_exchange();
   const std::vector<distribute::ShardPiece> pieces = copies.pieces();
   ASSERT_EQ(pieces.size(), 3u);  // own at 5, previous at 4, the ward's at 5
   EXPECT_EQ(pieces[2].shard, (r - 1 + n) % n);
-  EXPECT_EQ(common_steps(pieces), std::vector<int64_t>(static_cast<size_t>(n), 5));
 
-  // Every rank's piece labels, then each lost rank in turn.
-  std::vector<int64_t> labels;
-  for (const auto& piece : pieces) labels.insert(labels.end(), {piece.shard, piece.step});
-  std::vector<int64_t> all(labels.size() * static_cast<size_t>(n));
-  world().allgather(labels.data(), all.data(), labels.size(), DataType::kI64);
+  // Each lost rank in turn: the survivors rebuild step 5's whole state.
+  const std::vector<distribute::ShardHolders> chosen = choices(pieces);
   for (int lost = 0; lost < n; ++lost) {
-    std::vector<std::vector<distribute::HeldPiece>> held;
-    for (int s = 0; s < n; ++s) {
-      if (s == lost) continue;
-      held.emplace_back();
-      for (size_t i = 0; i < pieces.size(); ++i)
-        held.back().push_back({static_cast<int>(all[static_cast<size_t>(s) * labels.size() + 2 * i]),
-                               all[static_cast<size_t>(s) * labels.size() + 2 * i + 1]});
-    }
-    const distribute::ShardHolders choice = distribute::choose_shard_holders(held, n);
+    const distribute::ShardHolders& choice = chosen[static_cast<size_t>(lost)];
     ASSERT_EQ(choice.step, 5) << "rank " << lost << " lost";
     // The survivors' own ranks, in order, as the holders' indices name them.
     std::vector<int> survivors;
