@@ -169,24 +169,42 @@ mirrored_launch() {
 }
 
 # mirrored_wait_launcher PID NAME: waits for the launcher PID (a child of this shell) and
-# returns its exit status. Traps set for signals may run meanwhile (a trapped signal ends a
-# wait early: it is waited for again).
+# returns its exit status. Traps set for signals run as soon as a signal arrives (it ends a
+# wait early: the launcher is waited for again).
 #
 # Once mirrored's chief has written its exit status (MIRRORED_EXIT_STATUS_FILE), mirrored is
 # done; a launcher still running MIRRORED_LAUNCHER_GRACE seconds later (default 30) waits for
 # ranks the job lost and cannot end: with on_failure = shrink, Open MPI's mpirun waits for the
 # ranks of a node that crashed or left the network (its daemon never answers again), and for
-# stopped ranks on a host where no survivor was left to end them. The launcher and every
-# process it started here (ssh to the lost node, say) are then ended, and the status is 0:
-# mirrored_exit_status then goes by what the chief wrote.
+# stopped ranks on a host where no survivor was left to end them. A watcher then ends the
+# launcher and every process it started here (ssh to the lost node, say), and the status is
+# 0: mirrored_exit_status then goes by what the chief wrote.
 mirrored_wait_launcher() {
-  local child=$1 name=$2 grace=${MIRRORED_LAUNCHER_GRACE:-30} reported_at="" status=0
-  if [[ -z "${MIRRORED_EXIT_STATUS_FILE:-}" ]]; then
-    while kill -0 "$child" 2>/dev/null; do wait "$child" || true; done
-    wait "$child" || status=$?
-    return "$status"
+  local child=$1 name=$2 status=0 watcher="" ended=""
+  if [[ -n "${MIRRORED_EXIT_STATUS_FILE:-}" ]]; then
+    ended="$MIRRORED_EXIT_STATUS_FILE.launcher-ended"
+    rm -f "$ended"
+    mirrored_end_lingering_launcher "$child" "$name" "${MIRRORED_LAUNCHER_GRACE:-30}" "$ended" &
+    watcher=$!
   fi
-  # Polled (a plain wait would never look at the file); bash reaps the child as it exits.
+  while kill -0 "$child" 2>/dev/null; do wait "$child" || true; done
+  wait "$child" || status=$?
+  if [[ -n "$watcher" ]]; then
+    kill "$watcher" 2>/dev/null || true
+    wait "$watcher" 2>/dev/null || true
+    if [[ -e "$ended" ]]; then
+      rm -f "$ended"
+      status=0
+    fi
+  fi
+  return "$status"
+}
+
+# mirrored_end_lingering_launcher PID NAME GRACE MARKER: mirrored_wait_launcher's watcher, in
+# the background. Creates MARKER when it ends the launcher.
+mirrored_end_lingering_launcher() {
+  local child=$1 name=$2 grace=$3 ended=$4 reported_at=""
+  trap '' USR1 USR2 HUP  # preemption warnings are the launcher's, not the watcher's
   while kill -0 "$child" 2>/dev/null; do
     if [[ -s "$MIRRORED_EXIT_STATUS_FILE" ]]; then
       reported_at=${reported_at:-$SECONDS}
@@ -194,15 +212,13 @@ mirrored_wait_launcher() {
         echo "warning: mirrored finished (its chief wrote exit status $(head -c 32 "$MIRRORED_EXIT_STATUS_FILE" | tr -dc '0-9')), but $name" \
              "is still running ${grace} s later, waiting for ranks the job lost (a crashed or unreachable node, a stopped" \
              "rank): ending it (MIRRORED_LAUNCHER_GRACE)" >&2
+        : >"$ended"
         mirrored_end_process_tree "$child"
-        wait "$child" 2>/dev/null || true
         return 0
       fi
     fi
     sleep 0.5
   done
-  wait "$child" || status=$?
-  return "$status"
 }
 
 # The processes PID started, and theirs, here (ps --ppid, recursively).

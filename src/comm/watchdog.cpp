@@ -1,6 +1,9 @@
 #include "mirrored/comm/watchdog.h"
 
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "mirrored/comm/abort.h"
@@ -131,6 +134,7 @@ void CollectiveWatchdog::run() {
     }
     receive_heartbeats();
     if (take_trace_dump_request()) dump_trace("signal");
+    exit_if_orphaned();
     check_deadlines();
     lock.lock();
     wake_.wait_for(lock, kPollInterval, [this] { return stopping_.load(); });
@@ -349,6 +353,15 @@ void CollectiveWatchdog::abort_unrecovered() {
   std::fflush(stderr);
   dump_trace("timeout");  // this rank's only: the watchdog's own communicator is revoked
   comm::abort_job(ExitCode::kCommTimeout);
+}
+
+void CollectiveWatchdog::exit_if_orphaned() const {
+  const int64_t daemon = launcher_daemon_.load();
+  if (daemon == 0 || static_cast<int64_t>(getppid()) == daemon) return;
+  rank_error(str_cat("the launcher daemon that started this rank (pid ", daemon,
+                     ") is gone: the MPI runtime ended the job, or this node's daemon died; exiting"));
+  std::fflush(nullptr);
+  std::_Exit(static_cast<int>(ExitCode::kCommTimeout));
 }
 
 }  // namespace mirrored::comm

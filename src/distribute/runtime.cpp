@@ -150,6 +150,9 @@ Runtime::Runtime(int& argc, char**& argv, RuntimeOptions options)
     }
     watchdog_ = std::make_unique<comm::CollectiveWatchdog>(job_comm_, options.collective_timeout_s,
                                                            options.trace_collectives, on_timeout());
+    // Under mpirun this process's parent is Open MPI's daemon (prted, or mpirun itself).
+    if (launcher.kind == LauncherEnv::Kind::kOpenMpi) launcher_daemon_ = static_cast<int64_t>(getppid());
+    watchdog_->set_launcher_daemon(launcher_daemon_);
     world_ = std::make_unique<comm::MpiCommunicator>(job_comm_, watchdog_.get(), "world");
   } else {
     world_ = std::make_unique<comm::LocalCommunicator>();
@@ -284,6 +287,7 @@ Membership Runtime::shrink_after_failure() {
 
   watchdog_ = std::make_unique<comm::CollectiveWatchdog>(job_comm_, collective_timeout_s_, trace_collectives_,
                                                          on_timeout());
+  watchdog_->set_launcher_daemon(launcher_daemon_);
   world_ = std::make_unique<comm::MpiCommunicator>(job_comm_, watchdog_.get(), "world");
   set_process_identity({world_->rank(), world_->size(), local_hostname()});
   // Who is gone: the ranks of the old table that no survivor held.

@@ -12,7 +12,10 @@
 #      mpirun exits 0 there, exits 9 naming the reason (mirrored's chief wrote no exit status).
 #      Should a later Open MPI survive it, the run must then pass the checks of part 1 (the
 #      README says which holds).
-#   3. a node crash, as a power loss or kernel panic looks from outside: h2's link cut at the
+#   3. both ranks of h2 stopped (SIGSTOP), its daemon alive: declared failed by the detector,
+#      the job finishes on h1's 2 ranks; no survivor shares their host to end them, so
+#      launch/multinode.sh ends mpirun (and them) after the grace; exit 0, nothing left.
+#   4. a node crash, as a power loss or kernel panic looks from outside: h2's link cut at the
 #      switch, then every process of h2 killed, so no socket closes and nothing tells
 #      anyone; the shell that launched h2's daemon (nsrsh's, standing in for the ssh client,
 #      which runs on the launching node and hears nothing either) is stopped, not killed.
@@ -61,7 +64,7 @@ host_killed_run() {
   local out=$WORK/$1 job victims t0
   on_hosts 2 2 train "${common[@]}" --on_failure shrink --out "$out" >"$out.log" 2>&1 &
   job=$!
-  for _ in $(seq 600); do grep -q '"kind": "train", "step": 10,' "$out/metrics.jsonl" 2>/dev/null && break; sleep 0.05; done
+  for _ in $(seq 2400); do grep -q '"kind": "train", "step": 10,' "$out/metrics.jsonl" 2>/dev/null && break; sleep 0.05; done
   victims=$(host_pids "$H2" "$2")
   [[ $(host_pids "$H2" mirrored | wc -l) == 2 ]] || fail "$1: h2 does not hold 2 ranks"
   t0=$(date +%s%N)
@@ -104,16 +107,37 @@ else
   # mpirun exits 0 here; the launch script must not.
   ((STATUS == 9)) && grep -q "the MPI runtime ended the job before mirrored finished (a lost node's daemon?)" "$WORK/node.log" ||
     { cat "$WORK/node.log"; fail "every process of h2 killed: launch/multinode.sh exited $STATUS, expected 9 naming the reason"; }
-  [[ -z "$(ls -A .mirrored-exit-status.* 2>/dev/null)" ]] || fail "the exit status file was left behind"
+  status_file=$(grep -ao "MIRRORED_EXIT_STATUS_FILE ([^)]*)" "$WORK/node.log" | sed 's/.*(\(.*\))/\1/')
+  [[ -n "$status_file" && ! -e "$status_file" ]] || fail "the exit status file '$status_file' was left behind"
   echo "ok (known limit): every process of h2 killed, its daemon too: Open MPI's runtime ended the job" \
        "($TOOK s after the kill, no final.h5), nothing left running; launch/multinode.sh exited 9: $(grep -o "the MPI runtime ended the job before mirrored finished[^:]*" "$WORK/node.log")"
 fi
-# A crashed node: see the header (part 3).
+# A host's ranks stopped: see the header (part 3).
+out=$WORK/stopped
+MIRRORED_LAUNCHER_GRACE=5 on_hosts 2 2 train "${common[@]}" --on_failure shrink --collective_timeout_s 5 \
+  --out "$out" >"$out.log" 2>&1 &
+job=$!
+for _ in $(seq 2400); do grep -q '"kind": "train", "step": 10,' "$out/metrics.jsonl" 2>/dev/null && break; sleep 0.05; done
+stopped=$(host_pids "$H2" mirrored)
+[[ $(wc -w <<<"$stopped") == 2 ]] || { cat "$out.log"; fail "stopped: h2 does not hold 2 ranks"; }
+t0=$SECONDS
+kill -STOP $stopped
+STATUS=0
+wait "$job" || STATUS=$?
+((STATUS == 0)) || { cat "$out.log"; fail "h2's ranks stopped: the job exited $STATUS"; }
+survived stopped
+grep -q "is still running 5 s later, waiting for ranks the job lost" "$out.log" ||
+  { cat "$out.log"; fail "h2's ranks stopped: launch/multinode.sh did not say why it ended mpirun"; }
+nothing_left "h2's ranks stopped"
+echo "ok: both ranks of h2 stopped: finished on h1's 2 ranks, exit 0, $((SECONDS - t0)) s after SIGSTOP" \
+     "(mpirun's 5 s grace included), nothing left; $MEMBERSHIP"
+
+# A crashed node: see the header (part 4).
 out=$WORK/crash
 MIRRORED_LAUNCHER_GRACE=5 on_hosts 2 2 train "${common[@]}" --on_failure shrink --collective_timeout_s 5 --out "$out" \
   >"$out.log" 2>&1 &
 job=$!
-for _ in $(seq 600); do grep -q '"kind": "train", "step": 10,' "$out/metrics.jsonl" 2>/dev/null && break; sleep 0.05; done
+for _ in $(seq 2400); do grep -q '"kind": "train", "step": 10,' "$out/metrics.jsonl" 2>/dev/null && break; sleep 0.05; done
 shells=$(host_pids "$H2" sh) victims=""
 for pid in $(host_pids "$H2"); do [[ " $shells " == *" $pid "* ]] || victims="$victims $pid"; done
 [[ -n "$shells" && $(host_pids "$H2" mirrored | wc -l) == 2 ]] || fail "crash: h2 does not hold 2 ranks and a launch shell"

@@ -65,6 +65,12 @@ class CollectiveWatchdog {
   void set_trace_directory(const std::string& directory);
   // The last training step completed here, for dumps and heartbeats (-1: none yet).
   void set_step(int64_t step) { step_ = step; }
+  // The process id of the launcher daemon that started this rank (Open MPI's prted or
+  // mpirun, this process's parent). Once this process has another parent, that daemon is
+  // gone: the runtime ended the job, or its node's daemon died. The rank then has no one
+  // to finish with and nothing would end it (an orphan keeps running): it exits at once,
+  // status 5, reporting no exit status of its own (the launch scripts then say 9). 0: none.
+  void set_launcher_daemon(int64_t pid) { launcher_daemon_ = pid; }
   // Writes this rank's ring to the trace directory now (reason: "timeout", "signal",
   // "error", "peer"). False when no directory is set or the file cannot be written.
   bool dump_trace(const char* reason);
@@ -131,6 +137,7 @@ class CollectiveWatchdog {
   [[noreturn]] void abort_job(const InFlight& stalled, double waited);
   void revoke(const InFlight& stalled, double waited);
   [[noreturn]] void abort_unrecovered();
+  void exit_if_orphaned() const;
   std::string describe_missing(int64_t my_completed, const InFlight* stalled) const;
   Heartbeat my_heartbeat();
   void take_heartbeat(int source, const Heartbeat& beat);
@@ -165,6 +172,7 @@ class CollectiveWatchdog {
   std::vector<std::string> hosts_;             // guarded by mutex_
   uint64_t warned_sequence_ = UINT64_MAX;      // the collective already warned about
 
+  std::atomic<int64_t> launcher_daemon_{0};
   std::atomic<bool> stopping_{false};
   std::condition_variable wake_;
   std::thread thread_;

@@ -148,6 +148,7 @@ class Runtime {
   std::vector<int64_t> pids_;
   std::vector<int32_t> first_world_ranks_;
   int32_t first_world_rank_ = 0;
+  int64_t launcher_daemon_ = 0;  // the parent that launched this rank (mpirun's daemon); 0: none
   std::string nonblocking_allreduce_;
   Cluster cluster_;
   CoreBinding core_binding_;
