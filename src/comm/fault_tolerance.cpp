@@ -144,7 +144,7 @@ bool note_failure(int status) {
 
 double detection_seconds(double collective_timeout_s, int ranks_per_node) {
   if (collective_timeout_s <= 0) return 0;  // no timeout: Open MPI's default
-  return std::max(1.0, collective_timeout_s / (2.0 * std::max(1, ranks_per_node)));
+  return std::max(2.0, collective_timeout_s / (2.0 * std::max(1, ranks_per_node)));
 }
 
 void enable_failure_detector(double detection_seconds) {

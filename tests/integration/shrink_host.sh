@@ -19,8 +19,8 @@
 #      switch, then every process of h2 killed, so no socket closes and nothing tells
 #      anyone; the shell that launched h2's daemon (nsrsh's, standing in for the ssh client,
 #      which runs on the launching node and hears nothing either) is stopped, not killed.
-#      collective_timeout_s = 5: MPI's failure detector declares both ranks within half of it
-#      (the watchdog would revoke at 5 s), the job goes on and finishes on h1's 2 ranks with
+#      collective_timeout_s = 8: MPI's failure detector declares both ranks within half of it
+#      (2 s each; the watchdog would revoke at 8 s), the job goes on and finishes on h1's 2 ranks with
 #      part 1's checks; mpirun, which would wait for h2's daemon for ever, is ended by
 #      launch/multinode.sh once mirrored's chief has reported (MIRRORED_LAUNCHER_GRACE = 5 s);
 #      the job exits 0 and nothing is left running.
@@ -112,32 +112,41 @@ else
   echo "ok (known limit): every process of h2 killed, its daemon too: Open MPI's runtime ended the job" \
        "($TOOK s after the kill, no final.h5), nothing left running; launch/multinode.sh exited 9: $(grep -o "the MPI runtime ended the job before mirrored finished[^:]*" "$WORK/node.log")"
 fi
+# Parts 3 and 4: a shrink run writing WORK/NAME with collective_timeout_s = 8 and mpirun's
+# grace 5 s, started in the background (JOB); returns after its step 10.
+start_after_step10() {
+  out=$WORK/$1
+  MIRRORED_LAUNCHER_GRACE=5 on_hosts 2 2 train "${common[@]}" --on_failure shrink --collective_timeout_s 8 \
+    --out "$out" >"$out.log" 2>&1 &
+  JOB=$!
+  for _ in $(seq 2400); do grep -q '"kind": "train", "step": 10,' "$out/metrics.jsonl" 2>/dev/null && break; sleep 0.05; done
+}
+# finished_without_h2 NAME WHAT: the job exited 0 with part 1's checks, launch/multinode.sh
+# ended mpirun after the grace saying why, and nothing is left running. ENDED: when the job
+# ended (date +%s%N).
+finished_without_h2() {
+  STATUS=0
+  wait "$JOB" || STATUS=$?
+  ENDED=$(date +%s%N)
+  ((STATUS == 0)) || { cat "$out.log"; fail "$2: the job exited $STATUS"; }
+  survived "$1"
+  grep -q "is still running 5 s later, waiting for ranks the job lost" "$out.log" ||
+    { cat "$out.log"; fail "$2: launch/multinode.sh did not say why it ended mpirun"; }
+  nothing_left "$2"
+}
+
 # A host's ranks stopped: see the header (part 3).
-out=$WORK/stopped
-MIRRORED_LAUNCHER_GRACE=5 on_hosts 2 2 train "${common[@]}" --on_failure shrink --collective_timeout_s 5 \
-  --out "$out" >"$out.log" 2>&1 &
-job=$!
-for _ in $(seq 2400); do grep -q '"kind": "train", "step": 10,' "$out/metrics.jsonl" 2>/dev/null && break; sleep 0.05; done
+start_after_step10 stopped
 stopped=$(host_pids "$H2" mirrored)
 [[ $(wc -w <<<"$stopped") == 2 ]] || { cat "$out.log"; fail "stopped: h2 does not hold 2 ranks"; }
 t0=$SECONDS
 kill -STOP $stopped
-STATUS=0
-wait "$job" || STATUS=$?
-((STATUS == 0)) || { cat "$out.log"; fail "h2's ranks stopped: the job exited $STATUS"; }
-survived stopped
-grep -q "is still running 5 s later, waiting for ranks the job lost" "$out.log" ||
-  { cat "$out.log"; fail "h2's ranks stopped: launch/multinode.sh did not say why it ended mpirun"; }
-nothing_left "h2's ranks stopped"
+finished_without_h2 stopped "h2's ranks stopped"
 echo "ok: both ranks of h2 stopped: finished on h1's 2 ranks, exit 0, $((SECONDS - t0)) s after SIGSTOP" \
      "(mpirun's 5 s grace included), nothing left; $MEMBERSHIP"
 
 # A crashed node: see the header (part 4).
-out=$WORK/crash
-MIRRORED_LAUNCHER_GRACE=5 on_hosts 2 2 train "${common[@]}" --on_failure shrink --collective_timeout_s 5 --out "$out" \
-  >"$out.log" 2>&1 &
-job=$!
-for _ in $(seq 2400); do grep -q '"kind": "train", "step": 10,' "$out/metrics.jsonl" 2>/dev/null && break; sleep 0.05; done
+start_after_step10 crash
 shells=$(host_pids "$H2" sh) victims=""
 for pid in $(host_pids "$H2"); do [[ " $shells " == *" $pid "* ]] || victims="$victims $pid"; done
 [[ -n "$shells" && $(host_pids "$H2" mirrored | wc -l) == 2 ]] || fail "crash: h2 does not hold 2 ranks and a launch shell"
@@ -149,15 +158,9 @@ kill -9 $victims
 for _ in $(seq 300); do grep -q '"kind": "membership"' "$out/metrics.jsonl" 2>/dev/null && break; sleep 0.05; done
 WENT_ON=$(( ($(date +%s%N) - t0) / 1000000 ))
 WENT_ON="$((WENT_ON / 1000)).$(printf %03d $((WENT_ON % 1000)))"
-STATUS=0
-wait "$job" || STATUS=$?
-TOOK=$(( ($(date +%s%N) - t0) / 1000 ))
+finished_without_h2 crash "node crash"
+TOOK=$(( (ENDED - t0) / 1000 ))
 TOOK="$((TOOK / 1000000)).$(printf %03d $((TOOK / 1000 % 1000)))"
-((STATUS == 0)) || { cat "$out.log"; fail "node crash: the job exited $STATUS"; }
-survived crash
-grep -q "is still running 5 s later, waiting for ranks the job lost" "$out.log" ||
-  { cat "$out.log"; fail "node crash: launch/multinode.sh did not say why it ended mpirun"; }
-nothing_left "node crash"
 echo "ok: h2 crashed (link cut, every process killed): went on within $WENT_ON s (detection included), finished on" \
      "h1's 2 ranks, exit 0, $TOOK s from the crash to the job's end (mpirun's 5 s grace included); $MEMBERSHIP"
 

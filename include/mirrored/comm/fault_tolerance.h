@@ -42,9 +42,10 @@ FaultTolerance fault_tolerance();
 // failed starts watching the one before that. The ranks of a lost node sit side by side
 // in the ring (mpirun fills a node before the next), so they are declared one after another:
 // each gets detection_seconds(collective_timeout_s, ranks on this node) = timeout / (2 x
-// ranks per node), at least 1 s, so a whole node is declared within half the collective
-// timeout, as one rank was before. The heartbeat period is a quarter of that (Open MPI
-// wants the timeout above 3 periods).
+// ranks per node), so a whole node is declared within half the collective timeout, as one
+// rank was before; but at least 2 s: heartbeats ride on MPI's progress, and with 1 s four
+// ranks on two busy cores were declared failed while alive. The heartbeat period is a
+// quarter of that (Open MPI wants the timeout above 3 periods).
 double detection_seconds(double collective_timeout_s, int ranks_per_node);
 void enable_failure_detector(double detection_seconds);
 
