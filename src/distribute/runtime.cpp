@@ -258,10 +258,19 @@ Runtime::~Runtime() {
 void Runtime::exit_if_finalize_hangs() const {
   const double seconds = std::clamp(collective_timeout_s_, 5.0, 30.0);
   const int status = exit_status_;
-  std::thread([seconds, status] {
-    std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
-    rank_warning(str_cat("MPI_Finalize has not returned ", fixed(seconds, 0),
-                         " s after the job lost ranks (Open MPI waits for them); exiting with status ", status));
+  const int64_t daemon = launcher_daemon_;
+  std::thread([seconds, status, daemon] {
+    // Also as soon as the launcher daemon is gone (the watchdog, which watches for that
+    // while training, has stopped): mpirun has ended the job and nothing waits for us.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    bool orphaned = false;
+    while (std::chrono::steady_clock::now() < deadline && !orphaned) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      orphaned = daemon != 0 && static_cast<int64_t>(getppid()) != daemon;
+    }
+    if (!orphaned)
+      rank_warning(str_cat("MPI_Finalize has not returned ", fixed(seconds, 0),
+                           " s after the job lost ranks (Open MPI waits for them); exiting with status ", status));
     report_exit_status(status);  // main() will not get to it
     std::fflush(nullptr);
     std::_Exit(status);

@@ -114,7 +114,8 @@ class Runtime {
   // The status this process is about to exit with. After a shrink, Open MPI 5.0's
   // MPI_Finalize can wait for ever on the ranks the job lost (its closing fence counts
   // them, more often when several died together): the destructor then gives it
-  // collective_timeout_s (5 to 30 s) and exits with this status if it has not returned.
+  // collective_timeout_s (5 to 30 s), or until mpirun's daemon is gone (this process
+  // orphaned), and exits with this status if it has not returned.
   void set_exit_status(int status) { exit_status_ = status; }
 
   // Ends every rank of the job with `code` (comm::abort_job: MPI_Abort when MPI is up,
