@@ -309,11 +309,17 @@ Membership Runtime::shrink_after_failure() {
   // Only the watchdog's revoke at a collective timeout leads here with every rank alive (a
   // mismatched collective order, a rank hung in compute that MPI's detector still hears):
   // shrinking changes nothing there, and going on would time out again.
-  if (membership.lost.empty())
-    throw Error(ExitCode::kCommTimeout,
-                "a collective timed out, but no rank was lost: every rank is alive (a mismatched collective order, "
-                "or a rank hung in compute); shrinking cannot fix that, ending the job (the collective timeout "
-                "above names what stalled)");
+  // Every rank sees the same agreed world, so each ends alike and on its own: an MPI_Abort
+  // here can hang in the runtime after the revoke.
+  if (membership.lost.empty()) {
+    rank_error("a collective timed out, but no rank was lost: every rank is alive (a mismatched collective order, "
+               "or a rank hung in compute); shrinking cannot fix that, ending the job (the collective timeout "
+               "above names what stalled)");
+    const int status = static_cast<int>(ExitCode::kCommTimeout);
+    report_exit_status(status);
+    std::fflush(nullptr);
+    std::_Exit(status);
+  }
   // No launcher variables: they describe the world before the shrink.
   cluster_ = Cluster::discover(*world_, LauncherEnv{});
   // A lost rank that is only stopped would keep mpirun waiting forever: the lowest survivor
