@@ -154,6 +154,8 @@ void enable_failure_detector(double detection_seconds) {
     setenv("OMPI_MCA_mpi_ft_detector_period", std::to_string(detection_seconds / 4).c_str(), 1);
 }
 
+void ignore_broken_pipes() { ::signal(SIGPIPE, SIG_IGN); }
+
 void skip_finalize_fence() {
   if (!std::getenv("OMPI_MCA_async_mpi_finalize")) setenv("OMPI_MCA_async_mpi_finalize", "true", 1);
 }

@@ -124,6 +124,7 @@ Runtime::Runtime(int& argc, char**& argv, RuntimeOptions options)
       comm::enable_failure_detector(
           comm::detection_seconds(options.collective_timeout_s, std::max(1, launcher.mpirun_local_size)));
     if (survive_failures_) comm::skip_finalize_fence();  // a host's ranks lost, its daemon not
+    if (survive_failures_) comm::ignore_broken_pipes();  // a write to a lost peer must not end a survivor
     MIRRORED_MPI_CHECK(MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &thread_level));
     owns_mpi_ = true;
     if (thread_level < MPI_THREAD_MULTIPLE) {

@@ -81,7 +81,7 @@ survived() {
   "$COMPARE" "$WORK/full/final.h5" "$out/final.h5" --rtol 1e-5 || fail "$1: parameters differ from the uninterrupted run's"
   membership=$(grep '"kind": "membership"' "$out/metrics.jsonl") || { cat "$out.log"; fail "$1: no membership record"; }
   grep -Eq "\"world_size\": 2, \"lost\": \[\{\"rank\": 2, \"host\": \"${NETNS_PREFIX}-h2\"\}, \{\"rank\": 3, \"host\": \"${NETNS_PREFIX}-h2\"\}\], \"recovery_s\": " <<<"$membership" ||
-    fail "$1: membership record: $membership"
+    { cat "$out.log"; fail "$1: membership record: $membership"; }
   [[ $(grep '"kind": "train"' "$out/metrics.jsonl" | tail -1 | grep -c '"world_size": 2') == 1 ]] ||
     fail "$1: the last train record does not say world_size 2"
   MEMBERSHIP=$membership

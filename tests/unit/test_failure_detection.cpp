@@ -1,7 +1,11 @@
 // How fast Open MPI's heartbeat detector must declare one rank failed (on_failure = shrink):
 // its ring declares a lost node's ranks one after another, so a node of N ranks is
-// declared within half the collective timeout.
+// declared within half the collective timeout. And a survivor's write to a lost peer fails
+// instead of ending it.
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include "mirrored/comm/fault_tolerance.h"
 
@@ -21,4 +25,16 @@ TEST(FailureDetection, NeverBelowTwoSecondsNorForAnUnknownNode) {
   EXPECT_DOUBLE_EQ(detection_seconds(5, 2), 2.0);
   EXPECT_DOUBLE_EQ(detection_seconds(10, 0), 5.0) << "ranks per node unknown: counted as 1";
   EXPECT_DOUBLE_EQ(detection_seconds(0, 4), 0.0) << "no collective timeout: Open MPI's default";
+}
+
+TEST(FailureDetection, AWriteToALostPeerFailsInsteadOfEndingTheWriter) {
+  int ends[2];
+  ASSERT_EQ(pipe(ends), 0);
+  ASSERT_EQ(close(ends[0]), 0);  // the reader is gone, as a dead peer's socket
+  mirrored::comm::ignore_broken_pipes();
+  const char byte = 0;
+  errno = 0;
+  EXPECT_EQ(write(ends[1], &byte, 1), -1);  // with SIGPIPE's default action this test would end here
+  EXPECT_EQ(errno, EPIPE);
+  close(ends[1]);
 }

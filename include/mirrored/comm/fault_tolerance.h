@@ -49,6 +49,15 @@ FaultTolerance fault_tolerance();
 double detection_seconds(double collective_timeout_s, int ranks_per_node);
 void enable_failure_detector(double detection_seconds);
 
+// Before MPI_Init, for on_failure = shrink: SIGPIPE is ignored. A write to a TCP connection
+// whose far end died raises it, and its default action ends the writer without a word: a
+// survivor would die of its peer's death (seen on 2 hosts x 2 ranks when one host's ranks
+// were killed: the leader sending the inter-node all-reduce, or the rank sending heartbeats
+// to the lost host, vanished, and the shrink lost 3 ranks instead of 2). Ignored, the write
+// fails with EPIPE, which Open MPI's TCP transport reports as the peer's failure. A rank
+// whose launcher is gone still ends: the watchdog checks its parent (watchdog.h).
+void ignore_broken_pipes();
+
 // Before MPI_Init, for on_failure = shrink: MPI_Finalize skips its closing PMIx fence
 // (Open MPI's async_mpi_finalize; a value the user set, OMPI_MCA_async_mpi_finalize, is
 // kept). That fence spans every process the launcher started, lost ones included: when a
