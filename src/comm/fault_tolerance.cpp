@@ -71,6 +71,29 @@ bool is_failure_class(int status) {
 #endif
 }
 
+// Whether one of the job's communicators knows a failed process or is revoked. Open MPI
+// 5.0's nonblocking collectives (libnbc) lose the error class: a schedule that a peer's
+// failure aborted ("NBC_Progress: an error 75 was found during schedule") completes its
+// request with MPI_ERR_OTHER, not MPI_ERR_PROC_FAILED (seen in it.shrink_host, about 1 run
+// in 30, the hierarchical all-reduce's leaders' stage as a host's ranks were declared
+// failed). Such an error is that failure when the communicators know of one.
+bool failure_known() {
+#if MIRRORED_HAVE_ULFM
+  std::lock_guard<std::mutex> lock(tracked_mutex);
+  for (MPI_Comm comm : tracked()) {
+    int revoked = 0;
+    if (MPIX_Comm_is_revoked(comm, &revoked) == MPI_SUCCESS && revoked) return true;
+    MPI_Group failed = MPI_GROUP_NULL;
+    if (MPIX_Comm_get_failed(comm, &failed) != MPI_SUCCESS) continue;
+    int size = 0;
+    MPI_Group_size(failed, &size);
+    MPI_Group_free(&failed);
+    if (size > 0) return true;
+  }
+#endif
+  return false;
+}
+
 }  // namespace
 
 FaultTolerance fault_tolerance() {
@@ -103,7 +126,7 @@ std::string FaultTolerance::missing() const {
 
 void throw_mpi_error(int status, const std::string& where_and_call) {
   const std::string message = str_cat(where_and_call, ": ", mpi_error_string(status));
-  if (is_failure_class(status)) {
+  if (is_failure_class(status) || (enabled() && failure_known())) {
     revoke_tracked_communicators();
     throw PeerFailure(message);
   }

@@ -81,7 +81,10 @@ class PeerFailure : public Error {
 };
 
 // The error MIRRORED_MPI_CHECK raises for a failed call: PeerFailure for ULFM's failure
-// classes (after revoking every tracked communicator), Error(kFailure) otherwise.
+// classes, or for any error while fault tolerance is on and a tracked communicator knows a
+// failed process or is revoked (Open MPI 5.0's nonblocking collectives report a peer's
+// failure as MPI_ERR_OTHER), after revoking every tracked communicator; Error(kFailure)
+// otherwise.
 [[noreturn]] void throw_mpi_error(int status, const std::string& where_and_call);
 
 // The communicators to revoke when a failure is seen: each communicator of the job
