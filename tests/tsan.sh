@@ -16,14 +16,14 @@ export MIRRORED_MPI=system
 # the communication engine, not the kernels.
 BUILD_TYPE=RelWithDebInfo launch/build.sh build-tsan "${SANITIZER_FLAGS[@]}" -DMIRRORED_CUDA=OFF -DMIRRORED_ONEDNN=OFF -DMIRRORED_SANITIZE=thread -DMIRRORED_BUILD_TESTS=ON -DMIRRORED_UNITY_BUILD=ON \
   -DMIRRORED_DATA_DIR="$root/data/fashion-mnist"
-# Open MPI is not instrumented: TSan cannot see the synchronisation inside it, so reports
-# whose stacks lie only in its libraries are suppressed (tests/sanitizers/tsan.supp).
 # OpenBLAS on the calling thread: its worker threads take their work through spin-waits TSan
 # cannot see, so a worker clearing a buffer the main thread had just allocated was reported
 # as a race (sgemm_beta in Bf16Gemm.*, on a CPU fast enough that the worker was still
 # spinning). On one thread every BLAS access is the caller's, and a race between it and the
 # communication thread is still seen.
 export OPENBLAS_NUM_THREADS=1
+# Open MPI is not instrumented: TSan cannot see the synchronisation inside it, so reports
+# whose stacks lie only in its libraries are suppressed (tests/sanitizers/tsan.supp).
 export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/sanitizers/tsan.supp"
 cd build-tsan
 ctest --output-on-failure --timeout 600 -R "GradientBuckets|GradientReducer|Bf16|TokenReader|TokenDatasetTest|mpi_tests|it.import_data|it.comm_engine"
