@@ -118,13 +118,14 @@ Runtime::Runtime(int& argc, char**& argv, RuntimeOptions options)
     // collectives (loss reduction), so every thread may call MPI.
     int thread_level = 0;
     nonblocking_allreduce_ = comm::choose_nonblocking_allreduce_algorithm();
-    // A stopped or hung rank, or a whole node's, is declared failed within half the
-    // collective timeout, before the watchdog's revoke at the full one.
-    if (survive_failures_)
+    if (survive_failures_) {
+      // A stopped or hung rank, or a whole node's, is declared failed within half the
+      // collective timeout, before the watchdog's revoke at the full one.
       comm::enable_failure_detector(
           comm::detection_seconds(options.collective_timeout_s, std::max(1, launcher.mpirun_local_size)));
-    if (survive_failures_) comm::skip_finalize_fence();  // a host's ranks lost, its daemon not
-    if (survive_failures_) comm::ignore_broken_pipes();  // a write to a lost peer must not end a survivor
+      comm::skip_finalize_fence();   // a host's ranks lost, its daemon not
+      comm::ignore_broken_pipes();   // a write to a lost peer must not end a survivor
+    }
     MIRRORED_MPI_CHECK(MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &thread_level));
     owns_mpi_ = true;
     if (thread_level < MPI_THREAD_MULTIPLE) {
