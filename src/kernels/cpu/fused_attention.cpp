@@ -31,11 +31,12 @@ namespace {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wpsabi"
 
-constexpr int64_t kLanes = 16;  // keys per step of tile_products, and lane_sum's partial sums
-constexpr int64_t kKeyBlock = 64;  // keys per block: the scores of a tile stay in L1
-constexpr int64_t kTileRows = 4;   // queries per tile: 4 x 16 scores in registers
+constexpr int64_t kLanes = 16;      // keys are padded to multiples of this; lane_sum's partial sums
+constexpr int64_t kKeyBlock = 64;   // keys per block: the scores of a tile stay in L1
+constexpr int64_t kScoreRows = 4;   // query rows of one register tile of scores
+constexpr int64_t kTileRows = 8;    // forward: query rows that share one pass over the key blocks
 constexpr int64_t kQueryBlock = 16;  // backward: query rows per pass over a key block's dK, dV
-constexpr int64_t kWidthStep = 2 * kLanes;  // head channels per pass of accumulate_products
+constexpr int64_t kWidthStep = 32;   // head channels per pass of accumulate_rows
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
@@ -90,31 +91,51 @@ MIRRORED_ALWAYS_INLINE void store(float* p, V v) {
   std::memcpy(p, &v, sizeof v);
 }
 
-// s[i][j] = sum_d a[i][d] bt[d][j] for kTileRows rows i and j < key_count rounded up to 16:
-// the scores (a = q, bt = k^T) or the probability gradients (a = dO, bt = v^T) of a tile.
+// Register tiles, sized so that their accumulators (plus the operands of one step) fit the
+// vector registers: 32 with AVX-512, 16 with AVX2 and SSE2. Every sum keeps its own
+// accumulator and adds its terms in increasing order, so the tile shape changes only the
+// speed, never the bits.
 template <class V>
-MIRRORED_ALWAYS_INLINE void tile_products(const float* a, int64_t lda, const float* bt, int64_t ldb, int64_t depth,
-                                          int64_t key_count, float* s /* [kTileRows][kKeyBlock] */) {
-  constexpr int64_t kVectors = kLanes / kWidth<V>;
-  for (int64_t j = 0; j < key_count; j += kLanes) {
-    V acc[kTileRows][kVectors] = {};
-    for (int64_t d = 0; d < depth; ++d) {
-      V b[kVectors];
-      for (int64_t v = 0; v < kVectors; ++v) b[v] = load<V>(bt + d * ldb + j + v * kWidth<V>);
-      for (int64_t i = 0; i < kTileRows; ++i) {
-        const float f = a[i * lda + d];
-        for (int64_t v = 0; v < kVectors; ++v) acc[i][v] += f * b[v];
-      }
+constexpr int64_t kScoreVectors = kWidth<V> == 16 ? 4 : kLanes / kWidth<V>;  // of keys: 4 x 64 keys or 4 x 16
+template <class V>
+constexpr int64_t kAccumulateRows = kWidth<V> == 16 ? 8 : 2;  // x kWidthStep channels: 8 x 2 or 2 x 4 vectors
+
+// s[i][j] = sum_d a[i][d] bt[d][j] for kScoreRows rows i and kVectors vectors of keys from j0.
+template <class V, int64_t kVectors>
+MIRRORED_ALWAYS_INLINE void score_tile(const float* a, int64_t lda, const float* bt, int64_t ldb, int64_t depth,
+                                       int64_t j0, float* s /* [kScoreRows][kKeyBlock] */) {
+  V acc[kScoreRows][kVectors] = {};
+  for (int64_t d = 0; d < depth; ++d) {
+    V b[kVectors];
+    for (int64_t v = 0; v < kVectors; ++v) b[v] = load<V>(bt + d * ldb + j0 + v * kWidth<V>);
+    for (int64_t i = 0; i < kScoreRows; ++i) {
+      const float f = a[i * lda + d];
+      for (int64_t v = 0; v < kVectors; ++v) acc[i][v] += f * b[v];
     }
-    for (int64_t i = 0; i < kTileRows; ++i)
-      for (int64_t v = 0; v < kVectors; ++v) store<V>(s + i * kKeyBlock + j + v * kWidth<V>, acc[i][v]);
   }
+  for (int64_t i = 0; i < kScoreRows; ++i)
+    for (int64_t v = 0; v < kVectors; ++v) store<V>(s + i * kKeyBlock + j0 + v * kWidth<V>, acc[i][v]);
 }
 
-// acc[i][:width] += sum_{j < count} coef[i][j] m[j][:width] for kRows rows, j increasing.
+// score_tile for keys [0, key_count), key_count a multiple of kLanes: the scores (a = q,
+// bt = k^T) or the probability gradients (a = dO, bt = v^T) of kScoreRows query rows.
+template <class V>
+MIRRORED_ALWAYS_INLINE void tile_products(const float* a, int64_t lda, const float* bt, int64_t ldb, int64_t depth,
+                                          int64_t key_count, float* s) {
+  constexpr int64_t kWide = kScoreVectors<V> * kWidth<V>;
+  int64_t j = 0;
+  for (; j + kWide <= key_count; j += kWide) score_tile<V, kScoreVectors<V>>(a, lda, bt, ldb, depth, j, s);
+  if constexpr (kWide > kLanes)
+    for (; j < key_count; j += kLanes) score_tile<V, kLanes / kWidth<V>>(a, lda, bt, ldb, depth, j, s);
+}
+
+// acc[i][:width] += sum_{j < count} coef(i, j) m[j][:width] for kRows rows, j increasing,
+// where coef(i, j) = coef[i * coef_row + j * coef_col]: a matrix read as it is stored or
+// as its transpose, so that neither P nor dS is ever copied to transpose it.
 template <class V, int64_t kRows>
-MIRRORED_ALWAYS_INLINE void accumulate_rows(float* acc, int64_t ldacc, const float* coef, int64_t ldcoef,
-                                            const float* m, int64_t ldm, int64_t count, int64_t width) {
+MIRRORED_ALWAYS_INLINE void accumulate_rows(float* acc, int64_t ldacc, const float* coef, int64_t coef_row,
+                                            int64_t coef_col, const float* m, int64_t ldm, int64_t count,
+                                            int64_t width) {
   constexpr int64_t kVectors = kWidthStep / kWidth<V>;
   for (int64_t c0 = 0; c0 < width; c0 += kWidthStep) {
     V a[kRows][kVectors];
@@ -124,7 +145,7 @@ MIRRORED_ALWAYS_INLINE void accumulate_rows(float* acc, int64_t ldacc, const flo
       V b[kVectors];
       for (int64_t v = 0; v < kVectors; ++v) b[v] = load<V>(m + j * ldm + c0 + v * kWidth<V>);
       for (int64_t i = 0; i < kRows; ++i) {
-        const float f = coef[i * ldcoef + j];
+        const float f = coef[i * coef_row + j * coef_col];
         for (int64_t v = 0; v < kVectors; ++v) a[i][v] += f * b[v];
       }
     }
@@ -133,15 +154,18 @@ MIRRORED_ALWAYS_INLINE void accumulate_rows(float* acc, int64_t ldacc, const flo
   }
 }
 
-// accumulate_rows over `rows` rows (pairs, then a last single one).
-template <class V>
-MIRRORED_ALWAYS_INLINE void accumulate_products(float* acc, int64_t ldacc, const float* coef, int64_t ldcoef,
-                                                const float* m, int64_t ldm, int64_t rows, int64_t count,
-                                                int64_t width) {
+// accumulate_rows over `rows` rows: tiles of kAccumulateRows, then halves of that.
+template <class V, int64_t kRows = kAccumulateRows<V>>
+MIRRORED_ALWAYS_INLINE void accumulate_products(float* acc, int64_t ldacc, const float* coef, int64_t coef_row,
+                                                int64_t coef_col, const float* m, int64_t ldm, int64_t rows,
+                                                int64_t count, int64_t width) {
   int64_t i = 0;
-  for (; i + 2 <= rows; i += 2)
-    accumulate_rows<V, 2>(acc + i * ldacc, ldacc, coef + i * ldcoef, ldcoef, m, ldm, count, width);
-  if (i < rows) accumulate_rows<V, 1>(acc + i * ldacc, ldacc, coef + i * ldcoef, ldcoef, m, ldm, count, width);
+  for (; i + kRows <= rows; i += kRows)
+    accumulate_rows<V, kRows>(acc + i * ldacc, ldacc, coef + i * coef_row, coef_row, coef_col, m, ldm, count, width);
+  if constexpr (kRows > 1)
+    if (i < rows)
+      accumulate_products<V, kRows / 2>(acc + i * ldacc, ldacc, coef + i * coef_row, coef_row, coef_col, m, ldm,
+                                        rows - i, count, width);
 }
 
 // The maximum of x[0, n), n a multiple of kLanes (a maximum is exact: any order will do).
@@ -197,7 +221,9 @@ MIRRORED_ALWAYS_INLINE void fused_attention_forward_head_body(const float* qkv, 
     for (int64_t j0 = 0; j0 <= last; j0 += kKeyBlock) {
       const int64_t keys = std::min(kKeyBlock, last - j0 + 1);
       const int64_t keys_padded = round_up(keys, kLanes);
-      tile_products<V>(q + r0 * l.width, l.width, kt + j0 * l.hs, kKeyBlock, l.hs, keys_padded, s);
+      for (int64_t i0 = 0; i0 <= last - r0; i0 += kScoreRows)
+        tile_products<V>(q + (r0 + i0) * l.width, l.width, kt + j0 * l.hs, kKeyBlock, l.hs, keys_padded,
+                         s + i0 * kKeyBlock);
       for (int64_t i = 0; i <= last - r0; ++i) {
         float* p = s + i * kKeyBlock;
         const int64_t valid = std::min(keys, r0 + i - j0 + 1);  // keys j <= the row's position
@@ -219,7 +245,7 @@ MIRRORED_ALWAYS_INLINE void fused_attention_forward_head_body(const float* qkv, 
         }
         row_max[i] = new_max;
       }
-      accumulate_products<V>(o, l.width, s, kKeyBlock, v + j0 * l.width, l.width, last - r0 + 1, keys, l.width);
+      accumulate_products<V>(o, l.width, s, kKeyBlock, 1, v + j0 * l.width, l.width, last - r0 + 1, keys, l.width);
     }
     for (int64_t i = 0; i <= last - r0; ++i) {
       const float inv = 1.0f / row_sum[i];
@@ -258,15 +284,18 @@ MIRRORED_ALWAYS_INLINE void fused_attention_backward_head_body(const float* qkv,
   pack_transposed(qkv + 2 * l.c, ld, l, w.vt.data());
   pack_rows(dout, l.c, l, w.dout.data());
   std::fill(w.dq.begin(), w.dq.end(), 0.0f);
-  // delta[r] = dO[r] . O[r] = sum_j P[r][j] dP[r][j], the softmax backward's row term.
-  for (int64_t r = 0; r < l.t; ++r) {
-    float sum = 0.0f;
-    for (int64_t d = 0; d < l.hs; ++d) sum += dout[r * l.c + d] * out[r * l.c + d];
-    w.delta[static_cast<size_t>(r)] = sum;
+  // delta[r] = dO[r] . O[r] = sum_j P[r][j] dP[r][j], the softmax backward's row term: each
+  // row's sum in channel order, kDeltaRows rows side by side so that the sums overlap.
+  constexpr int64_t kDeltaRows = 8;
+  for (int64_t r0 = 0; r0 < l.t; r0 += kDeltaRows) {
+    const int64_t rows = std::min(kDeltaRows, l.t - r0);
+    float sum[kDeltaRows] = {};
+    for (int64_t d = 0; d < l.hs; ++d)
+      for (int64_t i = 0; i < rows; ++i) sum[i] += dout[(r0 + i) * l.c + d] * out[(r0 + i) * l.c + d];
+    for (int64_t i = 0; i < rows; ++i) w.delta[static_cast<size_t>(r0 + i)] = sum[i];
   }
-  // P and dS of kQueryBlock query rows against one key block, and their transposes.
+  // P and dS of kQueryBlock query rows against one key block.
   alignas(64) float p[kQueryBlock * kKeyBlock], ds[kQueryBlock * kKeyBlock];
-  alignas(64) float pt[kKeyBlock * kQueryBlock], dst[kKeyBlock * kQueryBlock];
   for (int64_t j0 = 0; j0 < l.t; j0 += kKeyBlock) {
     const int64_t block_keys = std::min(kKeyBlock, l.t - j0);
     std::fill(w.dk.begin(), w.dk.end(), 0.0f);
@@ -275,8 +304,8 @@ MIRRORED_ALWAYS_INLINE void fused_attention_backward_head_body(const float* qkv,
       const int64_t query_rows = std::min(kQueryBlock, l.t - q0);
       const int64_t keys = std::min(block_keys, q0 + query_rows - j0);  // keys any row of the block sees
       const int64_t keys_padded = round_up(keys, kLanes);
-      for (int64_t r0 = q0; r0 < q0 + query_rows; r0 += kTileRows) {
-        const int64_t rows = std::min(kTileRows, q0 + query_rows - r0);
+      for (int64_t r0 = q0; r0 < q0 + query_rows; r0 += kScoreRows) {
+        const int64_t rows = std::min(kScoreRows, q0 + query_rows - r0);
         float* tile_p = p + (r0 - q0) * kKeyBlock;
         float* tile_ds = ds + (r0 - q0) * kKeyBlock;
         tile_products<V>(w.q.data() + r0 * l.width, l.width, w.kt.data() + j0 * l.hs, kKeyBlock, l.hs, keys_padded,
@@ -292,19 +321,15 @@ MIRRORED_ALWAYS_INLINE void fused_attention_backward_head_body(const float* qkv,
           for (int64_t j = 0; j < valid; ++j) dsi[j] = pi[j] * (dsi[j] - row_delta);
           for (int64_t j = valid; j < keys; ++j) pi[j] = dsi[j] = 0.0f;
         }
-        // dQ[r] += dS[r][j] K[j] (scaled at the end), keys in increasing order per row.
-        accumulate_products<V>(w.dq.data() + r0 * l.width, l.width, tile_ds, kKeyBlock, w.k.data() + j0 * l.width,
-                               l.width, rows, keys, l.width);
       }
-      // dV[j] += P[r][j] dO[r] and dK[j] += dS[r][j] Q[r], rows in increasing order per key.
-      for (int64_t i = 0; i < query_rows; ++i)
-        for (int64_t j = 0; j < keys; ++j) {
-          pt[j * kQueryBlock + i] = p[i * kKeyBlock + j];
-          dst[j * kQueryBlock + i] = ds[i * kKeyBlock + j];
-        }
-      accumulate_products<V>(w.dv.data(), l.width, pt, kQueryBlock, w.dout.data() + q0 * l.width, l.width, keys,
+      // dQ[r] += dS[r][j] K[j] (scaled at the end), keys in increasing order per row.
+      accumulate_products<V>(w.dq.data() + q0 * l.width, l.width, ds, kKeyBlock, 1, w.k.data() + j0 * l.width,
+                             l.width, query_rows, keys, l.width);
+      // dV[j] += P[r][j] dO[r] and dK[j] += dS[r][j] Q[r], rows in increasing order per key:
+      // P and dS read as their transposes.
+      accumulate_products<V>(w.dv.data(), l.width, p, 1, kKeyBlock, w.dout.data() + q0 * l.width, l.width, keys,
                              query_rows, l.width);
-      accumulate_products<V>(w.dk.data(), l.width, dst, kQueryBlock, w.q.data() + q0 * l.width, l.width, keys,
+      accumulate_products<V>(w.dk.data(), l.width, ds, 1, kKeyBlock, w.q.data() + q0 * l.width, l.width, keys,
                              query_rows, l.width);
     }
     for (int64_t j = 0; j < block_keys; ++j) {
