@@ -4,12 +4,19 @@
 // log-sum-exp per query row; backward recomputes the probabilities from it, one key block
 // at a time, holding that block's dK and dV and the head's dQ in scratch.
 //
+// Speed: the products run in register tiles as large as the vector registers allow (4 rows
+// x 64 keys and 8 rows x 32 channels with AVX-512), and a row's softmax step stays in
+// registers with the key count fixed when compiling (16, 32, 48 or 64): the exponential
+// (simd_exp.h), the causal mask as bit masks, and its maximum and sum reduced by a tree.
+//
 // Bits: every output element is a chain of IEEE operations in a fixed order set by the
 // block sizes only (keys in increasing order, the head dimension in increasing order,
-// query rows in increasing order), computed by one thread. The (batch, head) pairs are
-// spread over OpenMP threads, never split, so 1 or N threads give the same bits; vectors
-// of 4, 8 or 16 floats (the clones of simd_dispatch.h) only ever hold independent output
-// elements, never a sum across lanes, so every SIMD width gives the same bits too.
+// query rows in increasing order; a row's maximum and sum over a key block in kLanes
+// partial results by key modulo kLanes, then reduce_lanes's tree), computed by one thread.
+// The (batch, head) pairs are spread over OpenMP threads, never split, so 1 or N threads
+// give the same bits; vectors of 4, 8 or 16 floats (the clones of simd_dispatch.h) only
+// ever hold independent elements, never a sum across lanes, so every SIMD width gives the
+// same bits too, and so does the shape of a register tile.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -22,16 +29,17 @@
 #include "cpu_kernels.h"
 #include "mirrored/kernels/transformer_math.h"
 #include "simd_dispatch.h"
+#include "simd_exp.h"
 
 namespace mirrored::kernels::cpu {
 namespace {
 
 // Vectors pass between always-inlined functions only, never through a call: GCC's notes on
-// the AVX and AVX-512 calling conventions do not apply.
-#pragma GCC diagnostic push
+// the AVX and AVX-512 calling conventions do not apply (to the end of the file, where the
+// templates are instantiated).
 #pragma GCC diagnostic ignored "-Wpsabi"
 
-constexpr int64_t kLanes = 16;      // keys are padded to multiples of this; lane_sum's partial sums
+constexpr int64_t kLanes = 16;      // keys are padded to multiples of this; partial maxima and sums
 constexpr int64_t kKeyBlock = 64;   // keys per block: the scores of a tile stay in L1
 constexpr int64_t kScoreRows = 4;   // query rows of one register tile of scores
 constexpr int64_t kTileRows = 8;    // forward: query rows that share one pass over the key blocks
@@ -168,27 +176,113 @@ MIRRORED_ALWAYS_INLINE void accumulate_products(float* acc, int64_t ldacc, const
                                         rows - i, count, width);
 }
 
-// The maximum of x[0, n), n a multiple of kLanes (a maximum is exact: any order will do).
-template <class V>
-MIRRORED_ALWAYS_INLINE float max_of(const float* x, int64_t n) {
-  V m = load<V>(x);
-  for (int64_t j = kWidth<V>; j < n; j += kWidth<V>) {
-    const V v = load<V>(x + j);
-    m = v > m ? v : m;
-  }
-  float result = m[0];
-  for (int64_t l = 1; l < kWidth<V>; ++l) result = std::max(result, m[l]);
-  return result;
+// kLanes partial results reduced to one by a fixed tree (lane l with lane l + 8, then l + 4,
+// l + 2, l + 1): the same operations at every vector width, 4 deep instead of 15.
+template <class V, class Op>
+MIRRORED_ALWAYS_INLINE float reduce_lanes(const V (&partial)[kLanes / kWidth<V>], Op op) {
+  alignas(64) float lanes[kLanes];
+  for (int64_t v = 0; v < kLanes / kWidth<V>; ++v) store<V>(lanes + v * kWidth<V>, partial[v]);
+  for (int64_t l = 0; l < 8; ++l) lanes[l] = op(lanes[l], lanes[l + 8]);
+  for (int64_t l = 0; l < 4; ++l) lanes[l] = op(lanes[l], lanes[l + 4]);
+  for (int64_t l = 0; l < 2; ++l) lanes[l] = op(lanes[l], lanes[l + 2]);
+  return op(lanes[0], lanes[1]);
+}
+MIRRORED_ALWAYS_INLINE float max_op(float a, float b) { return a > b ? a : b; }
+MIRRORED_ALWAYS_INLINE float sum_op(float a, float b) { return a + b; }
+
+// Masks of the keys j < valid among kKeys, one per vector: the causal mask of one row.
+template <class V, int64_t kKeys>
+MIRRORED_ALWAYS_INLINE void causal_masks(int64_t valid, IntLanes<V> (&keep)[kKeys / kWidth<V>]) {
+  IntLanes<V> index;
+  for (int64_t l = 0; l < kWidth<V>; ++l) index[l] = static_cast<int32_t>(l);
+  for (int64_t k = 0; k < kKeys / kWidth<V>; ++k)
+    keep[k] = index + static_cast<int32_t>(k * kWidth<V>) < static_cast<int32_t>(valid);
 }
 
-// The sum of x[0, n), n a multiple of kLanes, in kLanes interleaved partial sums.
-MIRRORED_ALWAYS_INLINE float lane_sum(const float* x, int64_t n) {
-  float lanes[kLanes] = {};
-  for (int64_t j = 0; j < n; j += kLanes)
-    for (int64_t l = 0; l < kLanes; ++l) lanes[l] += x[j + l];
-  float sum = 0.0f;
-  for (int64_t l = 0; l < kLanes; ++l) sum += lanes[l];
-  return sum;
+// The masked maximum of one row's kKeys raw scores (keys from `valid` on are -inf).
+template <class V, int64_t kKeys>
+MIRRORED_ALWAYS_INLINE float masked_row_max(const float* s, int64_t valid) {
+  using I = IntLanes<V>;
+  constexpr int64_t kCount = kKeys / kWidth<V>, kGroups = kLanes / kWidth<V>;
+  I keep[kCount];
+  causal_masks<V, kKeys>(valid, keep);
+  const I minus_inf = bits_as<I>(V{} - INFINITY);
+  V partial[kGroups];
+  for (int64_t g = 0; g < kGroups; ++g) partial[g] = V{} - INFINITY;
+  for (int64_t k = 0; k < kCount; ++k) {
+    // Masked keys as -inf by bit operations: GCC splits a select on a combined mask into
+    // one branch per lane.
+    const I x = bits_as<I>(load<V>(s + k * kWidth<V>));
+    const V candidate = bits_as<V>((x & keep[k]) | (minus_inf & ~keep[k]));
+    V& m = partial[k % kGroups];
+    m = candidate > m ? candidate : m;
+  }
+  return reduce_lanes<V>(partial, max_op);
+}
+
+// exp(scale s - m) in place of one row's kKeys raw scores s, 0 from `valid` on; returns
+// their sum (lane j % kLanes of kLanes partial sums, then the tree).
+template <class V, int64_t kKeys>
+MIRRORED_ALWAYS_INLINE float exp_row(float* s, int64_t valid, float scale, float m) {
+  using I = IntLanes<V>;
+  constexpr int64_t kCount = kKeys / kWidth<V>, kGroups = kLanes / kWidth<V>;
+  I keep[kCount];
+  causal_masks<V, kKeys>(valid, keep);
+  V partial[kGroups] = {};
+  for (int64_t k = 0; k < kCount; ++k) {
+    const V e = bits_as<V>(bits_as<I>(softmax_exp_lanes(load<V>(s + k * kWidth<V>) * scale - m)) & keep[k]);
+    store<V>(s + k * kWidth<V>, e);
+    partial[k % kGroups] += e;
+  }
+  return reduce_lanes<V>(partial, sum_op);
+}
+
+// The online softmax's step for `rows` query rows against one key block of kKeys keys (a
+// multiple of kLanes), row i seeing keys j < min(keys, diagonal + i): the raw scores s
+// become exp(scale s - m), where m is the row's running maximum of scaled scores; its
+// running sum and the output accumulated so far, o, follow m. One phase for all rows at a
+// time, so that the rows' independent chains of operations overlap.
+template <class V, int64_t kKeys>
+MIRRORED_ALWAYS_INLINE void online_softmax_tile(float* s, int64_t rows, int64_t diagonal, int64_t keys, float scale,
+                                                bool first, float* row_max, float* row_sum, float* o,
+                                                int64_t width) {
+  float new_max[kTileRows], block_sum[kTileRows];
+  for (int64_t i = 0; i < rows; ++i) {
+    // Rounding is monotone, so the maximum of the scaled scores is the scaled maximum.
+    const float block_max = masked_row_max<V, kKeys>(s + i * kKeyBlock, std::min(keys, diagonal + i)) * scale;
+    new_max[i] = first ? block_max : std::max(row_max[i], block_max);
+  }
+  for (int64_t i = 0; i < rows; ++i)
+    block_sum[i] = exp_row<V, kKeys>(s + i * kKeyBlock, std::min(keys, diagonal + i), scale, new_max[i]);
+  for (int64_t i = 0; i < rows; ++i) {
+    if (first) {
+      row_sum[i] = block_sum[i];
+    } else {
+      // Rescale what earlier blocks summed to the new maximum (by exactly 1 when it held).
+      const float correction = softmax_exp(row_max[i] - new_max[i]);
+      if (correction != 1.0f)
+        for (int64_t d = 0; d < width; ++d) o[i * width + d] *= correction;
+      row_sum[i] = row_sum[i] * correction + block_sum[i];
+    }
+    row_max[i] = new_max[i];
+  }
+}
+
+// The backward's recomputation for one query row against kKeys keys: p = exp(scale s - lse)
+// and ds = p (dp - delta) in place of the scores s and the probability gradients dp, both 0
+// from `valid` on.
+template <class V, int64_t kKeys>
+MIRRORED_ALWAYS_INLINE void softmax_backward_row(float* s, float* dp, int64_t valid, float scale, float lse,
+                                                 float delta) {
+  using I = IntLanes<V>;
+  constexpr int64_t kCount = kKeys / kWidth<V>;
+  I keep[kCount];
+  causal_masks<V, kKeys>(valid, keep);
+  for (int64_t k = 0; k < kCount; ++k) {
+    const V p = bits_as<V>(bits_as<I>(softmax_exp_lanes(load<V>(s + k * kWidth<V>) * scale - lse)) & keep[k]);
+    store<V>(s + k * kWidth<V>, p);
+    store<V>(dp + k * kWidth<V>, p * (load<V>(dp + k * kWidth<V>) - delta));
+  }
 }
 
 // Scratch of one thread, sized for one (batch, head).
@@ -224,26 +318,14 @@ MIRRORED_ALWAYS_INLINE void fused_attention_forward_head_body(const float* qkv, 
       for (int64_t i0 = 0; i0 <= last - r0; i0 += kScoreRows)
         tile_products<V>(q + (r0 + i0) * l.width, l.width, kt + j0 * l.hs, kKeyBlock, l.hs, keys_padded,
                          s + i0 * kKeyBlock);
-      for (int64_t i = 0; i <= last - r0; ++i) {
-        float* p = s + i * kKeyBlock;
-        const int64_t valid = std::min(keys, r0 + i - j0 + 1);  // keys j <= the row's position
-        for (int64_t j = 0; j < valid; ++j) p[j] *= l.scale;
-        for (int64_t j = valid; j < keys_padded; ++j) p[j] = -INFINITY;
-        const float block_max = max_of<V>(p, keys_padded);
-        const float new_max = j0 == 0 ? block_max : std::max(row_max[i], block_max);
-        for (int64_t j = 0; j < valid; ++j) p[j] = softmax_exp(p[j] - new_max);
-        for (int64_t j = valid; j < keys_padded; ++j) p[j] = 0.0f;
-        const float block_sum = lane_sum(p, keys_padded);
-        if (j0 > 0) {
-          // Rescale what earlier blocks summed to the new maximum.
-          const float correction = softmax_exp(row_max[i] - new_max);
-          float* oi = o + i * l.width;
-          for (int64_t d = 0; d < l.width; ++d) oi[d] *= correction;
-          row_sum[i] = row_sum[i] * correction + block_sum;
-        } else {
-          row_sum[i] = block_sum;
-        }
-        row_max[i] = new_max;
+      // Row r0 + i sees keys j <= r0 + i. A key count known when compiling: loops without
+      // remainders, unrolled.
+      const int64_t rows = last - r0 + 1, diagonal = r0 - j0 + 1;
+      switch (keys_padded / kLanes) {
+        case 1: online_softmax_tile<V, 16>(s, rows, diagonal, keys, l.scale, j0 == 0, row_max, row_sum, o, l.width); break;
+        case 2: online_softmax_tile<V, 32>(s, rows, diagonal, keys, l.scale, j0 == 0, row_max, row_sum, o, l.width); break;
+        case 3: online_softmax_tile<V, 48>(s, rows, diagonal, keys, l.scale, j0 == 0, row_max, row_sum, o, l.width); break;
+        default: online_softmax_tile<V, 64>(s, rows, diagonal, keys, l.scale, j0 == 0, row_max, row_sum, o, l.width);
       }
       accumulate_products<V>(o, l.width, s, kKeyBlock, 1, v + j0 * l.width, l.width, last - r0 + 1, keys, l.width);
     }
@@ -317,9 +399,12 @@ MIRRORED_ALWAYS_INLINE void fused_attention_backward_head_body(const float* qkv,
           float* dsi = tile_ds + i * kKeyBlock;
           const int64_t valid = std::min(keys, r0 + i - j0 + 1);
           const float row_lse = lse[r0 + i], row_delta = w.delta[static_cast<size_t>(r0 + i)];
-          for (int64_t j = 0; j < valid; ++j) pi[j] = softmax_exp(pi[j] * l.scale - row_lse);
-          for (int64_t j = 0; j < valid; ++j) dsi[j] = pi[j] * (dsi[j] - row_delta);
-          for (int64_t j = valid; j < keys; ++j) pi[j] = dsi[j] = 0.0f;
+          switch (keys_padded / kLanes) {
+            case 1: softmax_backward_row<V, 16>(pi, dsi, valid, l.scale, row_lse, row_delta); break;
+            case 2: softmax_backward_row<V, 32>(pi, dsi, valid, l.scale, row_lse, row_delta); break;
+            case 3: softmax_backward_row<V, 48>(pi, dsi, valid, l.scale, row_lse, row_delta); break;
+            default: softmax_backward_row<V, 64>(pi, dsi, valid, l.scale, row_lse, row_delta);
+          }
         }
       }
       // dQ[r] += dS[r][j] K[j] (scaled at the end), keys in increasing order per row.
@@ -350,7 +435,6 @@ MIRRORED_SIMD_DISPATCH_VECTOR(fused_attention_backward_head,
                         const HeadLayout* layout, float* dqkv, BackwardScratch* scratch),
                        (qkv, out, lse, dout, layout, dqkv, scratch))
 
-#pragma GCC diagnostic pop
 }  // namespace
 
 // One (batch, head) per iteration, on whichever thread: see the note at the top on bits.
