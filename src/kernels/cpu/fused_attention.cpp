@@ -68,20 +68,47 @@ HeadLayout head_layout(int64_t t, int64_t c, int64_t heads) {
   return l;
 }
 
-// rows x width, row-major: src rows of hs floats (stride ld) copied, the rest zero.
+// rows x width, row-major: src rows of hs floats (stride ld) copied, the rest zero (only
+// the padding is cleared: the scratch is reused for every head).
 MIRRORED_ALWAYS_INLINE void pack_rows(const float* src, int64_t ld, const HeadLayout& l, float* dst) {
-  std::memset(dst, 0, static_cast<size_t>(l.rows * l.width) * sizeof(float));
-  for (int64_t r = 0; r < l.t; ++r) std::memcpy(dst + r * l.width, src + r * ld, static_cast<size_t>(l.hs) * sizeof(float));
+  for (int64_t r = 0; r < l.t; ++r) {
+    std::memcpy(dst + r * l.width, src + r * ld, static_cast<size_t>(l.hs) * sizeof(float));
+    std::memset(dst + r * l.width + l.hs, 0, static_cast<size_t>(l.width - l.hs) * sizeof(float));
+  }
+  std::memset(dst + l.t * l.width, 0, static_cast<size_t>((l.rows - l.t) * l.width) * sizeof(float));
 }
 
 // The transpose, one key block after another: block r / kKeyBlock is hs x kKeyBlock floats
 // at (r / kKeyBlock) hs kKeyBlock, so a block's rows are kKeyBlock floats apart (rows a
-// whole context apart would fall into the same L1 sets); columns past t zero.
+// whole context apart would fall into the same L1 sets); columns past t zero. Squares of
+// 4 x 4 go through registers (four loads, eight shuffles, four stores, against sixteen
+// scalar stores a whole block row apart).
 MIRRORED_ALWAYS_INLINE void pack_transposed(const float* src, int64_t ld, const HeadLayout& l, float* dst) {
-  std::memset(dst, 0, static_cast<size_t>(l.hs * l.rows) * sizeof(float));
-  for (int64_t r = 0; r < l.t; ++r) {
+  using Quad = float __attribute__((vector_size(16)));
+  const int64_t t4 = l.t / 4 * 4, hs4 = l.hs / 4 * 4;
+  for (int64_t r = 0; r < t4; r += 4) {
+    float* block = dst + (r / kKeyBlock) * l.hs * kKeyBlock + r % kKeyBlock;
+    for (int64_t d = 0; d < hs4; d += 4) {
+      Quad x[4];
+      for (int64_t i = 0; i < 4; ++i) std::memcpy(&x[i], src + (r + i) * ld + d, sizeof(Quad));
+      const Quad lo01 = __builtin_shufflevector(x[0], x[1], 0, 4, 1, 5), hi01 = __builtin_shufflevector(x[0], x[1], 2, 6, 3, 7);
+      const Quad lo23 = __builtin_shufflevector(x[2], x[3], 0, 4, 1, 5), hi23 = __builtin_shufflevector(x[2], x[3], 2, 6, 3, 7);
+      const Quad y[4] = {__builtin_shufflevector(lo01, lo23, 0, 1, 4, 5), __builtin_shufflevector(lo01, lo23, 2, 3, 6, 7),
+                         __builtin_shufflevector(hi01, hi23, 0, 1, 4, 5), __builtin_shufflevector(hi01, hi23, 2, 3, 6, 7)};
+      for (int64_t i = 0; i < 4; ++i) std::memcpy(block + (d + i) * kKeyBlock, &y[i], sizeof(Quad));
+    }
+    for (int64_t d = hs4; d < l.hs; ++d)
+      for (int64_t i = 0; i < 4; ++i) block[d * kKeyBlock + i] = src[(r + i) * ld + d];
+  }
+  for (int64_t r = t4; r < l.t; ++r) {
     float* block = dst + (r / kKeyBlock) * l.hs * kKeyBlock + r % kKeyBlock;
     for (int64_t d = 0; d < l.hs; ++d) block[d * kKeyBlock] = src[r * ld + d];
+  }
+  // Only the last block has columns past t.
+  if (l.t < l.rows) {
+    const int64_t last = l.rows - kKeyBlock, from = l.t - last;
+    for (int64_t d = 0; d < l.hs; ++d)
+      std::memset(dst + last * l.hs + d * kKeyBlock + from, 0, static_cast<size_t>(kKeyBlock - from) * sizeof(float));
   }
 }
 
@@ -190,6 +217,23 @@ MIRRORED_ALWAYS_INLINE float reduce_lanes(const V (&partial)[kLanes / kWidth<V>]
 MIRRORED_ALWAYS_INLINE float max_op(float a, float b) { return a > b ? a : b; }
 MIRRORED_ALWAYS_INLINE float sum_op(float a, float b) { return a + b; }
 
+// sum_d a[d] b[d] over d < n: lane d % kLanes of kLanes partial sums, each in increasing d,
+// then reduce_lanes's tree.
+template <class V>
+MIRRORED_ALWAYS_INLINE float row_dot(const float* a, const float* b, int64_t n) {
+  constexpr int64_t kGroups = kLanes / kWidth<V>;
+  V partial[kGroups] = {};
+  const int64_t whole = n / kLanes * kLanes;
+  for (int64_t d = 0; d < whole; d += kWidth<V>) partial[(d / kWidth<V>) % kGroups] += load<V>(a + d) * load<V>(b + d);
+  if (whole < n) {
+    alignas(64) float tail[kLanes] = {}, tail_b[kLanes] = {};
+    std::memcpy(tail, a + whole, static_cast<size_t>(n - whole) * sizeof(float));
+    std::memcpy(tail_b, b + whole, static_cast<size_t>(n - whole) * sizeof(float));
+    for (int64_t g = 0; g < kGroups; ++g) partial[g] += load<V>(tail + g * kWidth<V>) * load<V>(tail_b + g * kWidth<V>);
+  }
+  return reduce_lanes<V>(partial, sum_op);
+}
+
 // Masks of the keys j < valid among kKeys, one per vector: the causal mask of one row.
 template <class V, int64_t kKeys>
 MIRRORED_ALWAYS_INLINE void causal_masks(int64_t valid, IntLanes<V> (&keep)[kKeys / kWidth<V>]) {
@@ -270,7 +314,7 @@ MIRRORED_ALWAYS_INLINE void online_softmax_tile(float* s, int64_t rows, int64_t 
 
 // The backward's recomputation for one query row against kKeys keys: p = exp(scale s - lse)
 // and ds = p (dp - delta) in place of the scores s and the probability gradients dp, both 0
-// from `valid` on.
+// from `valid` on, whatever s and dp held there.
 template <class V, int64_t kKeys>
 MIRRORED_ALWAYS_INLINE void softmax_backward_row(float* s, float* dp, int64_t valid, float scale, float lse,
                                                  float delta) {
@@ -281,7 +325,9 @@ MIRRORED_ALWAYS_INLINE void softmax_backward_row(float* s, float* dp, int64_t va
   for (int64_t k = 0; k < kCount; ++k) {
     const V p = bits_as<V>(bits_as<I>(softmax_exp_lanes(load<V>(s + k * kWidth<V>) * scale - lse)) & keep[k]);
     store<V>(s + k * kWidth<V>, p);
-    store<V>(dp + k * kWidth<V>, p * (load<V>(dp + k * kWidth<V>) - delta));
+    // Masked too: dp past the keys a tile computed is stale and may not be finite.
+    const V ds = p * (load<V>(dp + k * kWidth<V>) - delta);
+    store<V>(dp + k * kWidth<V>, bits_as<V>(bits_as<I>(ds) & keep[k]));
   }
 }
 
@@ -366,16 +412,9 @@ MIRRORED_ALWAYS_INLINE void fused_attention_backward_head_body(const float* qkv,
   pack_transposed(qkv + 2 * l.c, ld, l, w.vt.data());
   pack_rows(dout, l.c, l, w.dout.data());
   std::fill(w.dq.begin(), w.dq.end(), 0.0f);
-  // delta[r] = dO[r] . O[r] = sum_j P[r][j] dP[r][j], the softmax backward's row term: each
-  // row's sum in channel order, kDeltaRows rows side by side so that the sums overlap.
-  constexpr int64_t kDeltaRows = 8;
-  for (int64_t r0 = 0; r0 < l.t; r0 += kDeltaRows) {
-    const int64_t rows = std::min(kDeltaRows, l.t - r0);
-    float sum[kDeltaRows] = {};
-    for (int64_t d = 0; d < l.hs; ++d)
-      for (int64_t i = 0; i < rows; ++i) sum[i] += dout[(r0 + i) * l.c + d] * out[(r0 + i) * l.c + d];
-    for (int64_t i = 0; i < rows; ++i) w.delta[static_cast<size_t>(r0 + i)] = sum[i];
-  }
+  // delta[r] = dO[r] . O[r] = sum_j P[r][j] dP[r][j], the softmax backward's row term.
+  for (int64_t r = 0; r < l.t; ++r)
+    w.delta[static_cast<size_t>(r)] = row_dot<V>(dout + r * l.c, out + r * l.c, l.hs);
   // P and dS of kQueryBlock query rows against one key block.
   alignas(64) float p[kQueryBlock * kKeyBlock], ds[kQueryBlock * kKeyBlock];
   for (int64_t j0 = 0; j0 < l.t; j0 += kKeyBlock) {
@@ -390,10 +429,12 @@ MIRRORED_ALWAYS_INLINE void fused_attention_backward_head_body(const float* qkv,
         const int64_t rows = std::min(kScoreRows, q0 + query_rows - r0);
         float* tile_p = p + (r0 - q0) * kKeyBlock;
         float* tile_ds = ds + (r0 - q0) * kKeyBlock;
-        tile_products<V>(w.q.data() + r0 * l.width, l.width, w.kt.data() + j0 * l.hs, kKeyBlock, l.hs, keys_padded,
+        // Only the keys this tile's rows see; the rest of their rows is masked to 0 below.
+        const int64_t tile_keys = round_up(std::min(keys, r0 + rows - j0), kLanes);
+        tile_products<V>(w.q.data() + r0 * l.width, l.width, w.kt.data() + j0 * l.hs, kKeyBlock, l.hs, tile_keys,
                          tile_p);
-        tile_products<V>(w.dout.data() + r0 * l.width, l.width, w.vt.data() + j0 * l.hs, kKeyBlock, l.hs,
-                         keys_padded, tile_ds);
+        tile_products<V>(w.dout.data() + r0 * l.width, l.width, w.vt.data() + j0 * l.hs, kKeyBlock, l.hs, tile_keys,
+                         tile_ds);
         for (int64_t i = 0; i < rows; ++i) {
           float* pi = tile_p + i * kKeyBlock;
           float* dsi = tile_ds + i * kKeyBlock;
