@@ -18,6 +18,7 @@
 // ever hold independent elements, never a sum across lanes, so every SIMD width gives the
 // same bits too, and so does the shape of a register tile.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -250,14 +251,14 @@ MIRRORED_ALWAYS_INLINE float masked_row_max(const float* s, int64_t valid) {
   constexpr int64_t kCount = kKeys / kWidth<V>, kGroups = kLanes / kWidth<V>;
   I keep[kCount];
   causal_masks<V, kKeys>(valid, keep);
-  const I minus_inf = bits_as<I>(V{} - INFINITY);
+  const I minus_inf = std::bit_cast<I>(V{} - INFINITY);
   V partial[kGroups];
   for (int64_t g = 0; g < kGroups; ++g) partial[g] = V{} - INFINITY;
   for (int64_t k = 0; k < kCount; ++k) {
     // Masked keys as -inf by bit operations: GCC splits a select on a combined mask into
     // one branch per lane.
-    const I x = bits_as<I>(load<V>(s + k * kWidth<V>));
-    const V candidate = bits_as<V>((x & keep[k]) | (minus_inf & ~keep[k]));
+    const I x = std::bit_cast<I>(load<V>(s + k * kWidth<V>));
+    const V candidate = std::bit_cast<V>((x & keep[k]) | (minus_inf & ~keep[k]));
     V& m = partial[k % kGroups];
     m = candidate > m ? candidate : m;
   }
@@ -274,7 +275,7 @@ MIRRORED_ALWAYS_INLINE float exp_row(float* s, int64_t valid, float scale, float
   causal_masks<V, kKeys>(valid, keep);
   V partial[kGroups] = {};
   for (int64_t k = 0; k < kCount; ++k) {
-    const V e = bits_as<V>(bits_as<I>(softmax_exp_lanes(load<V>(s + k * kWidth<V>) * scale - m)) & keep[k]);
+    const V e = std::bit_cast<V>(std::bit_cast<I>(softmax_exp_lanes(load<V>(s + k * kWidth<V>) * scale - m)) & keep[k]);
     store<V>(s + k * kWidth<V>, e);
     partial[k % kGroups] += e;
   }
@@ -323,11 +324,11 @@ MIRRORED_ALWAYS_INLINE void softmax_backward_row(float* s, float* dp, int64_t va
   I keep[kCount];
   causal_masks<V, kKeys>(valid, keep);
   for (int64_t k = 0; k < kCount; ++k) {
-    const V p = bits_as<V>(bits_as<I>(softmax_exp_lanes(load<V>(s + k * kWidth<V>) * scale - lse)) & keep[k]);
+    const V p = std::bit_cast<V>(std::bit_cast<I>(softmax_exp_lanes(load<V>(s + k * kWidth<V>) * scale - lse)) & keep[k]);
     store<V>(s + k * kWidth<V>, p);
     // Masked too: dp past the keys a tile computed is stale and may not be finite.
     const V ds = p * (load<V>(dp + k * kWidth<V>) - delta);
-    store<V>(dp + k * kWidth<V>, bits_as<V>(bits_as<I>(ds) & keep[k]));
+    store<V>(dp + k * kWidth<V>, std::bit_cast<V>(std::bit_cast<I>(ds) & keep[k]));
   }
 }
 

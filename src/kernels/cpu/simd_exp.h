@@ -3,8 +3,8 @@
 // keep whole rows in registers (fused_attention.cpp): the scalar formula's operations in
 // its order, lane by lane, so every lane has the scalar function's bits and the CPU and
 // CUDA kernels still share one formula. tests/unit/test_simd_exp.cpp holds them equal.
+#include <bit>
 #include <cstdint>
-#include <cstring>
 
 #include "mirrored/kernels/transformer_math.h"
 
@@ -34,14 +34,6 @@ struct IntVector<64> {
 template <class V>
 using IntLanes = typename IntVector<sizeof(V)>::type;
 
-template <class To, class From>
-[[gnu::always_inline]] inline To bits_as(From x) {
-  static_assert(sizeof(To) == sizeof(From));
-  To y;
-  std::memcpy(&y, &x, sizeof y);
-  return y;
-}
-
 // exp_nonpositive, lane by lane.
 template <class V>
 [[gnu::always_inline]] inline V exp_nonpositive_lanes(V x) {
@@ -57,7 +49,7 @@ template <class V>
   p = p * r + 1.0f;
   p = p * r + 1.0f;
   const I scale = (__builtin_convertvector(n, I) + 127) << 23;
-  return p * bits_as<V>(scale);
+  return p * std::bit_cast<V>(scale);
 }
 
 // softmax_exp, lane by lane: fabsf and copysignf as the sign bit's masks.
@@ -67,11 +59,11 @@ template <class V>
   constexpr int32_t kSign = INT32_MIN;
   constexpr int32_t kFloor = std::bit_cast<int32_t>(87.0f);
   constexpr int32_t kInf = 0x7f800000;
-  const I xbits = bits_as<I>(x);
+  const I xbits = std::bit_cast<I>(x);
   const I bits = xbits & ~kSign;
   const I clamped = bits < kFloor ? bits : I{} + kFloor;
-  const V e = exp_nonpositive_lanes(bits_as<V>(clamped | (xbits & kSign)));
-  return bits_as<V>((bits_as<I>(e) & (bits < kFloor)) | (xbits & (bits > kInf)));
+  const V e = exp_nonpositive_lanes(std::bit_cast<V>(clamped | (xbits & kSign)));
+  return std::bit_cast<V>((std::bit_cast<I>(e) & (bits < kFloor)) | (xbits & (bits > kInf)));
 }
 
 #pragma GCC diagnostic pop
