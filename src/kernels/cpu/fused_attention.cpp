@@ -285,8 +285,8 @@ MIRRORED_ALWAYS_INLINE float exp_row(float* s, int64_t valid, float scale, float
 // The online softmax's step for `rows` query rows against one key block of kKeys keys (a
 // multiple of kLanes), row i seeing keys j < min(keys, diagonal + i): the raw scores s
 // become exp(scale s - m), where m is the row's running maximum of scaled scores; its
-// running sum and the output accumulated so far, o, follow m. One phase for all rows at a
-// time, so that the rows' independent chains of operations overlap.
+// running sum and the output accumulated so far, o, follow m. Phase by phase over the rows
+// (maxima, then exponentials, then the running state); the order changes no bits.
 template <class V, int64_t kKeys>
 MIRRORED_ALWAYS_INLINE void online_softmax_tile(float* s, int64_t rows, int64_t diagonal, int64_t keys, float scale,
                                                 bool first, float* row_max, float* row_sum, float* o,
