@@ -12,7 +12,7 @@ shift
 # 5 by default; the system's when built with MIRRORED_MPI=system).
 mirrored_mpi_for_launch "$1"
 flags=(-np "$np" --bind-to none)
-if mirrored_wants_shrink "$@"; then flags+=("${MIRRORED_FT_FLAGS[@]}"); fi
+if mirrored_wants_shrink "$@"; then mirrored_ft_flags "$1"; flags+=("${MIRRORED_FT_FLAGS[@]}"); fi
 # Ranks set their own thread counts (threads = cores / local ranks) and bind themselves to
 # disjoint cores (bind_cores = auto), so Open MPI's default core binding, which would pin
 # a rank's BLAS threads to one core, is switched off here. A launcher binding (--bind-to

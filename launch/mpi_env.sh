@@ -81,17 +81,41 @@ mirrored_wants_shrink() {
 # shrank past the node's ranks long before, would be killed minutes into going on. Without
 # it, mpirun waits for that node's ranks after mirrored has finished, and
 # mirrored_wait_launcher ends it.
+#
+# mirrored_ft_flags PROGRAM sets them, and when PROGRAM is mirrored adds its rank agent as the
+# daemons' exec agent (`mirrored rank-agent`, src/cli/rank_agent_command.cpp): PRRTE also ends
+# the job when it loses a daemon (every process of a node killed while its kernel lives), and
+# the agent keeps the survivors out of reach of that ending, which they outlive (they go on
+# without mpirun; mirrored_wait_survivors then waits for them). PRRTE splits the agent's
+# command at spaces: a path with a space goes without it (such a loss then ends the job).
 MIRRORED_FT_FLAGS=(--with-ft ulfm --prtemca oob_tcp_keepalive_time 0)
+mirrored_ft_flags() {
+  local program path
+  MIRRORED_FT_FLAGS=(--with-ft ulfm --prtemca oob_tcp_keepalive_time 0)
+  export MIRRORED_RANK_AGENT=0
+  program=$(command -v "$1" 2>/dev/null) || return 0
+  [[ "$(basename "$program")" == mirrored ]] || return 0
+  path=$(realpath "$program")
+  if [[ "$path" == *" "* ]]; then
+    echo "warning: '$path' has a space: no rank agent (a lost node's daemon will end the job)" >&2
+    return 0
+  fi
+  MIRRORED_FT_FLAGS+=(--prtemca odls_base_exec_agent "$path rank-agent")
+  export MIRRORED_RANK_AGENT=1
+}
 
-# mirrored_slurm_launcher ARGS...: for the sbatch scripts, given mirrored's train arguments,
-# sets `launcher` (MIRRORED_LAUNCHER, else srun) and `ft` (the mpirun flags). With
-# on_failure = shrink, ft is MIRRORED_FT_FLAGS and the default launcher mpirun inside the
+# mirrored_slurm_launcher PROGRAM ARGS...: for the sbatch scripts, given mirrored and its train
+# arguments, sets `launcher` (MIRRORED_LAUNCHER, else srun) and `ft` (the mpirun flags). With
+# on_failure = shrink, ft is mirrored_ft_flags's and the default launcher mpirun inside the
 # allocation: under srun --mpi=pmix, Slurm's PMIx plugin kills the whole step (SIGKILL) when
 # a rank dies, --kill-on-bad-exit=0 or not, and mirrored refuses shrink there.
 mirrored_slurm_launcher() {
+  local program=$1
+  shift
   launcher=${MIRRORED_LAUNCHER:-srun}
   ft=()
   mirrored_wants_shrink "$@" || return 0
+  mirrored_ft_flags "$program"
   ft=("${MIRRORED_FT_FLAGS[@]}")
   if [[ -z "${MIRRORED_LAUNCHER:-}" ]]; then
     launcher=mpirun
@@ -129,12 +153,17 @@ mirrored_expect_exit_status() {
 # the launcher's STATUS, as the return value (0-255). A non-zero STATUS stands. A zero one
 # stands only if mirrored's chief wrote 0; if it wrote nothing, the MPI runtime ended the job
 # before mirrored finished: 9, saying so. Removes the file this script created.
+# When ranks outlived the runtime (mirrored_wait_survivors), what their chief wrote stands
+# whatever the launcher's own status.
 MIRRORED_EXIT_RUNTIME_ENDED=9
 mirrored_exit_status() {
-  local launcher=$1 status=$2 reported=""
+  local launcher=$1 status=$2 reported="" survived=0
   [[ -n "${MIRRORED_EXIT_STATUS_FILE:-}" ]] || return "$status"
+  mirrored_wait_survivors "$launcher" && survived=1
   reported=$(head -c 32 "$MIRRORED_EXIT_STATUS_FILE" 2>/dev/null | tr -dc '0-9')
   if [[ "${MIRRORED_EXIT_STATUS_OURS:-0}" == 1 ]]; then rm -f "$MIRRORED_EXIT_STATUS_FILE"; fi
+  rm -f "$MIRRORED_EXIT_STATUS_FILE.out"
+  if ((survived)) && [[ -n "$reported" ]]; then return $((10#$reported & 255)); fi
   ((status == 0)) || return "$status"
   if [[ -z "$reported" ]]; then
     echo "error: the MPI runtime ended the job before mirrored finished (a lost node's daemon?): $launcher" \
@@ -149,6 +178,39 @@ mirrored_exit_status() {
   fi
   return 0
 }
+
+# mirrored_wait_survivors LAUNCHER: after the launcher exited without mirrored's status.
+# Ranks that outlive the MPI runtime (it ended the job on a lost node's daemon; see
+# mirrored_ft_flags) touch MIRRORED_EXIT_STATUS_FILE every second while they run without it,
+# and copy their output from the loss on to MIRRORED_EXIT_STATUS_FILE.out: this shows that
+# output and waits until the chief writes its status, or until nobody touched the file for
+# 5 s (survivors that died since). True when there were survivors. Only where the launch
+# used the rank agent (MIRRORED_RANK_AGENT=1), which is what lets ranks outlive the runtime.
+mirrored_wait_survivors() {
+  local launcher=$1 file=$MIRRORED_EXIT_STATUS_FILE ended tail_pid=""
+  [[ "${MIRRORED_RANK_AGENT:-0}" == 1 && ! -s "$file" ]] || return 1
+  ended=$(date +%s)
+  # Survivors learn that the runtime is gone as their node's daemon exits, about when mpirun
+  # did, and touch the file within a second of it.
+  while (($(mirrored_mtime "$file") < ended)) && (($(date +%s) - ended < 3)); do sleep 0.2; done
+  (($(mirrored_mtime "$file") >= ended)) || return 1
+  echo "warning: $launcher has exited: the MPI runtime ended the job after losing a node's daemon, but ranks" \
+       "outlived it and go on without it; waiting for their chief's exit status in MIRRORED_EXIT_STATUS_FILE" \
+       "($file; their output since the loss follows)" >&2
+  touch "$file.out"
+  tail -n +1 -f "$file.out" >&2 &
+  tail_pid=$!
+  while [[ ! -s "$file" ]] && (($(date +%s) - $(mirrored_mtime "$file") <= 5)); do sleep 0.2; done
+  sleep 0.3  # the last lines
+  kill "$tail_pid" 2>/dev/null || true
+  wait "$tail_pid" 2>/dev/null || true
+  [[ -s "$file" ]] ||
+    echo "error: the ranks that outlived the MPI runtime stopped reporting without an exit status" >&2
+  return 0
+}
+
+# mirrored_mtime FILE: its modification time in seconds since the epoch (0 when it is gone).
+mirrored_mtime() { stat -c %Y "$1" 2>/dev/null || echo 0; }
 
 # mirrored_launch LAUNCHER_COMMAND...: runs the command, forwards the signals a script
 # receives (TERM, HUP, USR1, USR2; INT as TERM, since a command a script starts in the

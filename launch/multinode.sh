@@ -34,7 +34,7 @@ flags=(--hostfile "$hostfile" -np "$np" --map-by slot --bind-to none)
 # daemons and ranks find it there.
 mirrored_mpi_for_launch "$1"
 if [[ -n "${OPAL_PREFIX:-}" ]]; then flags+=(--prefix "$OPAL_PREFIX"); fi
-if mirrored_wants_shrink "$@"; then flags+=("${MIRRORED_FT_FLAGS[@]}"); fi
+if mirrored_wants_shrink "$@"; then mirrored_ft_flags "$1"; flags+=("${MIRRORED_FT_FLAGS[@]}"); fi
 # Ranks size their own thread pools (threads = cores / ranks on the node); core binding
 # would squeeze a rank's BLAS threads onto one core.
 if [[ $(id -u) -eq 0 ]]; then

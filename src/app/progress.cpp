@@ -64,10 +64,7 @@ std::string format_bar(int64_t epoch, int64_t epochs, int64_t step, int64_t step
 
 ProgressReporter::ProgressReporter(ProgressStyle style, std::FILE* stream) : style_(style), stream_(stream) {}
 
-void ProgressReporter::write(const std::string& text) {
-  std::fwrite(text.data(), 1, text.size(), stream_);
-  std::fflush(stream_);
-}
+void ProgressReporter::write(const std::string& text) { write_output(stream_, text); }
 
 void ProgressReporter::on_train_begin(TrainContext& ctx) {
   active_ = ctx.strategy.is_chief() && style_ != ProgressStyle::kOff;

@@ -12,6 +12,7 @@
 //   mirrored bench train --config FILE [--steps N] [--warmup N]
 //   mirrored bench layers --config FILE [--steps N] [--warmup N]
 //   mirrored --version
+//   mirrored rank-agent PROGRAM [ARGS...]   (started by Open MPI's daemon; rank_agent_command.cpp)
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -94,6 +95,8 @@ static int run_command(int argc, char** argv) {
 }
 
 int main(int argc, char** argv) {
+  // Before anything else: the agent only starts and minds the rank (no BLAS, no MPI).
+  if (argc >= 2 && std::string(argv[1]) == "rank-agent") return mirrored::cli::rank_agent_command(argc - 2, argv + 2);
   mirrored::cli::use_best_blas_core(argv);
   const int status = run_command(argc, argv);
   // After the command's Runtime has finalised MPI: the chief tells the launch script that

@@ -10,6 +10,7 @@
 #include "mirrored/comm/collective_verdict.h"
 #include "mirrored/comm/fault_tolerance.h"
 #include "mirrored/comm/mpi_check.h"
+#include "mirrored/comm/runtime_loss.h"
 #include "mirrored/core/error.h"
 #include "mirrored/core/log.h"
 #include "mirrored/core/process.h"
@@ -135,6 +136,7 @@ void CollectiveWatchdog::run() {
     receive_heartbeats();
     if (take_trace_dump_request()) dump_trace("signal");
     exit_if_orphaned();
+    tend_runtime_loss();
     check_deadlines();
     lock.lock();
     wake_.wait_for(lock, kPollInterval, [this] { return stopping_.load(); });
@@ -358,6 +360,7 @@ void CollectiveWatchdog::abort_unrecovered() {
 void CollectiveWatchdog::exit_if_orphaned() const {
   const int64_t daemon = launcher_daemon_.load();
   if (daemon == 0 || static_cast<int64_t>(getppid()) == daemon) return;
+  if (outlives_runtime()) return;  // the job lost a node and this rank survives the runtime's end
   rank_error(str_cat("the launcher daemon that started this rank (pid ", daemon,
                      ") is gone: the MPI runtime ended the job, or this node's daemon died; exiting"));
   std::fflush(nullptr);

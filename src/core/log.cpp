@@ -1,5 +1,7 @@
 #include "mirrored/core/log.h"
 
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdio>
 
@@ -9,15 +11,27 @@ namespace mirrored {
 namespace {
 std::atomic<LogLevel> g_level{LogLevel::kInfo};
 
+std::atomic<int> g_copy_fd{-1};
+
 void emit(FILE* stream, const std::string& line) {
-  // One fwrite per line so lines from several threads or ranks do not interleave mid-line.
   std::string text = line;
   text.push_back('\n');
-  std::fwrite(text.data(), 1, text.size(), stream);
-  std::fflush(stream);
+  write_output(stream, text);
 }
 bool is_chief() { return process_identity().rank == 0; }
 }  // namespace
+
+void write_output(std::FILE* stream, const std::string& text) {
+  // One write per line so lines from several threads or ranks do not interleave mid-line.
+  std::fwrite(text.data(), 1, text.size(), stream);
+  std::fflush(stream);
+  const int copy = g_copy_fd.load();
+  if (copy >= 0 && ::write(copy, text.data(), text.size()) < 0) {
+    // Nowhere left to say it: the copy is best effort.
+  }
+}
+
+void copy_output_to(int fd) { g_copy_fd = fd; }
 
 void set_log_level(LogLevel level) { g_level = level; }
 LogLevel log_level() { return g_level; }

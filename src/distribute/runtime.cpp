@@ -18,6 +18,7 @@
 #include "mirrored/comm/mpi_check.h"
 #include "mirrored/comm/mpi_communicator.h"
 #include "mirrored/comm/mpi_tuning.h"
+#include "mirrored/comm/runtime_loss.h"
 #include "mirrored/core/cuda_memory.h"
 #include "mirrored/core/log.h"
 #include "mirrored/core/process.h"
@@ -149,10 +150,14 @@ Runtime::Runtime(int& argc, char**& argv, RuntimeOptions options)
       // Failures come back as error codes (comm::PeerFailure), for the world and for every
       // communicator duplicated from it (the watchdog's among them), instead of ending the job.
       MIRRORED_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+      // Started by `mirrored rank-agent` (the launch scripts): a lost node's daemon, which
+      // makes Open MPI's runtime end the job, need not end the survivors.
+      comm::watch_runtime_connection();
     }
     watchdog_ = std::make_unique<comm::CollectiveWatchdog>(job_comm_, options.collective_timeout_s,
                                                            options.trace_collectives, on_timeout());
-    // Under mpirun this process's parent is Open MPI's daemon (prted, or mpirun itself).
+    // Under mpirun this process's parent is Open MPI's daemon (prted, or mpirun itself), or
+    // the rank agent it started in the rank's place.
     if (launcher.kind == LauncherEnv::Kind::kOpenMpi) launcher_daemon_ = static_cast<int64_t>(getppid());
     watchdog_->set_launcher_daemon(launcher_daemon_);
     world_ = std::make_unique<comm::MpiCommunicator>(job_comm_, watchdog_.get(), "world");
@@ -268,7 +273,7 @@ void Runtime::exit_if_finalize_hangs() const {
     bool orphaned = false;
     while (std::chrono::steady_clock::now() < deadline && !orphaned) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      orphaned = daemon != 0 && static_cast<int64_t>(getppid()) != daemon;
+      orphaned = daemon != 0 && static_cast<int64_t>(getppid()) != daemon && !comm::outlives_runtime();
     }
     if (!orphaned)
       rank_warning(str_cat("MPI_Finalize has not returned ", fixed(seconds, 0),
@@ -285,6 +290,12 @@ Membership Runtime::shrink_after_failure() {
   comm::revoke_tracked_communicators();
   const Cluster before = cluster_;
   MPI_Comm survivors = comm::shrink_communicator(job_comm_);
+  // Ranks are gone and every survivor agreed: should Open MPI's runtime now end the job (it
+  // does when it lost a node's daemon), this rank goes on without it.
+  int before_size = 0, survivors_size = 0;  // local calls, also on the revoked communicator
+  MPI_Comm_size(job_comm_, &before_size);
+  MPI_Comm_size(survivors, &survivors_size);
+  if (survivors_size < before_size) comm::outlive_runtime_after_loss();
   // The old communicators are revoked: freeing them no longer waits for anyone. The
   // watchdog's stop() synchronises on its (revoked) communicator, which returns at once.
   hierarchical_gradients_.reset();
