@@ -162,7 +162,7 @@ mirrored_exit_status() {
   mirrored_wait_survivors "$launcher" && survived=1
   reported=$(head -c 32 "$MIRRORED_EXIT_STATUS_FILE" 2>/dev/null | tr -dc '0-9')
   if [[ "${MIRRORED_EXIT_STATUS_OURS:-0}" == 1 ]]; then rm -f "$MIRRORED_EXIT_STATUS_FILE"; fi
-  rm -f "$MIRRORED_EXIT_STATUS_FILE.out"
+  rm -f "$MIRRORED_EXIT_STATUS_FILE.out" "$MIRRORED_EXIT_STATUS_FILE.signals"
   if ((survived)) && [[ -n "$reported" ]]; then return $((10#$reported & 255)); fi
   ((status == 0)) || return "$status"
   if [[ -z "$reported" ]]; then
@@ -218,16 +218,28 @@ mirrored_mtime() { stat -c %Y "$1" 2>/dev/null || echo 0; }
 mirrored_launch() {
   # The script's stdin, not /dev/null (what a background command gets), for mpirun to pass on.
   if { true <&0; } 2>/dev/null; then "$@" <&0 & else "$@" & fi
-  local child=$! status=0 sig
+  local child=$! status=0 final=0 sig
   for sig in TERM HUP USR1 USR2; do
     # shellcheck disable=SC2064  # the child's pid, now
-    trap "kill -s $sig $child 2>/dev/null || true" "$sig"
+    trap "kill -s $sig $child 2>/dev/null || true; mirrored_relay_signal $sig" "$sig"
   done
   # shellcheck disable=SC2064
-  trap "kill -s TERM $child 2>/dev/null || true" INT
+  trap "kill -s TERM $child 2>/dev/null || true; mirrored_relay_signal TERM" INT
   mirrored_wait_launcher "$child" "$(basename "$1")" || status=$?
+  # The traps stay while survivors of a lost node may run on without the launcher.
+  mirrored_exit_status "$(basename "$1")" "$status" || final=$?
   trap - TERM INT HUP USR1 USR2
-  mirrored_exit_status "$(basename "$1")" "$status"
+  return "$final"
+}
+
+# mirrored_relay_signal SIG: for ranks that outlive the MPI runtime (mirrored_wait_survivors),
+# which no launcher can signal any more: appends SIG's number to
+# MIRRORED_EXIT_STATUS_FILE.signals, which they read every 100 ms and raise on themselves
+# (a preemption warning, a TERM from an interrupted script). Ranks that still have their
+# launcher get it from there and ignore the file.
+mirrored_relay_signal() {
+  [[ "${MIRRORED_RANK_AGENT:-0}" == 1 && -n "${MIRRORED_EXIT_STATUS_FILE:-}" ]] || return 0
+  kill -l "$1" >>"$MIRRORED_EXIT_STATUS_FILE.signals" 2>/dev/null || true
 }
 
 # mirrored_wait_launcher PID NAME: waits for the launcher PID (a child of this shell) and

@@ -48,6 +48,7 @@ child=$!
 forward() {
   echo "preemptible.sh: SIG$signal (time limit or preemption ahead): asking the trainer to checkpoint and stop"
   kill -s "$signal" "$child" 2>/dev/null || true
+  mirrored_relay_signal "$signal"  # ranks that outlived a lost node's runtime
 }
 # preemption_signal = none: nothing to forward.
 [[ "$signal" == none ]] || trap forward "$signal"
@@ -55,13 +56,14 @@ forward() {
 status=0
 mirrored_wait_launcher "$child" "$(basename "$1")" || status=$?
 
-if ((status == PREEMPTED)); then
-  mirrored_exit_status "$(basename "$1")" "$status" || true  # removes the status file
+# mirrored's own status (the chief's, also from ranks that outlived a lost node's runtime).
+final=0
+mirrored_exit_status "$(basename "$1")" "$status" || final=$?
+if ((final == PREEMPTED)); then
   if [[ -n "${SLURM_JOB_ID:-}" ]]; then
     echo "preemptible.sh: checkpoint written; requeueing job $SLURM_JOB_ID (restart ${SLURM_RESTART_COUNT:-0} -> $((${SLURM_RESTART_COUNT:-0} + 1)))"
     scontrol requeue "$SLURM_JOB_ID" || { echo "preemptible.sh: scontrol requeue failed" >&2; exit 1; }
   fi
   exit 0
 fi
-mirrored_exit_status "$(basename "$1")" "$status"
-exit $?
+exit "$final"

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "mirrored/comm/runtime_loss.h"
 #include "mirrored/core/log.h"
 
 namespace mirrored::comm {
@@ -25,7 +26,10 @@ void abort_job(ExitCode code, const std::string& message) {
   MPI_Finalized(&finalized);
   int size = 1;
   if (initialized && !finalized) MPI_Comm_size(MPI_COMM_WORLD, &size);
-  if (size > 1) MPI_Abort(MPI_COMM_WORLD, static_cast<int>(code));
+  if (size > 1) {
+    relay_abort_to_survivors();  // only while ranks outlive a lost node's runtime
+    MPI_Abort(MPI_COMM_WORLD, static_cast<int>(code));
+  }
   std::_Exit(static_cast<int>(code));
 }
 

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -88,6 +89,36 @@ void silence_standard_output() {
   close(null);
 }
 
+// Signals for ranks that no launcher can reach any more: the launch script appends their
+// numbers, one per line, to <status file>.signals (launch/mpi_env.sh, mirrored_relay_signal),
+// and so does a rank that ends the job (relay_abort_to_survivors). Read from the start: one
+// sent while the runtime was ending (a TERM from an interrupted script) may have reached the
+// agent, which kept it from this rank.
+off_t signals_read = 0;
+
+off_t file_size(const std::string& path) {
+  struct stat info {};
+  return stat(path.c_str(), &info) == 0 ? info.st_size : 0;
+}
+
+void raise_relayed_signals() {
+  const std::string status_file = exit_status_file();
+  if (status_file.empty()) return;
+  const std::string path = status_file + ".signals";
+  const off_t size = file_size(path);
+  if (size <= signals_read) return;
+  std::FILE* file = std::fopen(path.c_str(), "r");
+  if (!file) return;
+  std::fseek(file, signals_read, SEEK_SET);
+  int signal = 0;
+  while (std::fscanf(file, "%d", &signal) == 1) {
+    rank_warning(str_cat("signal ", signal, " relayed by the launch script (the MPI runtime is gone)"));
+    kill(getpid(), signal);
+  }
+  signals_read = std::ftell(file);
+  std::fclose(file);
+}
+
 void on_lost_connection(size_t, int, const void*, void*, size_t, void*, size_t, EventDone done, void* event_data) {
   if (!outlives_runtime()) {
     // Not a loss this rank survives: Open MPI's own handler ends it, as without the agent.
@@ -130,6 +161,18 @@ void outlive_runtime_after_loss() {
   }
 }
 
+void relay_abort_to_survivors() {
+  const std::string status_file = exit_status_file();
+  if (!outlives_runtime() || status_file.empty()) return;
+  const std::string line = str_cat(SIGKILL, "\n");
+  const int fd = open((status_file + ".signals").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  if (write(fd, line.data(), line.size()) < 0) {
+    // Best effort, on the way out: the survivors would go on without this rank.
+  }
+  close(fd);
+}
+
 bool outlives_runtime() { return gone.load() || window_open.load(); }
 
 bool runtime_gone() { return gone.load(); }
@@ -145,7 +188,12 @@ void tend_runtime_loss() {
       tell_agent('r');
     }
   }
-  if (!gone || now < next_touch) return;
+  if (!gone) return;
+  {
+    std::lock_guard<std::mutex> lock(window_mutex);
+    raise_relayed_signals();
+  }
+  if (now < next_touch) return;
   next_touch = now + std::chrono::seconds(1);
   const std::string status_file = exit_status_file();
   if (!status_file.empty()) utimensat(AT_FDCWD, status_file.c_str(), nullptr, 0);

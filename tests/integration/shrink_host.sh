@@ -23,6 +23,10 @@
 #      part 1's checks; mpirun, which would wait for h2's daemon for ever, is ended by
 #      launch/multinode.sh once mirrored's chief has reported (MIRRORED_LAUNCHER_GRACE = 5 s);
 #      the job exits 0 and nothing is left running.
+#   5. the survivors of a lost node (as in 2), running on without mpirun, still hear the
+#      launch script: a preemption warning (SIGUSR1) sent to launch/multinode.sh reaches them
+#      through <MIRRORED_EXIT_STATUS_FILE>.signals; they write the checkpoint of a step they
+#      agree on, the job exits 7 (preempted, requeue to resume) and nothing is left running.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/netns_lib.sh"
 require_data
@@ -119,6 +123,36 @@ status_file=$(grep -ao "MIRRORED_EXIT_STATUS_FILE ([^)]*)" "$WORK/node.log" | se
   fail "every process of h2 killed: the exit status file '$status_file' (or its .out) was left behind"
 echo "ok: every process of h2 killed, its daemon too: Open MPI's runtime ended the job, the survivors went on" \
      "without it and finished on h1's 2 ranks, exit 0, $TOOK s from the kill to the job's end; $MEMBERSHIP"
+# Part 5 (before 4, which leaves h2 cut off): see the header.
+out=$WORK/relay
+long_run=() previous=""
+for arg in "${common[@]}"; do  # common's run, 40 epochs of up to 20000 steps
+  case "$previous" in --epochs) arg=40 ;; --max_steps) arg=20000 ;; esac
+  long_run+=("$arg") previous=$arg
+done
+on_hosts 2 2 train "${long_run[@]}" --on_failure shrink --out "$out" >"$out.log" 2>&1 &
+job=$!
+for _ in $(seq 2400); do
+  grep -q '"kind": "train", "step": 10,' "$out/metrics.jsonl" 2>/dev/null && break
+  kill -0 "$job" 2>/dev/null || { cat "$out.log"; fail "relay: the job ended before step 10"; }
+  sleep 0.05
+done
+script=$(pgrep -o -f "launch/multinode.sh") || fail "relay: no launch/multinode.sh running"
+kill -9 $(host_pids "$H2")
+for _ in $(seq 300); do grep -q "ranks outlived it and go on without it" "$out.log" && break; sleep 0.05; done
+grep -q "ranks outlived it and go on without it" "$out.log" || { cat "$out.log"; fail "relay: mpirun did not end"; }
+kill -USR1 "$script"
+STATUS=0
+wait "$job" || STATUS=$?
+((STATUS == 7)) || { cat "$out.log"; fail "relay: the job exited $STATUS, expected 7 (preempted)"; }
+step=$(sed -nE 's/.*SIGUSR1 \(preemption warning\): checkpoint of step ([0-9]+) written.*/\1/p' "$out.log")
+[[ -n "$step" && -s "$out/checkpoints/$(printf 'ckpt-%09d.h5' "$step")" && ! -e "$out/final.h5" ]] ||
+  { cat "$out.log"; fail "relay: no preemption checkpoint (or a final.h5)"; }
+((step < 20000)) || fail "relay: the run ended before the signal (step $step): nothing was tested"
+nothing_left "relay"
+echo "ok: after h2 was lost and mpirun had exited, a preemption warning sent to launch/multinode.sh reached the" \
+     "survivors: checkpoint of step $step on h1's 2 ranks, exit 7, nothing left"
+
 # Parts 3 and 4: a shrink run writing WORK/NAME with collective_timeout_s = 8 and mpirun's
 # grace 5 s, started in the background (JOB); returns after its step 10.
 start_after_step10() {

@@ -20,7 +20,9 @@
 //     script shows once mpirun has exited;
 //   - the launch script, whose mpirun has exited: while survivors run without the runtime
 //     they touch MIRRORED_EXIT_STATUS_FILE every second (tend_runtime_loss()), and the script
-//     waits for the chief's status there instead of giving up (launch/mpi_env.sh).
+//     waits for the chief's status there instead of giving up (launch/mpi_env.sh);
+//   - signals (a preemption warning, an interrupted script), which mpirun passed on: the
+//     script appends them to <file>.signals, and survivors raise them on themselves.
 //
 // A rank says it outlives the runtime only after its job lost ranks and the survivors
 // agreed on it (a shrink that found ranks gone), and only for kOutliveWindowSeconds: PRRTE
@@ -51,14 +53,19 @@ void outlive_runtime_after_loss();
 // window after a loss, or after the runtime ended while it was open.
 bool outlives_runtime();
 
+// Before this rank ends the job (MPI_Abort) while it outlives the runtime: the runtime's end
+// that follows would not end the others, so they are told through <status file>.signals to
+// end as the runtime would have ended them (SIGKILL).
+void relay_abort_to_survivors();
+
 // The runtime's connection was lost while this rank outlived it: it runs without mpirun.
 bool runtime_gone();
 
 // For a thread that runs several times a second (the watchdog): closes the window of
 // outlive_runtime_after_loss() when it is over and the runtime still lives (the agent passes
-// its signals on again), and while this rank runs without the runtime refreshes
-// MIRRORED_EXIT_STATUS_FILE's modification time once a second, which tells the launch script
-// that survivors still run.
+// its signals on again); while this rank runs without the runtime, raises the signals the
+// launch script relayed and refreshes MIRRORED_EXIT_STATUS_FILE's modification time once a
+// second, which tells the script that survivors still run.
 void tend_runtime_loss();
 
 }  // namespace mirrored::comm
