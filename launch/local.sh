@@ -2,8 +2,9 @@
 # Single-node launch: one rank per process slot, root-safe flags, binding left to mirrored.
 # usage: launch/local.sh NP PROGRAM [ARGS...]
 #   launch/local.sh 2 build/mirrored train --config launch/configs/fmnist_mlp.ini
-# Exit status: mpirun's; 9 when mpirun exited 0 but mirrored did not finish (its chief
-# wrote no status to MIRRORED_EXIT_STATUS_FILE: the MPI runtime ended the job).
+# Exit status: mirrored's (its chief's), else mpirun's; 9 when mpirun exited 0 but mirrored
+# did not finish (its chief wrote no status to MIRRORED_EXIT_STATUS_FILE: the MPI runtime
+# ended the job).
 set -euo pipefail
 source "$(dirname "$0")/mpi_env.sh"
 np=$1

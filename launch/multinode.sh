@@ -16,8 +16,10 @@
 #                               temporary file in the working directory, removed at the end)
 #   MIRRORED_LAUNCHER_GRACE=30  seconds mpirun may run on after mirrored's chief wrote its
 #                               status (waiting for a crashed node's ranks) before it is ended
-# Exit status: mpirun's; 9 when mpirun exited 0 but mirrored did not finish (the MPI runtime
-# ended the job, e.g. on a lost node's daemon): resume from the newest checkpoint.
+# Exit status: mirrored's (its chief's, also when ranks outlived a lost node's runtime; see
+# mirrored_wait_survivors in launch/mpi_env.sh), else mpirun's; 9 when mpirun exited 0 but
+# mirrored did not finish (the MPI runtime ended the job, e.g. on a lost node's daemon, and
+# no ranks went on): resume from the newest checkpoint.
 set -euo pipefail
 if (($# < 3)); then
   echo "usage: launch/multinode.sh HOSTFILE NP PROGRAM [ARGS...]" >&2
@@ -50,7 +52,8 @@ fi
 # mirrored's chief writes its exit status to a file of this run, in the working directory
 # (which every node must see at the same path, as the run directory: after a shrink the chief
 # may be on another node), or at MIRRORED_EXIT_STATUS_FILE. mpirun exits 0 when Open MPI's
-# runtime ends the job on a lost node's daemon: this script then exits 9, saying so.
+# runtime ends the job on a lost node's daemon: with on_failure = shrink the survivors go on
+# without it and this script waits for their chief's status; otherwise it exits 9, saying so.
 mirrored_expect_exit_status "$PWD" "$1"
 
 # Remote ranks start from a fresh login environment: forward what the program reads.
