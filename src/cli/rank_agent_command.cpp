@@ -8,7 +8,8 @@
 // (SIGCONT, SIGTERM, SIGKILL, 250 ms apart) and exits. A rank in its own session is out of
 // reach of those signals; the daemon signals this agent instead, which
 //   - passes on every signal to the rank (so a job ended on purpose, by an MPI_Abort, an
-//     interrupted mpirun or a time limit, ends as before), except
+//     interrupted mpirun or a time limit, ends as before; SIGTERM, SIGINT and SIGHUP after
+//     150 ms, time for a rank whose shrink is under way to say what follows), except
 //   - SIGTERM, SIGINT and SIGHUP while the rank says it outlives the runtime: it writes "h"
 //     to MIRRORED_RANK_AGENT_FD after its job lost ranks and shrank past them, and "r" when
 //     that window closed with the runtime still there (comm/runtime_loss.h); survivors whose
@@ -22,7 +23,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
+#include <chrono>
+#include <cstdint>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -37,6 +41,8 @@ namespace {
 constexpr std::array kPassedOn = {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2, SIGALRM, SIGCONT, SIGQUIT};
 
 bool ends_the_rank(int signal) { return signal == SIGTERM || signal == SIGINT || signal == SIGHUP; }
+// Open MPI's daemons send SIGKILL 250 ms after SIGTERM; what is held back is passed on before.
+constexpr int kHoldBackMs = 150;
 
 // Ends the agent as the rank ended: the same exit status, or the same signal (the daemon
 // tells a killed rank, which a job that survives failures goes on without, from one that
@@ -96,15 +102,30 @@ int rank_agent_command(int argc, char** argv) {
   close(hold[1]);
   const int signals = signalfd(-1, &watched, SFD_CLOEXEC);
   bool outlives_runtime = false;
+  // An ending signal is held back for kHoldBackMs before it is passed on, for the rank to say
+  // it outlives the runtime: the runtime signals every rank as soon as it loses a daemon,
+  // while the rank's shrink past the lost node may be still under way.
+  int pending = 0;
+  auto deadline = std::chrono::steady_clock::now();
   std::array<pollfd, 2> watch = {pollfd{signals, POLLIN, 0}, pollfd{hold[0], POLLIN, 0}};
   for (;;) {
-    if (poll(watch.data(), watch.size(), -1) < 0) continue;  // EINTR
-    if (watch[1].revents != 0) {
+    int timeout_ms = -1;
+    if (pending != 0) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      timeout_ms = static_cast<int>(std::max<int64_t>(0, left.count()));
+    }
+    const int ready = poll(watch.data(), watch.size(), timeout_ms);
+    if (ready < 0) continue;  // EINTR
+    if (ready > 0 && watch[1].revents != 0) {
       char byte = 0;
       if (read(hold[0], &byte, 1) == 1) outlives_runtime = byte == 'h';
       else watch[1].fd = -1;  // the rank closed it, or exited
     }
-    if (watch[0].revents == 0) continue;
+    if (pending != 0 && (outlives_runtime || std::chrono::steady_clock::now() >= deadline)) {
+      if (!outlives_runtime) kill(rank, pending);
+      pending = 0;
+    }
+    if (ready <= 0 || watch[0].revents == 0) continue;
     signalfd_siginfo info{};
     if (read(signals, &info, sizeof info) != static_cast<ssize_t>(sizeof info)) continue;
     const int signal = static_cast<int>(info.ssi_signo);
@@ -113,7 +134,12 @@ int rank_agent_command(int argc, char** argv) {
       if (waitpid(rank, &status, WNOHANG) == rank) end_like(status);
       continue;
     }
-    if (outlives_runtime && ends_the_rank(signal)) continue;
+    if (ends_the_rank(signal)) {
+      if (outlives_runtime || pending != 0) continue;
+      pending = signal;
+      deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kHoldBackMs);
+      continue;
+    }
     kill(rank, signal);
   }
 }

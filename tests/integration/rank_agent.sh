@@ -7,7 +7,8 @@
 #      on purpose);
 #   3. while the rank holds ("h" on MIRRORED_RANK_AGENT_FD: its job lost ranks and shrank),
 #      TERM, INT and HUP stay with the agent, USR1 still passes; after "r" TERM passes again;
-#      an agent killed while the rank holds leaves the rank running (it outlives the runtime).
+#      a hold that comes within 150 ms after a TERM keeps that TERM too; an agent killed while
+#      the rank holds leaves the rank running (it outlives the runtime).
 source "$(dirname "$0")/lib.sh"
 
 # agent SCRIPT: the agent with `bash -c SCRIPT` as its rank, in the background: AGENT.
@@ -65,6 +66,18 @@ sleep 0.2
 kill -TERM "$AGENT"
 ended_with "$AGENT" 4 "TERM after the rank released"
 echo "ok: while the rank holds, TERM, INT and HUP stay with the agent and USR1 passes; after release TERM passes"
+
+# An ending signal waits 150 ms for the rank to hold (its shrink may be under way as the
+# runtime's SIGTERM arrives): a hold that comes after the TERM, within that time, keeps it.
+agent "trap 'touch $WORK/late_term' TERM; touch $WORK/up3
+       while [[ ! -e $WORK/hold_now ]]; do sleep 0.01; done; printf h >&\$MIRRORED_RANK_AGENT_FD
+       sleep 1; exit 5"
+wait_for "$WORK/up3" "late-holding rank"
+kill -TERM "$AGENT"
+touch "$WORK/hold_now"
+ended_with "$AGENT" 5 "a hold right after TERM"
+[[ ! -e "$WORK/late_term" ]] || fail "a TERM followed within 150 ms by the rank's hold reached the rank"
+echo "ok: a TERM the rank's hold follows within 150 ms stays with the agent"
 
 agent "printf h >&\$MIRRORED_RANK_AGENT_FD; echo \$\$ > $WORK/orphan; exec sleep 60"
 wait_for "$WORK/orphan" "orphan rank"
