@@ -19,9 +19,9 @@ int bench_train(int& argc, char**& argv, const Args& args);
 int generate_command(const Args& args);  // one process, CPU
 int export_command(const Args& args);    // one process, CPU
 int bench_layers(int& argc, char**& argv, const Args& args);
-int trace_command(const Args& args);
+int trace_command(const Args& args);  // one process: reads a run's flight recorder dumps
 // mirrored rank-agent PROGRAM [ARGS...]: argc/argv are the words after `rank-agent`.
-int rank_agent_command(int argc, char** argv);  // one process: reads a run's flight recorder dumps
+int rank_agent_command(int argc, char** argv);
 // mirrored info --ranks RUN_DIR: the straggler scores of a finished run, per rank.
 int rank_scores_report(const std::string& run_dir);
 

@@ -2,8 +2,8 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include "mirrored/core/log.h"
 #include "mirrored/core/strings.h"
@@ -152,6 +153,16 @@ void watch_runtime_connection() {
 
 void outlive_runtime_after_loss() {
   if (!launched_by_rank_agent()) return;
+  // Its own thread, for the rest of the process: a rank left alone has no watchdog.
+  static std::once_flag tender;
+  std::call_once(tender, [] {
+    std::thread([] {
+      for (;;) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        tend_runtime_loss();
+      }
+    }).detach();
+  });
   std::lock_guard<std::mutex> lock(window_mutex);
   window_closes = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                      std::chrono::duration<double>(kOutliveWindowSeconds));

@@ -136,7 +136,6 @@ void CollectiveWatchdog::run() {
     receive_heartbeats();
     if (take_trace_dump_request()) dump_trace("signal");
     exit_if_orphaned();
-    tend_runtime_loss();
     check_deadlines();
     lock.lock();
     wake_.wait_for(lock, kPollInterval, [this] { return stopping_.load(); });

@@ -23,10 +23,11 @@
 #      part 1's checks; mpirun, which would wait for h2's daemon for ever, is ended by
 #      launch/multinode.sh once mirrored's chief has reported (MIRRORED_LAUNCHER_GRACE = 5 s);
 #      the job exits 0 and nothing is left running.
-#   5. the survivors of a lost node (as in 2), running on without mpirun, still hear the
-#      launch script: a preemption warning (SIGUSR1) sent to launch/multinode.sh reaches them
-#      through <MIRRORED_EXIT_STATUS_FILE>.signals; they write the checkpoint of a step they
-#      agree on, the job exits 7 (preempted, requeue to resume) and nothing is left running.
+#   5. 2 hosts x 1 rank, every process of h2 killed (as in 2): the one survivor, alone (no
+#      watchdog thread), runs on without mpirun and still hears the launch script: a
+#      preemption warning (SIGUSR1) sent to launch/multinode.sh reaches it through
+#      <MIRRORED_EXIT_STATUS_FILE>.signals; it writes a checkpoint, the job exits 7
+#      (preempted, requeue to resume) and nothing is left running.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/netns_lib.sh"
 require_data
@@ -130,7 +131,7 @@ for arg in "${common[@]}"; do  # common's run, 40 epochs of up to 20000 steps
   case "$previous" in --epochs) arg=40 ;; --max_steps) arg=20000 ;; esac
   long_run+=("$arg") previous=$arg
 done
-on_hosts 2 2 train "${long_run[@]}" --on_failure shrink --out "$out" >"$out.log" 2>&1 &
+on_hosts 2 1 train "${long_run[@]}" --on_failure shrink --out "$out" >"$out.log" 2>&1 &
 job=$!
 for _ in $(seq 2400); do
   grep -q '"kind": "train", "step": 10,' "$out/metrics.jsonl" 2>/dev/null && break
@@ -151,7 +152,7 @@ step=$(sed -nE 's/.*SIGUSR1 \(preemption warning\): checkpoint of step ([0-9]+) 
 ((step < 20000)) || fail "relay: the run ended before the signal (step $step): nothing was tested"
 nothing_left "relay"
 echo "ok: after h2 was lost and mpirun had exited, a preemption warning sent to launch/multinode.sh reached the" \
-     "survivors: checkpoint of step $step on h1's 2 ranks, exit 7, nothing left"
+     "survivor: checkpoint of step $step on h1's rank, exit 7, nothing left"
 
 # Parts 3 and 4: a shrink run writing WORK/NAME with collective_timeout_s = 8 and mpirun's
 # grace 5 s, started in the background (JOB); returns after its step 10.

@@ -38,8 +38,9 @@ inline constexpr double kOutliveWindowSeconds = 5.0;
 bool launched_by_rank_agent();
 
 // After MPI_Init, with on_failure = shrink under the agent: takes the runtime-connection-lost
-// event ahead of Open MPI's handler. A rank that outlives the runtime then moves its output
-// and goes on; any other rank leaves the event to Open MPI, which ends it as before.
+// event ahead of Open MPI's handler. A rank that outlives the runtime then goes on, its
+// standard output and error sent to /dev/null (the copy beside the status file has every
+// line); any other rank leaves the event to Open MPI, which ends it as before.
 // Without the agent, or without a PMIx that can register the handler, nothing changes.
 void watch_runtime_connection();
 
@@ -61,11 +62,11 @@ void relay_abort_to_survivors();
 // The runtime's connection was lost while this rank outlived it: it runs without mpirun.
 bool runtime_gone();
 
-// For a thread that runs several times a second (the watchdog): closes the window of
-// outlive_runtime_after_loss() when it is over and the runtime still lives (the agent passes
-// its signals on again); while this rank runs without the runtime, raises the signals the
-// launch script relayed and refreshes MIRRORED_EXIT_STATUS_FILE's modification time once a
-// second, which tells the script that survivors still run.
+// Run every 100 ms by a thread of its own from the first outlive_runtime_after_loss() on:
+// closes its window when it is over and the runtime still lives (the agent passes its
+// signals on again); while this rank runs without the runtime, raises the signals the launch
+// script relayed and refreshes MIRRORED_EXIT_STATUS_FILE's modification time once a second,
+// which tells the script that survivors still run.
 void tend_runtime_loss();
 
 }  // namespace mirrored::comm
