@@ -236,7 +236,8 @@ mirrored_launch() {
 # which no launcher can signal any more: appends SIG's number to
 # MIRRORED_EXIT_STATUS_FILE.signals, which they read every 100 ms and raise on themselves
 # (a preemption warning, a TERM from an interrupted script). Ranks that still have their
-# launcher get it from there and ignore the file.
+# launcher get it from there; the file is read only by ranks whose launcher is gone, from its
+# start (a TERM their agents held while the runtime was ending still reaches them).
 mirrored_relay_signal() {
   [[ "${MIRRORED_RANK_AGENT:-0}" == 1 && -n "${MIRRORED_EXIT_STATUS_FILE:-}" ]] || return 0
   kill -l "$1" >>"$MIRRORED_EXIT_STATUS_FILE.signals" 2>/dev/null || true
