@@ -88,7 +88,6 @@ mirrored_wants_shrink() {
 # the agent keeps the survivors out of reach of that ending, which they outlive (they go on
 # without mpirun; mirrored_wait_survivors then waits for them). PRRTE splits the agent's
 # command at spaces: a path with a space goes without it (such a loss then ends the job).
-MIRRORED_FT_FLAGS=(--with-ft ulfm --prtemca oob_tcp_keepalive_time 0)
 mirrored_ft_flags() {
   local program path
   MIRRORED_FT_FLAGS=(--with-ft ulfm --prtemca oob_tcp_keepalive_time 0)

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "mirrored/core/log.h"
+#include "mirrored/core/process.h"
 #include "mirrored/core/strings.h"
 
 namespace mirrored::comm {
@@ -54,11 +55,6 @@ Clock::time_point next_touch;
 void tell_agent(char what) {
   if (agent_fd() >= 0 && write(agent_fd(), &what, 1) != 1)
     rank_warning(str_cat("cannot reach the rank agent (MIRRORED_RANK_AGENT_FD ", agent_fd(), ")"));
-}
-
-std::string exit_status_file() {
-  const char* path = std::getenv("MIRRORED_EXIT_STATUS_FILE");
-  return path ? path : "";
 }
 
 // stdout and stderr end at the daemon. While the window is open every line of output is
@@ -187,6 +183,10 @@ void relay_abort_to_survivors() {
 bool outlives_runtime() { return gone.load() || window_open.load(); }
 
 bool runtime_gone() { return gone.load(); }
+
+bool abandoned_by_launcher(int64_t launcher_pid) {
+  return launcher_pid != 0 && static_cast<int64_t>(getppid()) != launcher_pid && !outlives_runtime();
+}
 
 void tend_runtime_loss() {
   if (!launched_by_rank_agent()) return;

@@ -358,8 +358,7 @@ void CollectiveWatchdog::abort_unrecovered() {
 
 void CollectiveWatchdog::exit_if_orphaned() const {
   const int64_t daemon = launcher_daemon_.load();
-  if (daemon == 0 || static_cast<int64_t>(getppid()) == daemon) return;
-  if (outlives_runtime()) return;  // the job lost a node and this rank survives the runtime's end
+  if (!abandoned_by_launcher(daemon)) return;
   rank_error(str_cat("the launcher daemon that started this rank (pid ", daemon,
                      ") is gone: the MPI runtime ended the job, or this node's daemon died; exiting"));
   std::fflush(nullptr);

@@ -33,15 +33,20 @@ std::string describe_process() {
   return str_cat("rank ", id.rank, "/", id.world_size, " on ", id.host);
 }
 
-void report_exit_status(int status) {
+std::string exit_status_file() {
   const char* path = std::getenv("MIRRORED_EXIT_STATUS_FILE");
-  if (path == nullptr || *path == '\0' || process_identity().rank != 0) return;
+  return path ? path : "";
+}
+
+void report_exit_status(int status) {
+  const std::string path = exit_status_file();
+  if (path.empty() || process_identity().rank != 0) return;
   // Plain stdio, no exceptions: this runs on the way out, also from an error path.
-  std::FILE* file = std::fopen(path, "w");
+  std::FILE* file = std::fopen(path.c_str(), "w");
   bool written = file != nullptr && std::fprintf(file, "%d\n", status) > 0;
   if (file != nullptr) written = (std::fclose(file) == 0) && written;
   if (!written)
-    std::fprintf(stderr, "mirrored: cannot write the exit status to MIRRORED_EXIT_STATUS_FILE '%s': %s\n", path,
+    std::fprintf(stderr, "mirrored: cannot write the exit status to MIRRORED_EXIT_STATUS_FILE '%s': %s\n", path.c_str(),
                  std::strerror(errno));
 }
 

@@ -273,7 +273,7 @@ void Runtime::exit_if_finalize_hangs() const {
     bool orphaned = false;
     while (std::chrono::steady_clock::now() < deadline && !orphaned) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      orphaned = daemon != 0 && static_cast<int64_t>(getppid()) != daemon && !comm::outlives_runtime();
+      orphaned = comm::abandoned_by_launcher(daemon);
     }
     if (!orphaned)
       rank_warning(str_cat("MPI_Finalize has not returned ", fixed(seconds, 0),

@@ -29,6 +29,8 @@
 // ends the job within about half a second of losing a daemon, so a job ended on purpose
 // later (an interrupted mpirun, an MPI_Abort) still ends every rank. Without the agent
 // (mpirun by hand) none of this applies and the runtime's end ends the job, as before.
+#include <cstdint>
+
 namespace mirrored::comm {
 
 // How long after a shrink past lost ranks a rank still outlives the runtime's end.
@@ -58,6 +60,11 @@ bool outlives_runtime();
 // that follows would not end the others, so they are told through <status file>.signals to
 // end as the runtime would have ended them (SIGKILL).
 void relay_abort_to_survivors();
+
+// Whether this rank should end because the process that started it (`launcher_pid`: Open
+// MPI's daemon or the rank agent; 0 for none) is gone: its parent changed, and it does not
+// outlive the runtime after a loss. The watchdog and the end of MPI_Finalize ask.
+bool abandoned_by_launcher(int64_t launcher_pid);
 
 // The runtime's connection was lost while this rank outlived it: it runs without mpirun.
 bool runtime_gone();

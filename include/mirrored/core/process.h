@@ -25,5 +25,7 @@ std::string describe_process();
 // runtime ended before mirrored finished (mpirun can exit 0 then). Other ranks, and every
 // process without the variable, do nothing. Safe to call more than once; the last wins.
 void report_exit_status(int status);
+// MIRRORED_EXIT_STATUS_FILE, or "" when it is not set.
+std::string exit_status_file();
 
 }  // namespace mirrored
