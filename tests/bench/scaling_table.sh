@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Scaling table: samples/s of the same configuration at 1 replica and at each world size
 # in RANKS, and the scaling efficiency (samples/s per replica relative to 1 replica), as a
-# markdown table for the README. Every figure comes from `mirrored bench train --scaling`,
+# markdown table for docs/performance.md. Every figure comes from `mirrored bench train --scaling`,
 # which times the N-replica run and then the 1-replica run of the same configuration in
 # the same job, so each pair shares the machine's conditions; the table gives medians
 # over REPEATS jobs.

@@ -2,7 +2,7 @@
 # mirrored bench layers: each layer reports its own FLOPs and parts, so the table's MFLOP
 # column holds the exact counts of the matrix products (forward, plus twice that for
 # backward; the first layer has no input gradient): an mlp and a cnn on Fashion-MNIST, a
-# one-block gpt on this repository's README, two timed steps each.
+# one-block gpt on this repository's documentation, two timed steps each.
 source "$(dirname "$0")/lib.sh"
 require_data
 quick=(--steps 2 --warmup 1 --threads 1 --data.train "$DATA_DIR/train.h5" --batch_size 100)
@@ -26,7 +26,7 @@ expect_row "$WORK/cnn.out" '0\.conv' 23.0
 # gpt, width 32, context 32, batch 8 (256 tokens), x3 for backward: qkv 2*256*32*96,
 # attention core 4*8*(32*33/2)*32 (the causal half), projection 2*256*32*32, mlp 2*256*32*128
 # each way; the block is their sum.
-"$MIRRORED" data import-text --out "$WORK/corpus" "$SOURCE_DIR/README.md" >/dev/null
+"$MIRRORED" data import-text --out "$WORK/corpus" "${DOCS_TEXT[@]}" >/dev/null
 "$MIRRORED" bench layers --steps 2 --warmup 1 --threads 1 --model gpt --data.train "$WORK/corpus/train.h5" \
   --gpt.layers 1 --gpt.heads 2 --gpt.width 32 --gpt.context 32 --batch_size 8 >"$WORK/gpt.out" 2>&1 ||
   { cat "$WORK/gpt.out"; fail "bench layers (gpt) failed"; }

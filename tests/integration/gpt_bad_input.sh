@@ -5,7 +5,7 @@ source "$(dirname "$0")/lib.sh"
 : > "$WORK/empty.txt"
 head -c 100 "$SOURCE_DIR/README.md" > "$WORK/short.txt"
 "$MIRRORED" data import-text --out "$WORK/short" "$WORK/short.txt" > /dev/null  # 90 training tokens
-"$MIRRORED" data import-text --out "$WORK/corpus" "$SOURCE_DIR/README.md" > /dev/null
+"$MIRRORED" data import-text --out "$WORK/corpus" "${DOCS_TEXT[@]}" > /dev/null
 "$MAKE_BAD_DATASET" token_beyond_vocab "$WORK/beyond_vocab.h5"
 base=(train --model gpt --gpt.layers 1 --gpt.heads 2 --gpt.width 16 --gpt.context 16 --batch_size 4 --max_steps 2
       --threads 1 --out "$WORK/run")

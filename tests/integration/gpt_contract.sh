@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # The strategy contract for the language model, on a small corpus imported here (this
-# repository's README as byte tokens: ~29 K training tokens, no download): world size 1, 2
+# repository's documentation as byte tokens: ~160 K training tokens, no download): world size 1, 2
 # and 4 train the same model up to float summation order; the same world size twice is
 # bit-identical; a run resumed in the middle is bit-identical to the uninterrupted one,
 # with the same training and evaluation records. Then `mirrored generate` on the result:
 # the prompt plus N sampled bytes, the same text for the same seed. A tiny gpt (2 blocks,
 # width 32, context 32), a few seconds per run.
 source "$(dirname "$0")/lib.sh"
-"$MIRRORED" data import-text --out "$WORK/corpus" "$SOURCE_DIR/README.md" > /dev/null
+"$MIRRORED" data import-text --out "$WORK/corpus" "${DOCS_TEXT[@]}" > /dev/null
 model=(--model gpt --data.train "$WORK/corpus/train.h5" --data.test "$WORK/corpus/val.h5" --gpt.layers 2
        --gpt.heads 2 --gpt.width 32 --gpt.context 32 --batch_size 8 --epochs 1 --seed 5 --threads 1)
 
@@ -29,7 +29,7 @@ echo "ok: world size 1, 2 and 4 agree; world size 2 twice is bit-identical"
 #    Adam rescales that rounding noise into full-size steps, so parameter-wise the world
 #    sizes differ there (measured 1e-3 relative) while the model does not: the validation
 #    loss agrees to 1e-3 relative. The gap is chaotic, so it depends on the corpus (this
-#    README) and the seed: over 10 corpus/seed pairs at world size 2 and 4 it was 1e-9 in
+#    repository's documentation) and the seed: over 10 corpus/seed pairs at world size 2 and 4 it was 1e-9 in
 #    the median and 1.06e-4 at worst, so 1e-3 leaves a tenfold margin on other CPUs.
 adamw=("${model[@]}" --optimizer adamw --lr 3e-3 --weight_decay 0.1 --max_steps 30 --eval_every 10 --log_every 5
        --checkpoint.every_steps 10)

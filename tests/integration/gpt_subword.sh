@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The language model in the ecosystem's formats, end to end on a small corpus imported here
-# (this repository's README, SentencePiece BPE of 400 pieces, no download) and a tiny gpt
+# (this repository's documentation, SentencePiece BPE of 400 pieces, no download) and a tiny gpt
 # (2 blocks, width 32, context 32), a few seconds per step below:
 # 1. import: uint16 token files naming tokenizer.model by its sha256;
 # 2. a validation file of another tokenizer is refused, naming both;
@@ -11,11 +11,11 @@
 #    gives mirrored's logits within 1e-5 (skipped, with the reason, without python3-torch);
 # 6. init_from reads the export back; a truncated or mislabelled file is refused by name.
 source "$(dirname "$0")/lib.sh"
-"$MIRRORED" data import-text --tokenizer sentencepiece --vocab_size 400 --out "$WORK/bpe" "$SOURCE_DIR/README.md" \
+"$MIRRORED" data import-text --tokenizer sentencepiece --vocab_size 400 --out "$WORK/bpe" "${DOCS_TEXT[@]}" \
   > "$WORK/import.log" 2>&1 || {
   grep -q "built without SentencePiece" "$WORK/import.log" && { echo "SKIP: $(tail -1 "$WORK/import.log")"; exit 77; }
   cat "$WORK/import.log"; fail "import-text --tokenizer sentencepiece"; }
-"$MIRRORED" data import-text --out "$WORK/bytes" "$SOURCE_DIR/README.md" > /dev/null
+"$MIRRORED" data import-text --out "$WORK/bytes" "${DOCS_TEXT[@]}" > /dev/null
 "$MIRRORED" data inspect "$WORK/bpe/train.h5" > "$WORK/inspect.txt"
 grep -q "/tokens  uint16" "$WORK/inspect.txt" || { cat "$WORK/inspect.txt"; fail "subword tokens are not uint16"; }
 grep -q "tokenizer    sentencepiece" "$WORK/inspect.txt" || { cat "$WORK/inspect.txt"; fail "tokenizer attribute"; }

@@ -13,6 +13,10 @@ trap 'rm -rf "$WORK"' EXIT
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
+# A small text corpus that needs no download, for language-model tests: this repository's
+# documentation (about 180 KB).
+DOCS_TEXT=("$SOURCE_DIR/README.md" "$SOURCE_DIR"/docs/*.md)
+
 require_data() {
   [[ -s "$DATA_DIR/train.h5" && -s "$DATA_DIR/test.h5" ]] ||
     { echo "SKIP: Fashion-MNIST not imported in $DATA_DIR (run launch/import_fmnist.sh)"; exit 77; }

@@ -100,6 +100,6 @@ if grep -q "Error handler invoked" "$out.out" && grep -q "tasks 0-1,3: Killed" "
 else
   cat "$out.out"
   fail "srun --kill-on-bad-exit=0 no longer has Slurm kill the step when a rank dies: the srun refusal may be" \
-       "lifted (README, on_failure = shrink)"
+       "lifted (docs/checkpoints-and-failures.md, \"What it needs\")"
 fi
 echo "slurm_shrink: ok in $((SECONDS - start)) s"

@@ -19,7 +19,7 @@ files=("$WORK"/run/tensorboard/events.out.tfevents.*)
 python3 "$SOURCE_DIR/tests/integration/check_tensorboard.py" "$WORK/run/tensorboard" "$WORK/run/metrics.jsonl"
 
 # A language model's run: val/loss, val/perplexity, val/bits_per_byte and train/tokens_per_sec.
-"$MIRRORED" data import-text --out "$WORK/corpus" "$SOURCE_DIR/README.md" > /dev/null
+"$MIRRORED" data import-text --out "$WORK/corpus" "${DOCS_TEXT[@]}" > /dev/null
 mpirun_np 2 train --model gpt --data.train "$WORK/corpus/train.h5" --data.test "$WORK/corpus/val.h5" --gpt.layers 1 \
   --gpt.heads 2 --gpt.width 16 --gpt.context 16 --batch_size 8 --optimizer adamw --lr 3e-3 --max_steps 40 \
   --eval_every 20 --log_every 5 --threads 1 --out "$WORK/gpt" >"$WORK/gpt.log" 2>&1 || { cat "$WORK/gpt.log"; fail "gpt training failed"; }
