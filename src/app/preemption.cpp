@@ -3,7 +3,7 @@
 #include <atomic>
 #include <csignal>
 
-#include "mirrored/comm/flight_recorder.h"
+#include "mirrored/comm/health/flight_recorder.h"
 #include "mirrored/core/error.h"
 #include "mirrored/core/log.h"
 #include "mirrored/train/checkpointer.h"

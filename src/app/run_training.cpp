@@ -9,8 +9,8 @@
 #include "mirrored/app/preemption.h"
 #include "mirrored/app/progress.h"
 #include "mirrored/app/shrink_recovery.h"
-#include "mirrored/app/trace_signal.h"
-#include "mirrored/comm/fault_tolerance.h"
+#include "mirrored/comm/failure/fault_tolerance.h"
+#include "mirrored/comm/health/trace_signal.h"
 #include "mirrored/core/log.h"
 #include "mirrored/train/checkpointer.h"
 #include "mirrored/train/standard_callbacks.h"
@@ -55,7 +55,7 @@ train::TrainSummary run_training(const train::TrainConfig& config, distribute::R
   TrainConfig current = config;
   std::optional<Recovery> recovered;
   Stopwatch since_failure;
-  const TraceDumpSignal trace_signal(config.preemption_signal);
+  const comm::TraceDumpSignal trace_signal(config.preemption_signal == PreemptionSignal::kUsr2);
   // on_failure = shrink: each lost rank ends one Trainer; the survivors recover (shrink_recovery.h)
   // and the next Trainer goes on from the recovered step. Otherwise the first failure ends the job.
   for (;;) {

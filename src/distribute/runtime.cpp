@@ -11,14 +11,14 @@
 #include <initializer_list>
 #include <thread>
 
-#include "mirrored/comm/abort.h"
-#include "mirrored/comm/fault_tolerance.h"
+#include "mirrored/comm/failure/abort.h"
+#include "mirrored/comm/failure/fault_tolerance.h"
+#include "mirrored/comm/failure/mpi_check.h"
+#include "mirrored/comm/failure/runtime_loss.h"
 #include "mirrored/comm/hierarchical_communicator.h"
 #include "mirrored/comm/local_communicator.h"
-#include "mirrored/comm/mpi_check.h"
 #include "mirrored/comm/mpi_communicator.h"
 #include "mirrored/comm/mpi_tuning.h"
-#include "mirrored/comm/runtime_loss.h"
 #include "mirrored/core/cuda_memory.h"
 #include "mirrored/core/log.h"
 #include "mirrored/core/process.h"

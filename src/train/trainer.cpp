@@ -5,8 +5,8 @@
 #include <cstdlib>
 #include <optional>
 
-#include "mirrored/comm/flight_recorder.h"
-#include "mirrored/comm/fault_tolerance.h"
+#include "mirrored/comm/failure/fault_tolerance.h"
+#include "mirrored/comm/health/flight_recorder.h"
 #include "mirrored/core/host_memory.h"
 #include "mirrored/core/log.h"
 #include "mirrored/core/timer.h"

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "mirrored/comm/communicator.h"
+#include "mirrored/comm/health/watchdog.h"
 #include "mirrored/comm/hierarchical_communicator.h"
-#include "mirrored/comm/watchdog.h"
 #include "mirrored/core/device.h"
 #include "mirrored/core/error.h"
 #include "mirrored/distribute/cluster.h"
@@ -50,11 +50,11 @@ struct RuntimeOptions {
   // info), so a NCCL that cannot start in this runtime does not stop them.
   bool device_communicator = true;
   // The flight recorder's ring: the last this many collectives of each rank, dumped to
-  // <out>/trace on a timeout, a fatal error or SIGUSR2 (comm/flight_recorder.h). 0: off.
+  // <out>/trace on a timeout, a fatal error or SIGUSR2 (comm/health/flight_recorder.h). 0: off.
   size_t trace_collectives = 2000;
   // on_failure = shrink: a lost peer raises comm::PeerFailure from the collective that saw
   // it (instead of ending the job), and shrink_after_failure() goes on with the survivors.
-  // Needs ULFM (comm/fault_tolerance.h); refused at start-up, naming it, where it is missing.
+  // Needs ULFM (comm/failure/fault_tolerance.h); refused at start-up, naming it, where it is missing.
   bool survive_failures = false;
 };
 

@@ -21,7 +21,7 @@
 // a fatal error (comm::abort_job) or a dump request (SIGUSR2, request_trace_dump()).
 //
 // With on_failure = shrink (OnTimeout::kRevoke) a timeout does not end the job: the watchdog
-// revokes the job's communicators (fault_tolerance.h), which turns the stalled collective
+// revokes the job's communicators (comm/failure/fault_tolerance.h), which turns the stalled collective
 // into a PeerFailure and the survivors' recovery, whose shrink waits until MPI's failure
 // detector has declared the silent ranks failed. Only if that recovery has not replaced this
 // watchdog within another timeout (a rank alive but hung, which the detector still hears)
@@ -38,7 +38,7 @@
 #include <thread>
 #include <vector>
 
-#include "mirrored/comm/flight_recorder.h"
+#include "mirrored/comm/health/flight_recorder.h"
 #include "mirrored/core/error.h"
 
 namespace mirrored::comm {

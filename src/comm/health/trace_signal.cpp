@@ -1,20 +1,20 @@
-#include "mirrored/app/trace_signal.h"
+#include "mirrored/comm/health/trace_signal.h"
 
 #include <csignal>
 
-#include "mirrored/comm/flight_recorder.h"
+#include "mirrored/comm/health/flight_recorder.h"
 
-namespace mirrored::app {
+namespace mirrored::comm {
 namespace {
-extern "C" void on_trace_signal(int) { comm::request_trace_dump(); }
+extern "C" void on_trace_signal(int) { request_trace_dump(); }
 }  // namespace
 
 struct TraceDumpSignal::Saved {
   struct sigaction action;
 };
 
-TraceDumpSignal::TraceDumpSignal(train::PreemptionSignal preemption) {
-  if (preemption == train::PreemptionSignal::kUsr2) return;
+TraceDumpSignal::TraceDumpSignal(bool usr2_preempts) {
+  if (usr2_preempts) return;
   saved_ = new Saved{};
   struct sigaction action {};
   action.sa_handler = &on_trace_signal;
@@ -28,4 +28,4 @@ TraceDumpSignal::~TraceDumpSignal() {
   delete saved_;
 }
 
-}  // namespace mirrored::app
+}  // namespace mirrored::comm

@@ -55,7 +55,7 @@ void enable_failure_detector(double detection_seconds);
 // were killed: the leader sending the inter-node all-reduce, or the rank sending heartbeats
 // to the lost host, vanished, and the shrink lost 3 ranks instead of 2). Ignored, the write
 // fails with EPIPE, which Open MPI's TCP transport reports as the peer's failure. A rank
-// whose launcher is gone still ends: the watchdog checks its parent (watchdog.h).
+// whose launcher is gone still ends: the watchdog checks its parent (comm/health/watchdog.h).
 void ignore_broken_pipes();
 
 // Before MPI_Init, for on_failure = shrink: MPI_Finalize skips its closing PMIx fence

@@ -1,4 +1,4 @@
-#include "mirrored/comm/watchdog.h"
+#include "mirrored/comm/health/watchdog.h"
 
 #include <unistd.h>
 
@@ -6,11 +6,11 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "mirrored/comm/abort.h"
-#include "mirrored/comm/collective_verdict.h"
-#include "mirrored/comm/fault_tolerance.h"
-#include "mirrored/comm/mpi_check.h"
-#include "mirrored/comm/runtime_loss.h"
+#include "mirrored/comm/failure/abort.h"
+#include "mirrored/comm/failure/fault_tolerance.h"
+#include "mirrored/comm/failure/mpi_check.h"
+#include "mirrored/comm/failure/runtime_loss.h"
+#include "mirrored/comm/health/collective_verdict.h"
 #include "mirrored/core/error.h"
 #include "mirrored/core/log.h"
 #include "mirrored/core/process.h"
@@ -34,7 +34,7 @@ CollectiveWatchdog::CollectiveWatchdog(MPI_Comm world, double timeout_seconds, s
                                        OnTimeout on_timeout)
     : timeout_(timeout_seconds), on_timeout_(on_timeout), started_(Clock::now()), recorder_(trace_collectives) {
   MIRRORED_MPI_CHECK(MPI_Comm_dup(world, &comm_));
-  track_communicator(comm_);  // fault_tolerance.h: revoked with the job's others on a failure
+  track_communicator(comm_);  // comm/failure/fault_tolerance.h: revoked with the job's others on a failure
   MIRRORED_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
   MIRRORED_MPI_CHECK(MPI_Comm_size(comm_, &size_));
   PeerState unheard;

@@ -1,4 +1,4 @@
-#include "mirrored/comm/runtime_loss.h"
+#include "mirrored/comm/failure/runtime_loss.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>

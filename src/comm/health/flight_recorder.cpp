@@ -1,4 +1,4 @@
-#include "mirrored/comm/flight_recorder.h"
+#include "mirrored/comm/health/flight_recorder.h"
 
 #include <algorithm>
 #include <atomic>

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "mirrored/comm/flight_recorder.h"
+#include "mirrored/comm/health/flight_recorder.h"
 
 namespace mirrored::comm {
 

@@ -1,4 +1,4 @@
-#include "mirrored/comm/abort.h"
+#include "mirrored/comm/failure/abort.h"
 
 #include <mpi.h>
 
@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "mirrored/comm/runtime_loss.h"
+#include "mirrored/comm/failure/runtime_loss.h"
 #include "mirrored/core/log.h"
 
 namespace mirrored::comm {

@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <thread>
 
-#include "mirrored/comm/watchdog.h"
+#include "mirrored/comm/health/watchdog.h"
 #include "mirrored/core/log.h"
 #include "mirrored/core/strings.h"
 #include "watchdog_protocol.h"

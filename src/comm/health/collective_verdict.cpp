@@ -1,4 +1,4 @@
-#include "mirrored/comm/collective_verdict.h"
+#include "mirrored/comm/health/collective_verdict.h"
 
 #include <algorithm>
 #include <map>

@@ -1,4 +1,4 @@
-#include "mirrored/comm/fault_tolerance.h"
+#include "mirrored/comm/failure/fault_tolerance.h"
 
 #include <mpi.h>
 #if __has_include(<mpi-ext.h>)
@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "mirrored/comm/mpi_check.h"
+#include "mirrored/comm/failure/mpi_check.h"
 #include "mirrored/core/strings.h"
 
 #if defined(OMPI_HAVE_MPI_EXT_FTMPI) && OMPI_HAVE_MPI_EXT_FTMPI
