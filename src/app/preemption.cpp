@@ -88,7 +88,7 @@ void PreemptionHandler::on_step_end(train::TrainContext& ctx, const train::StepE
   ctx.stop_training = true;
   ctx.preempted = true;
   chief_print(str_cat("SIG", name_, " (preemption warning): checkpoint of step ", step.step, " written to ",
-                     train::checkpoint_dir(ctx.config), "; exiting with status ", static_cast<int>(ExitCode::kPreempted),
+                     checkpoint::checkpoint_dir(ctx.config), "; exiting with status ", static_cast<int>(ExitCode::kPreempted),
                      " so the job can be requeued and resume"));
 }
 

@@ -20,7 +20,7 @@
 namespace mirrored::app {
 namespace {
 
-void add_standard_callbacks(train::Trainer& trainer, const train::TrainConfig& config) {
+void add_standard_callbacks(train::Trainer& trainer, const config::TrainConfig& config) {
   using namespace train;
   trainer.add_callback(std::make_unique<MetricsLogger>());
   trainer.add_callback(std::make_unique<TensorBoardLogger>());
@@ -30,14 +30,14 @@ void add_standard_callbacks(train::Trainer& trainer, const train::TrainConfig& c
   trainer.add_callback(std::make_unique<ConsoleLogger>());
   trainer.add_callback(std::make_unique<FinalParametersWriter>());
   trainer.add_callback(std::make_unique<Checkpointer>());  // after MetricsLogger: the eval record precedes it
-  if (config.preemption_signal != PreemptionSignal::kNone)
+  if (config.preemption_signal != config::PreemptionSignal::kNone)
     trainer.add_callback(std::make_unique<PreemptionHandler>(config.preemption_signal));
 }
 
 // The flight recorder writes to <out>/trace; a dump left by an earlier attempt of this run
 // would mix with this one's, so each rank removes its own first. Again after a shrink: the
 // survivors' watchdog is a new one, and ranks are numbered anew.
-void arm_trace_dumps(distribute::Runtime& runtime, const train::TrainConfig& config) {
+void arm_trace_dumps(runtime::Runtime& runtime, const config::TrainConfig& config) {
   auto* watchdog = runtime.watchdog();
   if (!watchdog || config.trace_collectives <= 0) return;
   const std::string directory = config.out + "/trace";
@@ -48,14 +48,14 @@ void arm_trace_dumps(distribute::Runtime& runtime, const train::TrainConfig& con
 
 }  // namespace
 
-train::TrainSummary run_training(const train::TrainConfig& config, distribute::Runtime& runtime,
+train::TrainSummary run_training(const config::TrainConfig& config, runtime::Runtime& runtime,
                                  std::vector<std::unique_ptr<train::Callback>> extra) {
   using namespace train;
-  const bool shrink = config.on_failure == OnFailure::kShrink;
-  TrainConfig current = config;
+  const bool shrink = config.on_failure == config::OnFailure::kShrink;
+  config::TrainConfig current = config;
   std::optional<Recovery> recovered;
   Stopwatch since_failure;
-  const comm::TraceDumpSignal trace_signal(config.preemption_signal == PreemptionSignal::kUsr2);
+  const comm::TraceDumpSignal trace_signal(config.preemption_signal == config::PreemptionSignal::kUsr2);
   // on_failure = shrink: each lost rank ends one Trainer; the survivors recover (shrink_recovery.h)
   // and the next Trainer goes on from the recovered step. Otherwise the first failure ends the job.
   for (;;) {
@@ -103,10 +103,10 @@ train::TrainSummary run_training(const train::TrainConfig& config, distribute::R
     }
     current.uneven_batch_shares = true;  // the global batch stays; the survivors may split it unevenly
     if (!recovered->checkpoint.empty()) {
-      current.resume = ResumeMode::kPath;
+      current.resume = config::ResumeMode::kPath;
       current.resume_path = recovered->checkpoint;
     } else {
-      current.resume = ResumeMode::kAuto;
+      current.resume = config::ResumeMode::kAuto;
     }
   }
 }

@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "mirrored/checkpoint/run_directory.h"
 #include "mirrored/core/error.h"
 #include "mirrored/core/log.h"
 #include "mirrored/distribute/shard_recovery.h"
 #include "mirrored/train/checkpointer.h"
-#include "mirrored/train/run_directory.h"
 
 namespace mirrored::app {
 namespace fs = std::filesystem;
@@ -32,7 +32,7 @@ void unflatten(const std::vector<float>& values, io::Checkpoint& checkpoint) {
   MIRRORED_CHECK(at == values.size(), "recovered state holds ", values.size(), " values, the model ", at);
 }
 
-std::string describe_lost(const distribute::Membership& membership) {
+std::string describe_lost(const runtime::Membership& membership) {
   std::string text;
   for (const auto& lost : membership.lost)
     text += str_cat(text.empty() ? "" : ", ", "rank ", lost.rank, " (", lost.host, ")");
@@ -72,8 +72,8 @@ int64_t recover_replicated(comm::Communicator& world, const std::optional<train:
 // owner's live or previous copy or its keeper's (shard_copies.h); each shard's holder
 // sends it to the chief, which puts the whole state together. When a shard's owner and
 // keeper are both lost, nothing is written: the run ends, naming them.
-int64_t recover_sharded(comm::Communicator& world, const distribute::Membership& membership,
-                        const train::TrainConfig& config, const train::StateAfterFailure& snapshot,
+int64_t recover_sharded(comm::Communicator& world, const runtime::Membership& membership,
+                        const config::TrainConfig& config, const train::StateAfterFailure& snapshot,
                         io::Checkpoint& state) {
   // Every survivor's copies, as (shard, step, optimizer steps) triples.
   constexpr size_t kMaxPieces = 3;
@@ -111,7 +111,7 @@ int64_t recover_sharded(comm::Communicator& world, const distribute::Membership&
     if (lost.empty()) lost = "no step at which every shard survives";
     throw Error(ExitCode::kTooFewReplicas,
                 str_cat("lost both copies of sharded optimizer state: ", lost,
-                        ". Nothing was written; the newest checkpoint in ", train::checkpoint_dir(config),
+                        ". Nothing was written; the newest checkpoint in ", checkpoint::checkpoint_dir(config),
                         " is intact: start the job again to resume from it (exit ",
                         static_cast<int>(ExitCode::kTooFewReplicas), ")"),
                 true);
@@ -152,7 +152,7 @@ int64_t recover_sharded(comm::Communicator& world, const distribute::Membership&
 
 }  // namespace
 
-Recovery recover_after_failure(const train::TrainConfig& config, distribute::Runtime& runtime,
+Recovery recover_after_failure(const config::TrainConfig& config, runtime::Runtime& runtime,
                                const std::optional<train::StateAfterFailure>& snapshot) {
   Recovery recovery;
   recovery.membership = runtime.shrink_after_failure();
@@ -177,15 +177,15 @@ Recovery recover_after_failure(const train::TrainConfig& config, distribute::Run
       state.step_in_epoch = step % state.steps_per_epoch;
     }
     // The chief writes it like any checkpoint (atomic; `checkpoint.keep` newest kept).
-    const std::string dir = train::checkpoint_dir(config);
-    path = (fs::path(dir) / train::checkpoint_file_name(step)).string();
+    const std::string dir = checkpoint::checkpoint_dir(config);
+    path = (fs::path(dir) / checkpoint::checkpoint_file_name(step)).string();
     if (chief) {
       std::error_code error;
       fs::create_directories(dir, error);
       if (error)
         throw Error(ExitCode::kCheckpoint, str_cat("cannot create checkpoint directory '", dir, "': ", error.message()));
       io::write_checkpoint(path, state);
-      const auto all = train::list_checkpoints(dir);
+      const auto all = checkpoint::list_checkpoints(dir);
       for (size_t i = static_cast<size_t>(config.checkpoint_keep); i < all.size(); ++i) fs::remove(all[i], error);
     }
     world.barrier();  // the file exists before anyone resumes from it
@@ -199,7 +199,7 @@ Recovery recover_after_failure(const train::TrainConfig& config, distribute::Run
 
   const int survivors = recovery.membership.world_size;
   const std::string lost = describe_lost(recovery.membership);
-  const std::string saved = path.empty() ? "the newest checkpoint in " + train::checkpoint_dir(config)
+  const std::string saved = path.empty() ? "the newest checkpoint in " + checkpoint::checkpoint_dir(config)
                                          : "checkpoint " + path;
   if (survivors < config.shrink_min_replicas)
     throw Error(ExitCode::kTooFewReplicas,

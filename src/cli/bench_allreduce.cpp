@@ -16,12 +16,12 @@
 #include "commands.h"
 #include "mirrored/core/cuda_memory.h"
 #include "mirrored/core/error.h"
-#include "mirrored/core/tensor.h"
 #include "mirrored/core/log.h"
 #include "mirrored/core/process.h"
+#include "mirrored/core/tensor.h"
 #include "mirrored/core/timer.h"
-#include "mirrored/distribute/runtime.h"
 #include "mirrored/io/jsonl_writer.h"
+#include "mirrored/runtime/runtime.h"
 
 namespace mirrored::cli {
 namespace po = boost::program_options;
@@ -332,9 +332,9 @@ void write_json(const std::string& path, const std::vector<Row>& rows, int n, co
 int bench_allreduce(int& argc, char**& argv, const Args& args) {
   AllreduceBenchOptions options;
   if (!parse_bench_options(args, options)) return 0;
-  distribute::Runtime runtime(argc, argv,
-                              {distribute::Launch::kMpi,
-                               options.on_gpu ? distribute::DeviceChoice::kCuda : distribute::DeviceChoice::kCpu});
+  runtime::Runtime runtime(argc, argv,
+                              {runtime::Launch::kMpi,
+                               options.on_gpu ? runtime::DeviceChoice::kCuda : runtime::DeviceChoice::kCpu});
   auto& world = runtime.world();
   // The communicator under test: NCCL on device buffers with --device cuda (the MPI column
   // stays on host buffers of the same size, the path a CPU job would take).

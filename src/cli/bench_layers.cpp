@@ -18,18 +18,18 @@
 #include "bench_attention_sweep.h"
 #include "commands.h"
 #include "parse_options.h"
-#include "mirrored/core/strings.h"
+#include "mirrored/config/config.h"
+#include "mirrored/config/library_options.h"
+#include "mirrored/config/model_factory.h"
+#include "mirrored/config/run_setup.h"
 #include "mirrored/core/log.h"
+#include "mirrored/core/strings.h"
 #include "mirrored/core/timer.h"
 #include "mirrored/kernels/kernels.h"
 #include "mirrored/nn/loss.h"
 #include "mirrored/nn/model.h"
 #include "mirrored/nn/part_timer.h"
-#include "mirrored/train/config.h"
-#include "mirrored/train/library_options.h"
 #include "mirrored/train/model_data.h"
-#include "mirrored/train/model_factory.h"
-#include "mirrored/train/run_setup.h"
 
 namespace mirrored::cli {
 namespace {
@@ -196,7 +196,7 @@ void print_table(nn::Model& model, const LayerTimes& times, int64_t batch, int n
 int bench_layers(int&, char**&, const Args& args) {
   StepCounts counts{20, 3};
   bool help = false;
-  const train::TrainConfig config = train::parse_train_config(take_step_counts(args, counts), &help);
+  const config::TrainConfig config = config::parse_train_config(take_step_counts(args, counts), &help);
   if (help) {
     std::puts("usage: mirrored bench layers --config FILE [--steps N (20)] [--warmup N (3)] [--KEY VALUE ...]\n"
               "Times each layer's forward and backward on one process (medians over N steps), the\n"
@@ -205,12 +205,12 @@ int bench_layers(int&, char**&, const Args& args) {
               "sgemm rate at the same thread count (--threads; 0: every core).");
     return 0;
   }
-  const train::LibraryOptions lib = train::library_options(config);
-  const int threads = train::threads_for_one_process(lib.threads);
+  const config::LibraryOptions lib = config::library_options(config);
+  const int threads = config::threads_for_one_process(lib.threads);
   kernels::set_cpu_threads(threads);
   const train::HostBatch data = train::load_first_batch(lib.data, lib.data.train, lib.train_data.global_batch);
-  const train::ModelInputs& inputs = data.model_inputs;
-  nn::Model model = train::build_model(lib.model, inputs.sample_shape, inputs.num_classes);
+  const config::ModelInputs& inputs = data.model_inputs;
+  nn::Model model = config::build_model(lib.model, inputs.sample_shape, inputs.num_classes);
   model.build(inputs.sample_shape);
   model.initialize(lib.train_data.seed);
   const int64_t batch = data.inputs.shape()[0];
@@ -222,12 +222,12 @@ int bench_layers(int&, char**&, const Args& args) {
   time_layers(model, data, counts, times);
   const double sgemm_after = sgemm_gflops();
   const double sgemm = 0.5 * (sgemm_before + sgemm_after);
-  chief_print(str_cat("mirrored bench layers: model ", train::model_kind_name(lib.model.kind), ", batch ", batch, ", ",
+  chief_print(str_cat("mirrored bench layers: model ", config::model_kind_name(lib.model.kind), ", batch ", batch, ", ",
                       threads, " thread(s), medians over ", counts.steps, " steps after ", counts.warmup,
                       " warm-up; sgemm 512^3: ", fixed(sgemm, 1), " GFLOP/s (", fixed(sgemm_before, 1),
                       " before the layers, ", fixed(sgemm_after, 1), " after)"));
   print_table(model, times, batch, inputs.num_classes, sgemm);
-  if (lib.model.kind == train::ModelKind::kGpt)
+  if (lib.model.kind == config::ModelKind::kGpt)
     print_attention_context_sweep(lib.model.gpt.width, lib.model.gpt.heads, batch * lib.model.gpt.context,
                                   static_cast<int>(counts.steps), sgemm);
   return 0;

@@ -20,6 +20,7 @@
 #include "commands.h"
 #include "parse_options.h"
 #include "mirrored/comm/health/flight_recorder.h"
+#include "mirrored/config/library_options.h"
 #include "mirrored/core/cpu_affinity.h"
 #include "mirrored/core/log.h"
 #include "mirrored/core/strings.h"
@@ -28,7 +29,6 @@
 #include "mirrored/distribute/strategy.h"
 #include "mirrored/kernels/kernels.h"
 #include "mirrored/kernels/synchronize.h"
-#include "mirrored/train/library_options.h"
 #include "mirrored/train/trainer.h"
 
 namespace mirrored::cli {
@@ -196,7 +196,7 @@ void StepTimer::on_train_end(train::TrainContext& ctx, const train::TrainSummary
 // Every rank: the 1-replica baseline (bench_scaling.h) and the efficiency of this run
 // against it. The ranks other than 0 wait in a polled all-reduce that sleeps between
 // tests, so the baseline has the host's cores to itself.
-void report_scaling(distribute::Runtime& runtime, const Args& train_args, int64_t steps, int64_t warmup,
+void report_scaling(runtime::Runtime& runtime, const Args& train_args, int64_t steps, int64_t warmup,
                     double samples_per_sec) {
   const int replicas = runtime.world_size();
   double baseline = samples_per_sec;
@@ -234,7 +234,7 @@ void report_scaling(distribute::Runtime& runtime, const Args& train_args, int64_
 }
 
 // Builds a Trainer for `config`, times its steps and prints the tables.
-RunFigures time_training(distribute::Runtime& runtime, const train::TrainConfig& config, const BenchOptions& bench,
+RunFigures time_training(runtime::Runtime& runtime, const config::TrainConfig& config, const BenchOptions& bench,
                          const Args& train_args, int64_t warmup);
 
 }  // namespace
@@ -244,7 +244,7 @@ int bench_train(int& argc, char**& argv, const Args& args) {
   bool help = false;
   const Args train_args = take_step_counts(args, bench.counts,
                                           {{"--scaling", &bench.scaling}, {"--compare-reduction", &bench.compare_reduction}});
-  const train::TrainConfig config = train::parse_train_config(train_args, &help);
+  const config::TrainConfig config = config::parse_train_config(train_args, &help);
   if (help) {
     std::puts("usage: mirrored bench train --config FILE [--steps N (50)] [--warmup N (5)] [--scaling]\n"
               "                             [--compare-reduction] [--KEY VALUE ...]\n"
@@ -257,7 +257,7 @@ int bench_train(int& argc, char**& argv, const Args& args) {
               "(except --timeline) and neither resumes nor evaluates.");
     return 0;
   }
-  distribute::Runtime runtime(argc, argv, train::library_options(config).runtime);
+  runtime::Runtime runtime(argc, argv, config::library_options(config).runtime);
   if (!runtime.core_binding().summary.empty()) chief_info(runtime.core_binding().summary);
   const int64_t warmup = std::max<int64_t>(bench.counts.warmup, 1);  // step 0 pays one-time costs
   if (!bench.compare_reduction) {
@@ -268,7 +268,7 @@ int bench_train(int& argc, char**& argv, const Args& args) {
   RunFigures figures[2];
   const distribute::Reduction modes[2] = {distribute::Reduction::kFast, distribute::Reduction::kInvariant};
   for (int i = 0; i < 2; ++i) {
-    train::TrainConfig run = config;
+    config::TrainConfig run = config;
     run.reduction = modes[i];
     chief_print(str_cat("--- reduction = ", distribute::reduction_name(modes[i])));
     figures[i] = time_training(runtime, run, bench, train_args, warmup);
@@ -284,7 +284,7 @@ int bench_train(int& argc, char**& argv, const Args& args) {
 }
 
 namespace {
-RunFigures time_training(distribute::Runtime& runtime, const train::TrainConfig& config, const BenchOptions& bench,
+RunFigures time_training(runtime::Runtime& runtime, const config::TrainConfig& config, const BenchOptions& bench,
                          const Args& train_args, int64_t warmup) {
   train::Trainer trainer(config, runtime, {.write_files = false, .evaluate = false, .steps = warmup + bench.counts.steps});
   auto& strategy = trainer.strategy();
@@ -293,15 +293,15 @@ RunFigures time_training(distribute::Runtime& runtime, const train::TrainConfig&
   const StepTimer& timing = *timer;
   trainer.add_callback(std::move(timer));
 
-  chief_print(str_cat("mirrored bench train: model ", train::option_value(config, "model"), ", ",
+  chief_print(str_cat("mirrored bench train: model ", config::option_value(config, "model"), ", ",
                       strategy.num_replicas_in_sync(), " replica(s) x ", strategy.per_replica_batch(config.batch_size),
                       " = global batch ", config.batch_size, ", ", kernels::cpu_threads(), " thread(s)/rank, ",
                       bench.counts.steps, " timed steps after ", warmup, " warm-up, precision ",
-                      train::option_value(config, "precision")));
+                      config::option_value(config, "precision")));
   chief_print(str_cat("  ", trainer.model().reducer().buckets().size(), " gradient bucket(s), overlap ",
-                      train::option_value(config, "overlap"), ", compression ",
-                      train::option_value(config, "grad_compression"), ", allreduce ",
-                      strategy.allreduce() == distribute::Allreduce::kHierarchical ? "hierarchical" : "flat", ", accumulate ", config.accumulate_steps));
+                      config::option_value(config, "overlap"), ", compression ",
+                      config::option_value(config, "grad_compression"), ", allreduce ",
+                      strategy.allreduce() == runtime::Allreduce::kHierarchical ? "hierarchical" : "flat", ", accumulate ", config.accumulate_steps));
   trainer.fit();
   if (bench.scaling) report_scaling(runtime, train_args, bench.counts.steps, warmup, timing.samples_per_sec());
   RunFigures figures;

@@ -13,12 +13,12 @@
 // Cost: one all-reduce of one int per step (tens of microseconds).
 #include <string>
 
+#include "mirrored/config/config.h"
 #include "mirrored/train/callback.h"
-#include "mirrored/train/config.h"
 
 namespace mirrored::app {
 
-using train::PreemptionSignal;
+using config::PreemptionSignal;
 
 class PreemptionHandler final : public train::Callback {
  public:

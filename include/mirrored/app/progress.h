@@ -11,16 +11,16 @@
 #include <cstdio>
 #include <string>
 
+#include "mirrored/config/config.h"
 #include "mirrored/core/timer.h"
 #include "mirrored/train/callback.h"
-#include "mirrored/train/config.h"
 
 namespace mirrored::app {
 
 using train::Callback;
 using train::EpochEnd;
 using train::LogPoint;
-using train::ProgressSetting;
+using config::ProgressSetting;
 using train::StepEnd;
 using train::TrainContext;
 

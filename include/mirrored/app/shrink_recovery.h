@@ -3,7 +3,7 @@
 // the Trainer that failed and the one that goes on.
 //
 //   1. the Runtime revokes every communicator, shrinks the world to the live ranks and
-//      rebuilds its communicators (distribute/runtime.h); the lowest survivor is the chief;
+//      rebuilds its communicators (runtime/runtime.h); the lowest survivor is the chief;
 //   2. the survivors agree on the last completed step: the most steps any of them finished
 //      (a rank may have completed the interrupted step's all-reduce before the failure
 //      reached it); the lowest survivor holding that step sends its state to the chief.
@@ -19,17 +19,17 @@
 #include <optional>
 #include <string>
 
+#include "mirrored/config/config.h"
 #include "mirrored/core/timer.h"
-#include "mirrored/distribute/runtime.h"
 #include "mirrored/io/checkpoint_file.h"
+#include "mirrored/runtime/runtime.h"
 #include "mirrored/train/callback.h"
-#include "mirrored/train/config.h"
 #include "mirrored/train/trainer.h"
 
 namespace mirrored::app {
 
 struct Recovery {
-  distribute::Membership membership;
+  runtime::Membership membership;
   int64_t step = 0;        // the step the run goes on from
   std::string checkpoint;  // the file it resumes from
 };
@@ -37,7 +37,7 @@ struct Recovery {
 // Collective over the survivors. `snapshot`: this rank's state after the failure (none
 // when the failure came before a Trainer existed; the newest checkpoint is used then).
 // Throws Error(kTooFewReplicas) after writing the checkpoint when the run cannot go on.
-Recovery recover_after_failure(const train::TrainConfig& config, distribute::Runtime& runtime,
+Recovery recover_after_failure(const config::TrainConfig& config, runtime::Runtime& runtime,
                                const std::optional<train::StateAfterFailure>& snapshot);
 
 // Reports a recovery once the first step after it has completed: a progress line, and the

@@ -10,13 +10,13 @@
 #include <memory>
 #include <vector>
 
-#include "mirrored/distribute/runtime.h"
+#include "mirrored/config/config.h"
+#include "mirrored/config/library_options.h"
 #include "mirrored/distribute/shard_copies.h"
 #include "mirrored/distribute/strategy.h"
 #include "mirrored/io/checkpoint_file.h"
+#include "mirrored/runtime/runtime.h"
 #include "mirrored/train/callback.h"
-#include "mirrored/train/config.h"
-#include "mirrored/train/library_options.h"
 
 namespace mirrored::train {
 
@@ -42,7 +42,7 @@ class Trainer {
  public:
   // Collective. Loads the data, builds and mirrors the model and the optimizer. Throws
   // InputError for a configuration that does not fit the data or the world size.
-  Trainer(const TrainConfig& config, distribute::Runtime& runtime, TrainerOptions options = {});
+  Trainer(const config::TrainConfig& config, runtime::Runtime& runtime, TrainerOptions options = {});
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
