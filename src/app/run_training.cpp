@@ -6,13 +6,13 @@
 
 #include "mirrored/app/run_training.h"
 
-#include "mirrored/app/preemption.h"
-#include "mirrored/app/progress.h"
-#include "mirrored/app/shrink_recovery.h"
 #include "mirrored/comm/failure/fault_tolerance.h"
 #include "mirrored/comm/health/trace_signal.h"
 #include "mirrored/core/log.h"
+#include "mirrored/elastic/shrink_recovery.h"
 #include "mirrored/train/checkpointer.h"
+#include "mirrored/train/preemption.h"
+#include "mirrored/train/progress.h"
 #include "mirrored/train/standard_callbacks.h"
 #include "mirrored/train/tensorboard_logger.h"
 #include "mirrored/train/trainer.h"
@@ -25,13 +25,13 @@ void add_standard_callbacks(train::Trainer& trainer, const config::TrainConfig& 
   trainer.add_callback(std::make_unique<MetricsLogger>());
   trainer.add_callback(std::make_unique<TensorBoardLogger>());
   // Before ConsoleLogger, so a finished bar ends its line before the epoch summary prints.
-  trainer.add_callback(std::make_unique<ProgressReporter>(
-      resolve_progress_style(config.progress, config.quiet, isatty(fileno(stderr)) == 1)));
+  trainer.add_callback(std::make_unique<train::ProgressReporter>(
+      train::resolve_progress_style(config.progress, config.quiet, isatty(fileno(stderr)) == 1)));
   trainer.add_callback(std::make_unique<ConsoleLogger>());
   trainer.add_callback(std::make_unique<FinalParametersWriter>());
   trainer.add_callback(std::make_unique<Checkpointer>());  // after MetricsLogger: the eval record precedes it
   if (config.preemption_signal != config::PreemptionSignal::kNone)
-    trainer.add_callback(std::make_unique<PreemptionHandler>(config.preemption_signal));
+    trainer.add_callback(std::make_unique<train::PreemptionHandler>(config.preemption_signal));
 }
 
 // The flight recorder writes to <out>/trace; a dump left by an earlier attempt of this run
@@ -53,10 +53,10 @@ train::TrainSummary run_training(const config::TrainConfig& config, runtime::Run
   using namespace train;
   const bool shrink = config.on_failure == config::OnFailure::kShrink;
   config::TrainConfig current = config;
-  std::optional<Recovery> recovered;
+  std::optional<elastic::Recovery> recovered;
   Stopwatch since_failure;
   const comm::TraceDumpSignal trace_signal(config.preemption_signal == config::PreemptionSignal::kUsr2);
-  // on_failure = shrink: each lost rank ends one Trainer; the survivors recover (shrink_recovery.h)
+  // on_failure = shrink: each lost rank ends one Trainer; the survivors recover (elastic/shrink_recovery.h)
   // and the next Trainer goes on from the recovered step. Otherwise the first failure ends the job.
   for (;;) {
     std::optional<StateAfterFailure> snapshot;
@@ -64,7 +64,7 @@ train::TrainSummary run_training(const config::TrainConfig& config, runtime::Run
       arm_trace_dumps(runtime, current);
       Trainer trainer(current, runtime);
       add_standard_callbacks(trainer, current);
-      if (recovered) trainer.add_callback(std::make_unique<MembershipReporter>(*recovered, since_failure));
+      if (recovered) trainer.add_callback(std::make_unique<elastic::MembershipReporter>(*recovered, since_failure));
       for (auto& callback : extra) trainer.add_callback(std::move(callback));
       extra.clear();
       try {
@@ -86,7 +86,7 @@ train::TrainSummary run_training(const config::TrainConfig& config, runtime::Run
       // A peer lost during the recovery itself: shrink again and start the recovery over.
       for (;;) {
         try {
-          recovered = recover_after_failure(current, runtime, snapshot);
+          recovered = elastic::recover_after_failure(current, runtime, snapshot);
           break;
         } catch (const comm::PeerFailure& failure) {
           rank_warning(str_cat("a peer failed during the recovery: ", failure.what()));

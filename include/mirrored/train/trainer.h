@@ -30,7 +30,7 @@ struct TrainerOptions {
 struct StateAfterFailure {
   // The run after the steps this replica completed, as a checkpoint: whole when every
   // replica holds the whole state. Sharded, its parameters and optimizer state values
-  // are to be put together from the survivors' `pieces` (shard_recovery.h); the tensors'
+  // are to be put together from the survivors' `pieces` (elastic/shard_recovery.h); the tensors'
   // names and shapes are here.
   io::Checkpoint checkpoint;
   int shards = 0;                              // sharded: the world the state was cut for

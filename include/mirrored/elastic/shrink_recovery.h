@@ -26,7 +26,7 @@
 #include "mirrored/train/callback.h"
 #include "mirrored/train/trainer.h"
 
-namespace mirrored::app {
+namespace mirrored::elastic {
 
 struct Recovery {
   runtime::Membership membership;
@@ -55,4 +55,4 @@ class MembershipReporter final : public train::Callback {
   bool reported_ = false;
 };
 
-}  // namespace mirrored::app
+}  // namespace mirrored::elastic

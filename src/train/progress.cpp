@@ -1,5 +1,5 @@
 #include "mirrored/core/strings.h"
-#include "mirrored/app/progress.h"
+#include "mirrored/train/progress.h"
 
 #include <sys/ioctl.h>
 #include <unistd.h>
@@ -9,7 +9,7 @@
 
 #include "mirrored/core/log.h"
 
-namespace mirrored::app {
+namespace mirrored::train {
 namespace {
 
 constexpr double kRedrawSeconds = 0.1;  // a bar redrawn faster than this only costs time
@@ -27,10 +27,10 @@ int terminal_width(std::FILE* stream) {
 
 }  // namespace
 
-ProgressStyle resolve_progress_style(ProgressSetting setting, bool quiet, bool stream_is_terminal) {
-  if (quiet || setting == ProgressSetting::kOff) return ProgressStyle::kOff;
-  if (setting == ProgressSetting::kBar) return ProgressStyle::kBar;
-  if (setting == ProgressSetting::kPlain) return ProgressStyle::kPlain;
+ProgressStyle resolve_progress_style(config::ProgressSetting setting, bool quiet, bool stream_is_terminal) {
+  if (quiet || setting == config::ProgressSetting::kOff) return ProgressStyle::kOff;
+  if (setting == config::ProgressSetting::kBar) return ProgressStyle::kBar;
+  if (setting == config::ProgressSetting::kPlain) return ProgressStyle::kPlain;
   return stream_is_terminal ? ProgressStyle::kBar : ProgressStyle::kPlain;
 }
 
@@ -118,7 +118,7 @@ void ProgressReporter::on_log(TrainContext& ctx, const LogPoint& point) {
     const std::string host =
         static_cast<size_t>(flag.rank) < placements.size() ? placements[static_cast<size_t>(flag.rank)].host : "?";
     write(str_cat(bar_open_ ? "\r\x1b[K" : "", "warning: straggler: rank ", flag.rank, " on ", host, " scores ",
-                  fixed(flag.score, 2), " in ", train::scored_phase_name(flag.phase), " against the median rank at step ",
+                  fixed(flag.score, 2), " in ", scored_phase_name(flag.phase), " against the median rank at step ",
                   point.step, " (below straggler.threshold = ", ctx.config.straggler_threshold, " for ", flag.points,
                   " log points)\n"));
     bar_open_ = false;
@@ -143,4 +143,4 @@ void ProgressReporter::on_epoch_end(TrainContext&, const EpochEnd&) {
   bar_open_ = false;
 }
 
-}  // namespace mirrored::app
+}  // namespace mirrored::train

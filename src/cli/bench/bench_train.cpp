@@ -16,9 +16,9 @@
 #include <cstdlib>
 #include <thread>
 
+#include "../commands.h"
+#include "../parse_options.h"
 #include "bench_scaling.h"
-#include "commands.h"
-#include "parse_options.h"
 #include "mirrored/comm/health/flight_recorder.h"
 #include "mirrored/config/library_options.h"
 #include "mirrored/core/cpu_affinity.h"

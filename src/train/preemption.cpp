@@ -1,4 +1,4 @@
-#include "mirrored/app/preemption.h"
+#include "mirrored/train/preemption.h"
 
 #include <atomic>
 #include <csignal>
@@ -8,7 +8,7 @@
 #include "mirrored/core/log.h"
 #include "mirrored/train/checkpointer.h"
 
-namespace mirrored::app {
+namespace mirrored::train {
 namespace {
 // Written from a signal handler: must be lock-free to be async-signal-safe.
 std::atomic<int> g_signalled{0};
@@ -17,23 +17,23 @@ std::atomic<bool> g_installed{false};
 
 extern "C" void on_preemption_signal(int) { g_signalled.store(1, std::memory_order_relaxed); }
 
-int signal_number(PreemptionSignal signal) {
+int signal_number(config::PreemptionSignal signal) {
   switch (signal) {
-    case PreemptionSignal::kUsr1: return SIGUSR1;
-    case PreemptionSignal::kUsr2: return SIGUSR2;
-    case PreemptionSignal::kTerm: return SIGTERM;
-    case PreemptionSignal::kNone: break;
+    case config::PreemptionSignal::kUsr1: return SIGUSR1;
+    case config::PreemptionSignal::kUsr2: return SIGUSR2;
+    case config::PreemptionSignal::kTerm: return SIGTERM;
+    case config::PreemptionSignal::kNone: break;
   }
   throw Error(ExitCode::kFailure, "PreemptionHandler needs a signal (preemption_signal = none installs none)");
 }
 
 // As config.ini names it (preemption_signal = USR1) and as it follows "SIG".
-const char* signal_name(PreemptionSignal signal) {
+const char* signal_name(config::PreemptionSignal signal) {
   switch (signal) {
-    case PreemptionSignal::kUsr1: return "USR1";
-    case PreemptionSignal::kUsr2: return "USR2";
-    case PreemptionSignal::kTerm: return "TERM";
-    case PreemptionSignal::kNone: break;
+    case config::PreemptionSignal::kUsr1: return "USR1";
+    case config::PreemptionSignal::kUsr2: return "USR2";
+    case config::PreemptionSignal::kTerm: return "TERM";
+    case config::PreemptionSignal::kNone: break;
   }
   return "none";
 }
@@ -43,7 +43,7 @@ struct PreemptionHandler::Saved {
   struct sigaction action;
 };
 
-PreemptionHandler::PreemptionHandler(PreemptionSignal signal)
+PreemptionHandler::PreemptionHandler(config::PreemptionSignal signal)
     : signal_(signal_number(signal)), name_(signal_name(signal)) {
   MIRRORED_CHECK(!g_installed.exchange(true), "only one PreemptionHandler may exist at a time");
   g_signalled.store(0);
@@ -75,7 +75,7 @@ PreemptionHandler::~PreemptionHandler() {
 }
 
 
-void PreemptionHandler::on_step_end(train::TrainContext& ctx, const train::StepEnd& step) {
+void PreemptionHandler::on_step_end(TrainContext& ctx, const StepEnd& step) {
   // Every rank takes part every step, so the decision lands on the same step everywhere.
   const int32_t mine = g_signalled.load(std::memory_order_relaxed);
   const comm::CallSite site("preemption check");
@@ -83,7 +83,7 @@ void PreemptionHandler::on_step_end(train::TrainContext& ctx, const train::StepE
                           ? ctx.strategy.reduce(distribute::ReduceOp::kMax, mine)
                           : mine;
   if (!any) return;
-  train::Checkpointer().save(ctx, step.step);
+  Checkpointer().save(ctx, step.step);
   ctx.strategy.communicator().barrier();  // the checkpoint is on disk before any rank exits
   ctx.stop_training = true;
   ctx.preempted = true;
@@ -92,4 +92,4 @@ void PreemptionHandler::on_step_end(train::TrainContext& ctx, const train::StepE
                      " so the job can be requeued and resume"));
 }
 
-}  // namespace mirrored::app
+}  // namespace mirrored::train

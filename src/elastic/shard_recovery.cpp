@@ -1,11 +1,11 @@
-#include "mirrored/distribute/shard_recovery.h"
+#include "mirrored/elastic/shard_recovery.h"
 
 #include <algorithm>
 #include <set>
 
 #include "mirrored/core/error.h"
 
-namespace mirrored::distribute {
+namespace mirrored::elastic {
 
 ShardHolders choose_shard_holders(const std::vector<std::vector<HeldPiece>>& held, int shards) {
   ShardHolders choice;
@@ -35,13 +35,13 @@ ShardHolders choose_shard_holders(const std::vector<std::vector<HeldPiece>>& hel
   return choice;  // every shard survives, but at no one step: step -1
 }
 
-StateAssembly::StateAssembly(const ShardPlan& plan, int state_tensors)
+StateAssembly::StateAssembly(const distribute::ShardPlan& plan, int state_tensors)
     : plan_(plan),
       params_(static_cast<size_t>(plan.numel())),
       state_(static_cast<size_t>(state_tensors), std::vector<float>(static_cast<size_t>(plan.numel()))),
       placed_(static_cast<size_t>(plan.replicas()), false) {}
 
-size_t StateAssembly::piece_floats(int shard) const { return shard_piece_floats(plan_, shard, state_.size()); }
+size_t StateAssembly::piece_floats(int shard) const { return distribute::shard_piece_floats(plan_, shard, state_.size()); }
 
 void StateAssembly::place(int shard, const std::vector<float>& values) {
   MIRRORED_CHECK(shard >= 0 && shard < plan_.replicas() && values.size() == piece_floats(shard), "a piece of ",
@@ -60,4 +60,4 @@ void StateAssembly::place(int shard, const std::vector<float>& values) {
 
 bool StateAssembly::complete() const { return std::all_of(placed_.begin(), placed_.end(), [](bool b) { return b; }); }
 
-}  // namespace mirrored::distribute
+}  // namespace mirrored::elastic

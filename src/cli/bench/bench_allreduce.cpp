@@ -13,7 +13,7 @@
 #include <iostream>
 #include <vector>
 
-#include "commands.h"
+#include "../commands.h"
 #include "mirrored/core/cuda_memory.h"
 #include "mirrored/core/error.h"
 #include "mirrored/core/log.h"

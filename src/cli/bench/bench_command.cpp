@@ -4,7 +4,7 @@
 #include <functional>
 #include <vector>
 
-#include "commands.h"
+#include "../commands.h"
 #include "mirrored/core/error.h"
 
 namespace mirrored::cli {

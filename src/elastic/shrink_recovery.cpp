@@ -1,4 +1,4 @@
-#include "mirrored/app/shrink_recovery.h"
+#include "mirrored/elastic/shrink_recovery.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -6,10 +6,10 @@
 #include "mirrored/checkpoint/run_directory.h"
 #include "mirrored/core/error.h"
 #include "mirrored/core/log.h"
-#include "mirrored/distribute/shard_recovery.h"
+#include "mirrored/elastic/shard_recovery.h"
 #include "mirrored/train/checkpointer.h"
 
-namespace mirrored::app {
+namespace mirrored::elastic {
 namespace fs = std::filesystem;
 namespace {
 
@@ -69,7 +69,7 @@ int64_t recover_replicated(comm::Communicator& world, const std::optional<train:
 }
 
 // Sharded state: the newest step at which every shard survives on some survivor, as its
-// owner's live or previous copy or its keeper's (shard_copies.h); each shard's holder
+// owner's live or previous copy or its keeper's (distribute/shard_copies.h); each shard's holder
 // sends it to the chief, which puts the whole state together. When a shard's owner and
 // keeper are both lost, nothing is written: the run ends, naming them.
 int64_t recover_sharded(comm::Communicator& world, const runtime::Membership& membership,
@@ -88,13 +88,13 @@ int64_t recover_sharded(comm::Communicator& world, const runtime::Membership& me
   mine[0] = snapshot.keeper_distance;
   std::vector<int64_t> all(mine.size() * static_cast<size_t>(world.size()));
   world.allgather(mine.data(), all.data(), mine.size(), comm::DataType::kI64);
-  std::vector<std::vector<distribute::HeldPiece>> held(static_cast<size_t>(world.size()));
+  std::vector<std::vector<HeldPiece>> held(static_cast<size_t>(world.size()));
   for (size_t r = 0; r < held.size(); ++r)
     for (size_t i = 0; i < kMaxPieces; ++i) {
       const int64_t* triple = &all[r * mine.size() + 1 + 3 * i];
       if (triple[0] >= 0) held[r].push_back({static_cast<int>(triple[0]), triple[1]});
     }
-  const distribute::ShardHolders choice = distribute::choose_shard_holders(held, snapshot.shards);
+  const ShardHolders choice = choose_shard_holders(held, snapshot.shards);
   if (choice.step < 0) {
     const int distance = static_cast<int>(all[0]);
     std::string lost;
@@ -120,7 +120,7 @@ int64_t recover_sharded(comm::Communicator& world, const runtime::Membership& me
   const bool chief = world.rank() == 0;
   int64_t numel = 0;
   for (const auto& param : snapshot.checkpoint.params) numel += static_cast<int64_t>(param.values.size());
-  distribute::StateAssembly assembly(distribute::ShardPlan::make(numel, snapshot.shards, true),
+  StateAssembly assembly(distribute::ShardPlan::make(numel, snapshot.shards, true),
                                      static_cast<int>(snapshot.checkpoint.optimizer_state.size()));
   int64_t optimizer_steps = 0;
   std::vector<float> values;
@@ -230,4 +230,4 @@ void MembershipReporter::on_step_end(train::TrainContext& ctx, const train::Step
                      fixed(seconds, 2), " s after the failure was detected"));
 }
 
-}  // namespace mirrored::app
+}  // namespace mirrored::elastic

@@ -15,19 +15,12 @@
 #include "mirrored/core/timer.h"
 #include "mirrored/train/callback.h"
 
-namespace mirrored::app {
-
-using train::Callback;
-using train::EpochEnd;
-using train::LogPoint;
-using config::ProgressSetting;
-using train::StepEnd;
-using train::TrainContext;
+namespace mirrored::train {
 
 enum class ProgressStyle { kBar, kPlain, kOff };
 
 // `setting` is the config's `progress` value; auto means a bar on a terminal, else plain.
-ProgressStyle resolve_progress_style(ProgressSetting setting, bool quiet, bool stream_is_terminal);
+ProgressStyle resolve_progress_style(config::ProgressSetting setting, bool quiet, bool stream_is_terminal);
 
 // "1:02:03" or "2:03" (minutes:seconds below an hour); "?" before the first estimate.
 std::string format_duration(double seconds);
@@ -66,4 +59,4 @@ class ProgressReporter final : public Callback {
   int64_t run_steps_at_epoch_start_ = 0;
 };
 
-}  // namespace mirrored::app
+}  // namespace mirrored::train

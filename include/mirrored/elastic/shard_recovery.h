@@ -1,6 +1,6 @@
 #pragma once
 // After a lost replica, with sharded optimizer state: from the shard copies the survivors
-// hold (shard_copies.h), the newest step at which every shard survives, who sends each
+// hold (distribute/shard_copies.h), the newest step at which every shard survives, who sends each
 // one, and the whole state put together from them. Pure functions: every survivor
 // computes the same choice from the same all-gathered labels.
 #include <cstdint>
@@ -9,7 +9,7 @@
 #include "mirrored/distribute/shard_copies.h"
 #include "mirrored/distribute/shard_plan.h"
 
-namespace mirrored::distribute {
+namespace mirrored::elastic {
 
 // One copy a survivor holds: which shard, at which step.
 struct HeldPiece {
@@ -30,7 +30,7 @@ ShardHolders choose_shard_holders(const std::vector<std::vector<HeldPiece>>& hel
 // tensor's unsharded values.
 class StateAssembly {
  public:
-  StateAssembly(const ShardPlan& plan, int state_tensors);
+  StateAssembly(const distribute::ShardPlan& plan, int state_tensors);
   // `values`: shard `shard`'s piece (ShardPiece::values).
   void place(int shard, const std::vector<float>& values);
   // Floats in shard `shard`'s piece.
@@ -41,10 +41,10 @@ class StateAssembly {
   const std::vector<std::vector<float>>& state() const { return state_; }
 
  private:
-  ShardPlan plan_;
+  distribute::ShardPlan plan_;
   std::vector<float> params_;
   std::vector<std::vector<float>> state_;
   std::vector<bool> placed_;
 };
 
-}  // namespace mirrored::distribute
+}  // namespace mirrored::elastic

@@ -16,21 +16,19 @@
 #include "mirrored/config/config.h"
 #include "mirrored/train/callback.h"
 
-namespace mirrored::app {
+namespace mirrored::train {
 
-using config::PreemptionSignal;
-
-class PreemptionHandler final : public train::Callback {
+class PreemptionHandler final : public Callback {
  public:
   // Installs the handler for `signal` (not kNone); the destructor
   // restores the previous one, except that a default (fatal) disposition becomes "ignore",
   // so a late warning cannot kill a run that has finished. One handler at a time.
-  explicit PreemptionHandler(PreemptionSignal signal);
+  explicit PreemptionHandler(config::PreemptionSignal signal);
   ~PreemptionHandler() override;
   PreemptionHandler(const PreemptionHandler&) = delete;
   PreemptionHandler& operator=(const PreemptionHandler&) = delete;
 
-  void on_step_end(train::TrainContext& ctx, const train::StepEnd& step) override;
+  void on_step_end(TrainContext& ctx, const StepEnd& step) override;
 
  private:
   int signal_ = 0;
@@ -39,4 +37,4 @@ class PreemptionHandler final : public train::Callback {
   Saved* saved_ = nullptr;  // the previous disposition (struct sigaction, kept out of the header)
 };
 
-}  // namespace mirrored::app
+}  // namespace mirrored::train

@@ -15,9 +15,9 @@
 #include <memory>
 #include <vector>
 
+#include "../commands.h"
+#include "../parse_options.h"
 #include "bench_attention_sweep.h"
-#include "commands.h"
-#include "parse_options.h"
 #include "mirrored/config/config.h"
 #include "mirrored/config/library_options.h"
 #include "mirrored/config/model_factory.h"
