@@ -26,7 +26,9 @@ int64_t step_of(const std::string& name) {
 
 }  // namespace
 
-std::string checkpoint_dir(const config::TrainConfig& config) { return (fs::path(config.out) / "checkpoints").string(); }
+std::string checkpoint_dir(const config::TrainConfig& config) {
+  return (fs::path(config.out) / "checkpoints").string();
+}
 
 std::string checkpoint_file_name(int64_t step) {
   char name[64];

@@ -16,8 +16,8 @@ void initialize_from_file(const config::TrainConfig& config, distribute::Mirrore
   if (strategy.is_chief()) {
     try {
       if (config.model != config::ModelKind::kGpt)
-        throw InputError(str_cat("model = ", config::model_kind_name(config.model), ": a safetensors file in GPT-2's layout "
-                                 "initialises a gpt only"));
+        throw InputError(str_cat("model = ", config::model_kind_name(config.model),
+                                 ": a safetensors file in GPT-2's layout initialises a gpt only"));
       values = read_gpt2_parameters(io::SafetensorsFile(config.init_from), arena);
     } catch (const InputError& e) {
       problem = e.what();

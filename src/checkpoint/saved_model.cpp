@@ -58,7 +58,8 @@ SavedModel find_saved_model(const std::string& command, const std::string& path,
 }
 
 config::ModelInputs saved_token_model_inputs(const SavedModel& saved) {
-  MIRRORED_CHECK(saved.lib.model.kind == config::ModelKind::kGpt, "token inputs of a ", config::model_kind_name(saved.lib.model.kind));
+  MIRRORED_CHECK(saved.lib.model.kind == config::ModelKind::kGpt, "token inputs of a ",
+                 config::model_kind_name(saved.lib.model.kind));
   const io::H5File file(saved.parameters, io::H5File::Access::kRead);
   if (!file.exists(kTokenTable))
     throw InputError(str_cat("'", saved.parameters, "' has no ", kTokenTable, ", the token table of the gpt that ",
@@ -112,8 +113,9 @@ nn::Model load_saved_model(const SavedModel& saved, const config::ModelInputs& i
 
 distribute::DistributedModel load_saved_model(const SavedModel& saved, const config::ModelInputs& inputs,
                                               distribute::MirroredStrategy& strategy) {
-  auto model = strategy.scope([&] { return config::build_model(saved.lib.model, inputs.sample_shape, inputs.num_classes); },
-                              {inputs.sample_shape, saved.config.seed});
+  auto model =
+      strategy.scope([&] { return config::build_model(saved.lib.model, inputs.sample_shape, inputs.num_classes); },
+                     {inputs.sample_shape, saved.config.seed});
   nn::ParameterArena& arena = model.parameters();
   if (strategy.is_chief()) io::load_parameters(saved.parameters, arena);
   // The running statistics too: a replica that kept its initial ones would evaluate another model.

@@ -41,7 +41,9 @@ StateAssembly::StateAssembly(const distribute::ShardPlan& plan, int state_tensor
       state_(static_cast<size_t>(state_tensors), std::vector<float>(static_cast<size_t>(plan.numel()))),
       placed_(static_cast<size_t>(plan.replicas()), false) {}
 
-size_t StateAssembly::piece_floats(int shard) const { return distribute::shard_piece_floats(plan_, shard, state_.size()); }
+size_t StateAssembly::piece_floats(int shard) const {
+  return distribute::shard_piece_floats(plan_, shard, state_.size());
+}
 
 void StateAssembly::place(int shard, const std::vector<float>& values) {
   MIRRORED_CHECK(shard >= 0 && shard < plan_.replicas() && values.size() == piece_floats(shard), "a piece of ",

@@ -79,7 +79,8 @@ std::vector<std::string> config_changes(const std::string& source, const std::st
   if (stored.empty()) return {};  // written before checkpoints held their configuration
   try {
     return config::result_changes(
-        config::parse_config_text(stored, str_cat("the configuration stored in '", source, "'"), /*ignore_unknown_keys=*/true),
+        config::parse_config_text(stored, str_cat("the configuration stored in '", source, "'"),
+                                  /*ignore_unknown_keys=*/true),
         current);
   } catch (const InputError& e) {
     rank_warning(str_cat("cannot compare the configuration of '", source, "' with this run's: ", e.what()));
@@ -89,7 +90,8 @@ std::vector<std::string> config_changes(const std::string& source, const std::st
 
 // A run resumed from a named checkpoint with other hyper-parameters is allowed (like
 // changing lr by hand), but it no longer reproduces the original run: say so.
-void warn_about_config_changes(const std::string& source, const std::string& stored, const config::TrainConfig& current) {
+void warn_about_config_changes(const std::string& source, const std::string& stored,
+                               const config::TrainConfig& current) {
   const auto changes = config_changes(source, stored, current);
   if (!changes.empty())
     rank_warning(str_cat("resuming from '", source, "' with a changed configuration (", join(changes, ", "),
@@ -180,8 +182,8 @@ Choice choose_on_chief(const TrainContext& ctx) {
   choice.message =
       candidates.size() == 1 && where.empty()
           ? str_cat("resume = '", resume, "': ", problems.front())
-          : str_cat("resume = ", ctx.config.resume == config::ResumeMode::kAuto ? std::string("auto") : resume, ": none of the ",
-                    candidates.size(), " checkpoint(s) in '", where,
+          : str_cat("resume = ", ctx.config.resume == config::ResumeMode::kAuto ? std::string("auto") : resume,
+                    ": none of the ", candidates.size(), " checkpoint(s) in '", where,
                     "' is usable; remove them or set resume = never to start over");
   return choice;
 }
@@ -232,7 +234,8 @@ ResumePoint restore_checkpoint(TrainContext& ctx) {
     // Leftovers of a write that a crash interrupted: never valid, never renamed into place.
     std::vector<fs::path> leftovers;
     std::error_code error;
-    for (fs::directory_iterator it(checkpoint::checkpoint_dir(ctx.config), error), end; !error && it != end; it.increment(error))
+    for (fs::directory_iterator it(checkpoint::checkpoint_dir(ctx.config), error), end; !error && it != end;
+         it.increment(error))
       if (it->path().filename().string().find(".h5.tmp.") != std::string::npos) leftovers.push_back(it->path());
     for (const auto& path : leftovers) fs::remove(path, error);
     if (ctx.config.resume == config::ResumeMode::kNever) {

@@ -64,8 +64,8 @@ class ImageTrainingData final : public TrainingData {
 
 }  // namespace
 
-std::unique_ptr<TrainingData> image_training_data(const config::LibraryOptions& lib, distribute::MirroredStrategy& strategy,
-                                                  bool with_eval) {
+std::unique_ptr<TrainingData> image_training_data(const config::LibraryOptions& lib,
+                                                  distribute::MirroredStrategy& strategy, bool with_eval) {
   return std::make_unique<ImageTrainingData>(lib, strategy, with_eval);
 }
 

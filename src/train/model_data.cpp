@@ -17,7 +17,8 @@ bool reads_tokens(const config::DataSpec& data) { return data.context > 0; }
 
 class ImageEvalData final : public EvalData {
  public:
-  ImageEvalData(const config::DataSpec& spec, const std::string& path, int64_t batch, distribute::MirroredStrategy& strategy)
+  ImageEvalData(const config::DataSpec& spec, const std::string& path, int64_t batch,
+                distribute::MirroredStrategy& strategy)
       : set_(config::load_dataset(path, spec.cache_mb)), data_(strategy.distribute_eval_dataset(set_, batch)) {}
   config::ModelInputs inputs() const override { return {set_->sample_shape, set_->num_classes}; }
   EvalResult evaluate(distribute::MirroredStrategy& strategy, distribute::DistributedModel& model) override {
@@ -32,7 +33,8 @@ class ImageEvalData final : public EvalData {
 // The windows the trainer scores: data.context tokens each, at most data.eval_windows.
 class TokenEvalData final : public EvalData {
  public:
-  TokenEvalData(const config::DataSpec& spec, const std::string& path, int64_t batch, distribute::MirroredStrategy& strategy)
+  TokenEvalData(const config::DataSpec& spec, const std::string& path, int64_t batch,
+                distribute::MirroredStrategy& strategy)
       : context_(spec.context),
         set_(data::load_token_dataset(path, spec.cache_mb)),
         data_(set_, batch, context_, strategy.replica_id(), strategy.num_replicas_in_sync(), strategy.device(),

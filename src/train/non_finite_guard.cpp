@@ -15,7 +15,8 @@ std::string loss_text(const std::optional<float>& loss) {
 }
 }  // namespace
 
-NonFiniteGuard::NonFiniteGuard(const config::TrainConfig& config, bool is_chief) : config_(config), is_chief_(is_chief) {}
+NonFiniteGuard::NonFiniteGuard(const config::TrainConfig& config, bool is_chief)
+    : config_(config), is_chief_(is_chief) {}
 
 void NonFiniteGuard::flag(distribute::DistributedModel& model, optim::Optimizer& optimizer, int64_t step) {
   const Tensor& grads = model.parameters().flat_grads();
@@ -57,7 +58,8 @@ void NonFiniteGuard::settle(optim::Optimizer& optimizer, const LossOf& local_los
     return;
   }
   // Only the chief's text is printed; it alone can see the checkpoint files.
-  const auto saved = is_chief_ ? checkpoint::list_checkpoints(checkpoint::checkpoint_dir(config_)) : std::vector<std::string>{};
+  const auto saved =
+      is_chief_ ? checkpoint::list_checkpoints(checkpoint::checkpoint_dir(config_)) : std::vector<std::string>{};
   throw Error(ExitCode::kNonFinite,
               str_cat("step ", first, ": the averaged gradients hold NaN/Inf", loss_text(loss),
                       "; training stopped before applying them (nan_policy = stop). ",

@@ -88,8 +88,8 @@ void PreemptionHandler::on_step_end(TrainContext& ctx, const StepEnd& step) {
   ctx.stop_training = true;
   ctx.preempted = true;
   chief_print(str_cat("SIG", name_, " (preemption warning): checkpoint of step ", step.step, " written to ",
-                     checkpoint::checkpoint_dir(ctx.config), "; exiting with status ", static_cast<int>(ExitCode::kPreempted),
-                     " so the job can be requeued and resume"));
+                      checkpoint::checkpoint_dir(ctx.config), "; exiting with status ",
+                      static_cast<int>(ExitCode::kPreempted), " so the job can be requeued and resume"));
 }
 
 }  // namespace mirrored::train

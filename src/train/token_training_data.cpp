@@ -77,8 +77,8 @@ class TokenTrainingData final : public TrainingData {
 
 }  // namespace
 
-std::unique_ptr<TrainingData> token_training_data(const config::LibraryOptions& lib, distribute::MirroredStrategy& strategy,
-                                                  bool with_eval) {
+std::unique_ptr<TrainingData> token_training_data(const config::LibraryOptions& lib,
+                                                  distribute::MirroredStrategy& strategy, bool with_eval) {
   return std::make_unique<TokenTrainingData>(lib, strategy, with_eval);
 }
 

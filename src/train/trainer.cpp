@@ -151,8 +151,9 @@ Trainer::Trainer(const config::TrainConfig& config, runtime::Runtime& runtime, T
   kernels::set_cpu_threads(config::threads_per_rank(s.lib.threads, runtime.cluster()));
   s.load_data();
   const Shape sample_shape = s.data->sample_shape();
-  s.model.emplace(s.strategy.scope([&] { return config::build_model(s.lib.model, sample_shape, s.data->num_classes()); },
-                                   {sample_shape, config.seed, s.lib.reducer, s.lib.accumulate_steps, config.batch_size}));
+  s.model.emplace(
+      s.strategy.scope([&] { return config::build_model(s.lib.model, sample_shape, s.data->num_classes()); },
+                       {sample_shape, config.seed, s.lib.reducer, s.lib.accumulate_steps, config.batch_size}));
   config::warn_about_slow_precision(s.lib.model, runtime.device(), s.strategy.is_chief());
   if (!config.timeline.empty()) s.model->set_timeline(&s.timeline);
   s.optimizer = config::make_optimizer(s.lib.optimizer, s.model->parameters(), s.model->shard());
@@ -221,7 +222,8 @@ void Trainer::begin() {
   State& s = *s_;
   if (s.options.write_files) s.resumed = restore_checkpoint(*s.ctx);
   if (s.resumed.finished) return;
-  if (s.resumed.step == 0 && !s.config.init_from.empty()) checkpoint::initialize_from_file(s.ctx->config, s.ctx->strategy, s.ctx->model);
+  if (s.resumed.step == 0 && !s.config.init_from.empty())
+    checkpoint::initialize_from_file(s.ctx->config, s.ctx->strategy, s.ctx->model);
   s.summary.steps = s.resumed.step;
   s.run_dir->open_metrics(s.resumed.step);
   const MemoryFootprint memory =
@@ -267,7 +269,8 @@ void Trainer::run_epoch(int64_t epoch) {
     const bool epoch_done =
         step_in_epoch + 1 == s.steps_per_epoch || s.summary.steps == s.total_steps || s.ctx->stop_training;
     // A checkpoint step is a log point too, so a run resumed from it logs the same records.
-    if (s.summary.steps % s.config.log_every == 0 || epoch_done || checkpoint::checkpoint_step(s.config, s.summary.steps))
+    if (s.summary.steps % s.config.log_every == 0 || epoch_done ||
+        checkpoint::checkpoint_step(s.config, s.summary.steps))
       log_point(epoch);
     if (s.options.evaluate && s.config.eval_every > 0 && !s.ctx->preempted &&
         (s.summary.steps % s.config.eval_every == 0 || s.summary.steps == s.total_steps))

@@ -196,7 +196,8 @@ TEST(CheckpointFile, UnwritableDirectoryIsACheckpointError) {
 
 TEST(Checkpointer, ListsNewestFirstAndIgnoresOtherFiles) {
   TempDir dir;
-  for (int64_t step : {40, 300, 7}) write_checkpoint(dir.file(checkpoint::checkpoint_file_name(step)), sample_checkpoint());
+  for (int64_t step : {40, 300, 7})
+    write_checkpoint(dir.file(checkpoint::checkpoint_file_name(step)), sample_checkpoint());
   std::ofstream(dir.file("ckpt-000000500.h5.tmp.123")) << "partial";
   std::ofstream(dir.file("notes.txt")) << "x";
   EXPECT_EQ(checkpoint::checkpoint_file_name(300), "ckpt-000000300.h5");

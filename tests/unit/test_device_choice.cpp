@@ -55,7 +55,8 @@ TEST(DeviceChoiceRules, OverrideWinsOverTheLocalRank) {
 }
 
 TEST(DeviceChoiceRules, OverrideBeyondTheVisibleCountIsRefusedWithTheCounts) {
-  const auto pick = runtime::pick_cuda_device(query(0, 1, 2, {{"MIRRORED_CUDA_DEVICE", "2"}, {"CUDA_VISIBLE_DEVICES", "4,5"}}));
+  const auto pick =
+      runtime::pick_cuda_device(query(0, 1, 2, {{"MIRRORED_CUDA_DEVICE", "2"}, {"CUDA_VISIBLE_DEVICES", "4,5"}}));
   EXPECT_FALSE(pick.ok());
   EXPECT_EQ(pick.index, -1);
   EXPECT_TRUE(contains(pick.reason, "MIRRORED_CUDA_DEVICE=2")) << pick.reason;

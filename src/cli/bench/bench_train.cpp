@@ -301,7 +301,8 @@ RunFigures time_training(runtime::Runtime& runtime, const config::TrainConfig& c
   chief_print(str_cat("  ", trainer.model().reducer().buckets().size(), " gradient bucket(s), overlap ",
                       config::option_value(config, "overlap"), ", compression ",
                       config::option_value(config, "grad_compression"), ", allreduce ",
-                      strategy.allreduce() == runtime::Allreduce::kHierarchical ? "hierarchical" : "flat", ", accumulate ", config.accumulate_steps));
+                      strategy.allreduce() == runtime::Allreduce::kHierarchical ? "hierarchical" : "flat",
+                      ", accumulate ", config.accumulate_steps));
   trainer.fit();
   if (bench.scaling) report_scaling(runtime, train_args, bench.counts.steps, warmup, timing.samples_per_sec());
   RunFigures figures;
