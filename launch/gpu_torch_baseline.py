@@ -30,7 +30,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
-# mirrored's defaults (include/mirrored/train/config.h) for the keys read below.
+# mirrored's defaults (include/mirrored/config/config.h) for the keys read below.
 IMAGE_DEFAULTS = {
     "model": "mlp", "batch_size": "128", "optimizer": "sgd", "lr": "0.05", "momentum": "0.9",
     "weight_decay": "0", "adam.beta1": "0.9", "adam.beta2": "0.999", "adam.eps": "1e-8",

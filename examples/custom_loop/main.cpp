@@ -7,10 +7,10 @@
 //
 //   mpirun -np 2 custom_loop DATA_DIR [STEPS]     (DATA_DIR holds train.h5 and test.h5)
 #include <mirrored/mirrored.h>
-#include <mirrored/train/config.h>
-#include <mirrored/train/library_options.h>
-#include <mirrored/train/model_factory.h>
-#include <mirrored/train/optimizer_factory.h>
+#include <mirrored/config/config.h>
+#include <mirrored/config/library_options.h>
+#include <mirrored/config/model_factory.h>
+#include <mirrored/config/optimizer_factory.h>
 #include <mirrored/train/step_losses.h>
 #include <mirrored/train/train_step.h>
 
@@ -26,11 +26,11 @@ int main(int argc, char** argv) {
       mirrored::chief_print("usage: custom_loop DATA_DIR [STEPS]");
       return 2;
     }
-    train::TrainConfig config;
+    mirrored::config::TrainConfig config;
     config.train_data = std::string(argv[1]) + "/train.h5";
     config.test_data = std::string(argv[1]) + "/test.h5";
     const int64_t steps = argc > 2 ? std::stoll(argv[2]) : 300;
-    const train::LibraryOptions options = train::library_options(config);
+    const mirrored::config::LibraryOptions options = mirrored::config::library_options(config);
     mirrored::kernels::set_cpu_threads(1);
 
     mirrored::MirroredStrategy strategy(runtime, options.strategy);
@@ -43,10 +43,10 @@ int main(int argc, char** argv) {
     auto train_data = strategy.distribute_dataset(train_set, options.train_data);
     auto test_data = strategy.distribute_eval_dataset(test_set, config.eval_batch_size);
     auto model = strategy.scope(
-        [&] { return train::build_model(options.model, train_set->sample_shape, train_set->num_classes); },
+        [&] { return mirrored::config::build_model(options.model, train_set->sample_shape, train_set->num_classes); },
         {train_set->sample_shape, config.seed, options.reducer, options.accumulate_steps});
     // This replica's part of the parameters: all of them, or its shard with optimizer.shard.
-    auto optimizer = train::make_optimizer(options.optimizer, model.parameters(), model.shard());
+    auto optimizer = mirrored::config::make_optimizer(options.optimizer, model.parameters(), model.shard());
     mirrored::nn::CrossEntropyLoss loss_fn;
 
     // The losses stay on the model's device until they are printed, every 100 steps: a

@@ -19,7 +19,6 @@
 #include "mirrored/core/timer.h"
 #include "mirrored/data/dataset.h"
 #include "mirrored/data/hdf5_dataset.h"
-#include "mirrored/distribute/runtime.h"
 #include "mirrored/distribute/strategy.h"
 #include "mirrored/io/params_file.h"
 #include "mirrored/kernels/kernels.h"
@@ -27,6 +26,7 @@
 #include "mirrored/nn/loss.h"
 #include "mirrored/nn/model.h"
 #include "mirrored/optim/optimizer.h"
+#include "mirrored/runtime/runtime.h"
 #include "mirrored/train/evaluate.h"
 
 namespace mirrored {
@@ -37,12 +37,12 @@ using distribute::DatasetOptions;
 using distribute::DistributedDataset;
 using distribute::DistributedModel;
 using distribute::EvalDataset;
-using distribute::Launch;
+using runtime::Launch;
 using distribute::MirroredStrategy;
 using distribute::ModelOptions;
 using distribute::MultiWorkerMirroredStrategy;
-using distribute::Runtime;
-using distribute::RuntimeOptions;
+using runtime::Runtime;
+using runtime::RuntimeOptions;
 using comm::ReduceOp;
 using train::evaluate;
 using train::EvalResult;

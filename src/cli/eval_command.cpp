@@ -11,16 +11,16 @@
 
 #include "commands.h"
 #include "parse_options.h"
+#include "mirrored/checkpoint/saved_model.h"
+#include "mirrored/config/run_setup.h"
 #include "mirrored/core/error.h"
 #include "mirrored/core/log.h"
-#include "mirrored/distribute/runtime.h"
 #include "mirrored/distribute/strategy.h"
 #include "mirrored/io/jsonl_writer.h"
 #include "mirrored/kernels/kernels.h"
+#include "mirrored/runtime/runtime.h"
 #include "mirrored/train/evaluate.h"
 #include "mirrored/train/model_data.h"
-#include "mirrored/train/run_setup.h"
-#include "mirrored/train/saved_model.h"
 
 namespace mirrored::cli {
 namespace po = boost::program_options;
@@ -74,15 +74,15 @@ void print_result(const EvalArgs& options, const train::EvalResult& result, int 
 int eval_command(int& argc, char**& argv, const Args& args) {
   EvalArgs options;
   if (!parse_eval_args(args, options)) return 0;
-  const train::SavedModel saved = train::find_saved_model("eval", options.checkpoint, options.config);
-  distribute::Runtime runtime(argc, argv, {distribute::Launch::kAuto, distribute::DeviceChoice::kCpu, false});
+  const checkpoint::SavedModel saved = checkpoint::find_saved_model("eval", options.checkpoint, options.config);
+  runtime::Runtime runtime(argc, argv, {runtime::Launch::kAuto, runtime::DeviceChoice::kCpu, false});
   distribute::MirroredStrategy strategy(runtime);
-  kernels::set_cpu_threads(train::threads_per_rank(saved.lib.threads, runtime.cluster()));
+  kernels::set_cpu_threads(config::threads_per_rank(saved.lib.threads, runtime.cluster()));
 
   train::check_data_kind(options.data, saved.lib.model, saved.config_origin);
   const int64_t batch = options.batch > 0 ? options.batch : saved.lib.data.eval_batch_size;
   const auto eval_data = train::load_eval_data(saved.lib.data, options.data, batch, strategy);
-  auto model = train::load_saved_model(saved, eval_data->inputs(), strategy);
+  auto model = checkpoint::load_saved_model(saved, eval_data->inputs(), strategy);
   print_result(options, eval_data->evaluate(strategy, model), strategy.num_replicas_in_sync());
   return 0;
 }

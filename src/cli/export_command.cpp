@@ -1,6 +1,6 @@
 // mirrored export --checkpoint F [--config F] --out model.safetensors
 // A trained gpt's parameters as a safetensors file under the names and layouts of Hugging
-// Face transformers' GPT2LMHeadModel (train/gpt2_weights.h), its configuration in the
+// Face transformers' GPT2LMHeadModel (checkpoint/gpt2_weights.h), its configuration in the
 // file's metadata (GPT2Config's field names), and the tokenizer of its training data when
 // that file is at hand. `init_from = model.safetensors` reads it back.
 #include <boost/program_options.hpp>
@@ -9,12 +9,12 @@
 
 #include "commands.h"
 #include "parse_options.h"
+#include "mirrored/checkpoint/gpt2_weights.h"
+#include "mirrored/checkpoint/saved_model.h"
 #include "mirrored/core/error.h"
 #include "mirrored/core/log.h"
 #include "mirrored/data/token_file.h"
 #include "mirrored/io/safetensors.h"
-#include "mirrored/train/gpt2_weights.h"
-#include "mirrored/train/saved_model.h"
 
 namespace mirrored::cli {
 namespace po = boost::program_options;
@@ -30,17 +30,17 @@ int export_command(const Args& args) {
   po::variables_map values;
   if (!parse_options(args, desc, nullptr, values, "export")) return 0;
 
-  const train::SavedModel saved = train::find_saved_model("export", checkpoint, config);
-  if (saved.lib.model.kind != train::ModelKind::kGpt)
+  const checkpoint::SavedModel saved = checkpoint::find_saved_model("export", checkpoint, config);
+  if (saved.lib.model.kind != config::ModelKind::kGpt)
     throw InputError(str_cat("export: ", saved.config_origin, " names model = ",
-                             train::model_kind_name(saved.lib.model.kind),
+                             config::model_kind_name(saved.lib.model.kind),
                              "; export writes a gpt in GPT-2's layout"),
                      ExitCode::kUsage);
-  const train::ModelInputs inputs = train::saved_token_model_inputs(saved);
-  nn::Model model = train::load_saved_model(saved, inputs);
+  const config::ModelInputs inputs = checkpoint::saved_token_model_inputs(saved);
+  nn::Model model = checkpoint::load_saved_model(saved, inputs);
   nn::GptSpec spec = saved.lib.model.gpt;
   spec.vocab = inputs.num_classes;
-  std::map<std::string, std::string> metadata = train::gpt2_metadata(spec);
+  std::map<std::string, std::string> metadata = checkpoint::gpt2_metadata(spec);
   // Which token ids the model reads, when the run's training file says: a model is only
   // useful with the tokenizer it was trained on.
   std::error_code error;
@@ -52,7 +52,7 @@ int export_command(const Args& args) {
     } catch (const InputError&) {  // not a token file after all: the weights are still the model
     }
   }
-  const std::vector<io::SafetensorsTensor> tensors = train::gpt2_tensors(model.parameters());
+  const std::vector<io::SafetensorsTensor> tensors = checkpoint::gpt2_tensors(model.parameters());
   io::write_safetensors(out, tensors, metadata);
   chief_print(str_cat("wrote ", tensors.size(), " tensors (", model.parameters().numel(), " parameters, GPT-2 layout) to ",
                       out));

@@ -14,7 +14,7 @@
 // cache every token runs the whole window through Model::forward, over the same windows, so
 // both give the same tokens up to float rounding (a test holds them to it).
 //
-// The model is rebuilt from the run's resolved configuration (train/saved_model.h): a
+// The model is rebuilt from the run's resolved configuration (checkpoint/saved_model.h): a
 // checkpoint file carries it; for a parameter file (final.h5) it is the config.ini next to
 // it, or --config.
 #include <boost/program_options.hpp>
@@ -29,10 +29,10 @@
 
 #include "commands.h"
 #include "parse_options.h"
+#include "mirrored/checkpoint/saved_model.h"
 #include "mirrored/core/error.h"
 #include "mirrored/core/rng.h"
 #include "mirrored/nn/gpt_decoder.h"
-#include "mirrored/train/saved_model.h"
 
 namespace mirrored::cli {
 namespace po = boost::program_options;
@@ -88,23 +88,23 @@ struct LoadedModel {
 };
 
 LoadedModel load_model(const GenerateArgs& args) {
-  const train::SavedModel saved = train::find_saved_model("generate", args.checkpoint, args.config);
-  if (saved.lib.model.kind != train::ModelKind::kGpt)
+  const checkpoint::SavedModel saved = checkpoint::find_saved_model("generate", args.checkpoint, args.config);
+  if (saved.lib.model.kind != config::ModelKind::kGpt)
     throw InputError(str_cat("generate: ", saved.config_origin, " names model = ",
-                             train::model_kind_name(saved.lib.model.kind), "; generate needs a gpt"),
+                             config::model_kind_name(saved.lib.model.kind), "; generate needs a gpt"),
                      ExitCode::kUsage);
-  const train::ModelInputs inputs = train::saved_token_model_inputs(saved);
+  const config::ModelInputs inputs = checkpoint::saved_token_model_inputs(saved);
   nn::GptSpec spec = saved.lib.model.gpt;
   spec.vocab = inputs.num_classes;
   spec.context = saved.lib.data.context;
   data::Tokenizer tokenizer = [&] {
     try {
-      return train::saved_tokenizer(saved, inputs.num_classes, args.tokenizer);
+      return checkpoint::saved_tokenizer(saved, inputs.num_classes, args.tokenizer);
     } catch (const InputError& e) {
       throw InputError(str_cat("generate: ", e.what()), e.code());
     }
   }();
-  return {spec, train::load_saved_model(saved, inputs), std::move(tokenizer)};
+  return {spec, checkpoint::load_saved_model(saved, inputs), std::move(tokenizer)};
 }
 
 // One token from `logits` [V]: the most likely at temperature 0, else a draw from the

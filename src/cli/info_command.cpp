@@ -8,9 +8,9 @@
 #include "mirrored/core/cuda_memory.h"
 #include "mirrored/core/device.h"
 #include "mirrored/core/log.h"
-#include "mirrored/distribute/gpu_info.h"
-#include "mirrored/distribute/runtime.h"
 #include "mirrored/kernels/kernels.h"
+#include "mirrored/runtime/gpu_info.h"
+#include "mirrored/runtime/runtime.h"
 
 namespace mirrored::cli {
 
@@ -28,11 +28,11 @@ int info_command(int& argc, char**& argv, const Args& args) {
   if (values.count("ranks")) return rank_scores_report(values["ranks"].as<std::string>());
   // It reports devices and libraries and moves no device buffers: no NCCL communicator, so
   // a NCCL that cannot start here (a sandboxed runtime) still lets it say everything else.
-  distribute::RuntimeOptions options;
-  options.launch = distribute::Launch::kAuto;
-  options.device = distribute::DeviceChoice::kAuto;
+  runtime::RuntimeOptions options;
+  options.launch = runtime::Launch::kAuto;
+  options.device = runtime::DeviceChoice::kAuto;
   options.device_communicator = false;
-  distribute::Runtime runtime(argc, argv, options);
+  runtime::Runtime runtime(argc, argv, options);
   std::string gpu_reason;
   const int gpus = cuda_device_count(&gpu_reason);
 
@@ -63,7 +63,7 @@ int info_command(int& argc, char**& argv, const Args& args) {
     chief_print(str_cat("  ", label, std::string(width + 2 - label.size(), ' '), value));
   chief_print("");
   chief_print(runtime.cluster().table());
-  const std::string gpu_table = distribute::gpus_per_rank(runtime.world());  // collective: every rank
+  const std::string gpu_table = runtime::gpus_per_rank(runtime.world());  // collective: every rank
   chief_print("GPUs per rank:\n" + gpu_table);
   return 0;
 }

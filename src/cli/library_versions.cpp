@@ -5,7 +5,7 @@
 #include <H5public.h>
 #include <mpi.h>
 
-#include "mirrored/comm/fault_tolerance.h"
+#include "mirrored/comm/failure/fault_tolerance.h"
 #include "mirrored/core/strings.h"
 #include "mirrored/kernels/kernels.h"
 

@@ -23,7 +23,7 @@
 #include "mirrored/core/error.h"
 #include "mirrored/core/log.h"
 #include "mirrored/core/process.h"
-#include "mirrored/distribute/runtime.h"
+#include "mirrored/runtime/runtime.h"
 
 namespace {
 
@@ -54,7 +54,7 @@ constexpr const char* kUsage =
   if (report_here) rank_error(error.what());
   report_exit_status(static_cast<int>(error.code()));
   if (!report_here) std::this_thread::sleep_for(std::chrono::seconds(2));
-  distribute::Runtime::abort_job(error.code());
+  runtime::Runtime::abort_job(error.code());
 }
 
 }  // namespace
@@ -63,7 +63,7 @@ constexpr const char* kUsage =
 static int run_command(int argc, char** argv) {
   using namespace mirrored;
   try {
-    distribute::Runtime::identify_from_launcher();
+    runtime::Runtime::identify_from_launcher();
     if (argc < 2) {
       std::fputs(kUsage, stderr);
       return static_cast<int>(ExitCode::kUsage);

@@ -12,7 +12,7 @@
 //     150 ms, time for a rank whose shrink is under way to say what follows), except
 //   - SIGTERM, SIGINT and SIGHUP while the rank says it outlives the runtime: it writes "h"
 //     to MIRRORED_RANK_AGENT_FD after its job lost ranks and shrank past them, and "r" when
-//     that window closed with the runtime still there (comm/runtime_loss.h); survivors whose
+//     that window closed with the runtime still there (comm/failure/runtime_loss.h); survivors whose
 //     runtime ended in the window go on without it.
 // When the agent ends before the rank (SIGKILL), the rank, which watches its parent, exits
 // unless it outlives the runtime. The agent ends as the rank did (status or signal).

@@ -10,7 +10,7 @@
 
 #include "commands.h"
 #include "parse_options.h"
-#include "mirrored/comm/collective_verdict.h"
+#include "mirrored/comm/health/collective_verdict.h"
 #include "mirrored/core/error.h"
 #include "mirrored/core/log.h"
 #include "mirrored/core/strings.h"

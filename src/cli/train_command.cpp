@@ -1,25 +1,25 @@
 #include <cstdio>
 
 #include "commands.h"
-#include "mirrored/core/log.h"
 #include "mirrored/app/run_training.h"
-#include "mirrored/distribute/runtime.h"
-#include "mirrored/train/library_options.h"
+#include "mirrored/config/library_options.h"
+#include "mirrored/core/log.h"
+#include "mirrored/runtime/runtime.h"
 
 namespace mirrored::cli {
 
 int train_command(int& argc, char**& argv, const Args& args) {
   bool help = false;
   // Every rank parses the same file and flags, so a bad value fails on all of them alike.
-  const train::TrainConfig config = train::parse_train_config(args, &help);
+  const config::TrainConfig config = config::parse_train_config(args, &help);
   if (help) {
-    std::fputs(train::train_config_help().c_str(), stdout);
+    std::fputs(config::train_config_help().c_str(), stdout);
     return 0;
   }
   // Before the runtime, whose start-up lines (device = auto's choice) --quiet silences too.
   if (config.quiet) set_log_level(LogLevel::kQuiet);
   if (config.verbose) set_log_level(LogLevel::kVerbose);
-  distribute::Runtime runtime(argc, argv, train::library_options(config).runtime);
+  runtime::Runtime runtime(argc, argv, config::library_options(config).runtime);
   if (!runtime.core_binding().summary.empty()) chief_info(runtime.core_binding().summary);
   chief_info(str_cat("cluster:\n", runtime.cluster().table()));
   const train::TrainSummary summary = app::run_training(config, runtime);

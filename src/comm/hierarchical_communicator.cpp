@@ -2,8 +2,8 @@
 
 #include <exception>
 
-#include "mirrored/comm/fault_tolerance.h"
-#include "mirrored/comm/mpi_check.h"
+#include "mirrored/comm/failure/fault_tolerance.h"
+#include "mirrored/comm/failure/mpi_check.h"
 #include "mean.h"
 #include "mirrored/comm/mpi_types.h"
 #include "mirrored/core/log.h"

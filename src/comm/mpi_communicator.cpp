@@ -5,8 +5,8 @@
 #include <cstring>
 #include <exception>
 
-#include "mirrored/comm/fault_tolerance.h"
-#include "mirrored/comm/mpi_check.h"
+#include "mirrored/comm/failure/fault_tolerance.h"
+#include "mirrored/comm/failure/mpi_check.h"
 #include "mean.h"
 #include "mpi_ring_reduce_scatter.h"
 #include "mirrored/comm/mpi_types.h"

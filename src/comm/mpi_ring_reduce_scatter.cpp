@@ -5,7 +5,7 @@
 #include <exception>
 
 #include "mean.h"
-#include "mirrored/comm/mpi_check.h"
+#include "mirrored/comm/failure/mpi_check.h"
 #include "mirrored/comm/mpi_types.h"
 #include "mirrored/core/error.h"
 #include "mirrored/core/log.h"

@@ -21,7 +21,7 @@
 #include <mpi.h>
 
 #include "mirrored/comm/communicator.h"
-#include "mirrored/comm/watchdog.h"
+#include "mirrored/comm/health/watchdog.h"
 
 namespace mirrored::comm {
 

@@ -3,7 +3,7 @@
 #include <climits>
 #include <cstdint>
 
-#include "mirrored/comm/mpi_check.h"
+#include "mirrored/comm/failure/mpi_check.h"
 #include "mirrored/core/bf16.h"
 
 namespace mirrored::comm {

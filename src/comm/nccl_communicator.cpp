@@ -10,8 +10,8 @@
 #include <thread>
 
 #include "mean.h"
-#include "mirrored/comm/abort.h"
-#include "mirrored/comm/fault_tolerance.h"
+#include "mirrored/comm/failure/abort.h"
+#include "mirrored/comm/failure/fault_tolerance.h"
 #include "mirrored/core/cuda_check.h"
 #include "mirrored/core/cuda_resources.h"
 #include "mirrored/core/error.h"

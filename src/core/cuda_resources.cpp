@@ -127,7 +127,7 @@ cudaStream_t compute_stream(int device) {
     std::lock_guard lock(streams_mutex);
     const auto& stack = registered_streams[slot];
     MIRRORED_CHECK(!stack.empty(), "no compute stream for cuda:", device,
-                   ": work on a GPU needs a live kernels::DeviceContext for it (distribute::Runtime creates one; "
+                   ": work on a GPU needs a live kernels::DeviceContext for it (runtime::Runtime creates one; "
                    "code without a Runtime creates its own)");
     stream = stack.back();
   }

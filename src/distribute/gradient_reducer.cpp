@@ -4,7 +4,7 @@
 #include <atomic>
 #include <chrono>
 
-#include "mirrored/comm/flight_recorder.h"
+#include "mirrored/comm/health/flight_recorder.h"
 #include "mirrored/core/error.h"
 #include "mirrored/core/log.h"
 #include "mirrored/core/timer.h"

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "mirrored/comm/fault_tolerance.h"
+#include "mirrored/comm/failure/fault_tolerance.h"
 #include "mirrored/core/error.h"
 #include "mirrored/core/log.h"
 #include "mirrored/kernels/kernels.h"

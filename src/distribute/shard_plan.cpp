@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "mirrored/comm/flight_recorder.h"
+#include "mirrored/comm/health/flight_recorder.h"
 #include "mirrored/core/error.h"
 #include "mirrored/kernels/kernels.h"
 

@@ -17,34 +17,34 @@ uint64_t fingerprint(const Tensor& t) {
 }
 }  // namespace
 
-Allreduce resolve_allreduce(Allreduce requested, int num_nodes, int world_size) {
-  if (requested != Allreduce::kAuto) return requested;
+runtime::Allreduce resolve_allreduce(runtime::Allreduce requested, int num_nodes, int world_size) {
+  if (requested != runtime::Allreduce::kAuto) return requested;
   // Two levels pay off only when a node holds several ranks whose traffic the leader can
   // combine, and there is a network between nodes to spare.
-  return num_nodes > 1 && world_size > num_nodes ? Allreduce::kHierarchical : Allreduce::kFlat;
+  return num_nodes > 1 && world_size > num_nodes ? runtime::Allreduce::kHierarchical : runtime::Allreduce::kFlat;
 }
 
 namespace {
-Allreduce resolve_for(Runtime& runtime, Allreduce requested) {
-  const Cluster& cluster = runtime.cluster();
+runtime::Allreduce resolve_for(runtime::Runtime& runtime, runtime::Allreduce requested) {
+  const runtime::Cluster& cluster = runtime.cluster();
   return resolve_allreduce(requested, cluster.num_nodes(), cluster.world_size());
 }
 }  // namespace
 
-MirroredStrategy::MirroredStrategy(Runtime& runtime, StrategyOptions options)
+MirroredStrategy::MirroredStrategy(runtime::Runtime& runtime, StrategyOptions options)
     : runtime_(runtime),
       comm_(runtime.world()),
       device_comm_(runtime.device_communicator()),
       allreduce_(resolve_for(runtime, options.allreduce)),
       gradients_(runtime.gradient_communicator(allreduce_)),
       reduction_(options.reduction) {
-  const Cluster& cluster = runtime.cluster();
+  const runtime::Cluster& cluster = runtime.cluster();
   if (device().is_cuda()) {
     // One NCCL communicator carries everything on the device; NCCL picks its own algorithm.
     if (cluster.world_size() > 1)
       chief_info(str_cat("gradient all-reduce: NCCL (", cluster.world_size(), " ranks on ", cluster.num_nodes(),
                          " node(s))"));
-  } else if (allreduce_ == Allreduce::kHierarchical && runtime.uses_mpi()) {
+  } else if (allreduce_ == runtime::Allreduce::kHierarchical && runtime.uses_mpi()) {
     const int nodes = runtime.hierarchical_nodes();
     // MPI groups ranks by shared memory, the table by host name (or Slurm's node ids);
     // they differ when, say, containers on one machine have their own host names.

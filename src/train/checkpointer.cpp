@@ -1,7 +1,5 @@
 #include "mirrored/train/checkpointer.h"
 
-#include <algorithm>
-#include <cstdio>
 #include <filesystem>
 
 #include "mirrored/core/log.h"
@@ -12,27 +10,13 @@ namespace mirrored::train {
 namespace fs = std::filesystem;
 namespace {
 
-constexpr const char* kPrefix = "ckpt-";
-constexpr const char* kSuffix = ".h5";
-
-// Step of a checkpoint file name, or -1 when the name is not one.
-int64_t step_of(const std::string& name) {
-  const std::string prefix = kPrefix, suffix = kSuffix;
-  if (name.size() <= prefix.size() + suffix.size() || name.compare(0, prefix.size(), prefix) != 0 ||
-      name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
-    return -1;
-  const std::string digits = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
-  if (digits.empty() || digits.size() > 18 || digits.find_first_not_of("0123456789") != std::string::npos) return -1;
-  return std::stoll(digits);
-}
-
 std::vector<float> flat_values(const Tensor& tensor) { return tensor.to_vector(); }
 
 // The reduction mode the run that wrote `checkpoint` used (fast before the key existed).
 distribute::Reduction stored_reduction(const io::Checkpoint& checkpoint) {
   if (checkpoint.config.empty()) return distribute::Reduction::kFast;
   try {
-    return parse_config_text(checkpoint.config, "the configuration stored in the checkpoint",
+    return config::parse_config_text(checkpoint.config, "the configuration stored in the checkpoint",
                              /*ignore_unknown_keys=*/true)
         .reduction;
   } catch (const InputError&) {
@@ -91,11 +75,12 @@ std::string misfit(const TrainContext& ctx, const io::Checkpoint& checkpoint) {
 // from the configuration stored in checkpoint `source`, read through the same table; empty
 // (with a warning) when the stored text cannot be compared.
 std::vector<std::string> config_changes(const std::string& source, const std::string& stored,
-                                        const TrainConfig& current) {
+                                        const config::TrainConfig& current) {
   if (stored.empty()) return {};  // written before checkpoints held their configuration
   try {
-    return result_changes(
-        parse_config_text(stored, str_cat("the configuration stored in '", source, "'"), /*ignore_unknown_keys=*/true),
+    return config::result_changes(
+        config::parse_config_text(stored, str_cat("the configuration stored in '", source, "'"),
+                                  /*ignore_unknown_keys=*/true),
         current);
   } catch (const InputError& e) {
     rank_warning(str_cat("cannot compare the configuration of '", source, "' with this run's: ", e.what()));
@@ -105,7 +90,8 @@ std::vector<std::string> config_changes(const std::string& source, const std::st
 
 // A run resumed from a named checkpoint with other hyper-parameters is allowed (like
 // changing lr by hand), but it no longer reproduces the original run: say so.
-void warn_about_config_changes(const std::string& source, const std::string& stored, const TrainConfig& current) {
+void warn_about_config_changes(const std::string& source, const std::string& stored,
+                               const config::TrainConfig& current) {
   const auto changes = config_changes(source, stored, current);
   if (!changes.empty())
     rank_warning(str_cat("resuming from '", source, "' with a changed configuration (", join(changes, ", "),
@@ -114,13 +100,13 @@ void warn_about_config_changes(const std::string& source, const std::string& sto
 
 // resume = auto continues only the run that the directory holds: a new run given an old
 // run's --out must not silently pick up its checkpoints.
-std::string refuse_other_run(const TrainConfig& config, const std::string& source,
+std::string refuse_other_run(const config::TrainConfig& config, const std::string& source,
                              const std::vector<std::string>& changes) {
   return str_cat("out = '", config.out, "' holds a run with another configuration (", join(changes, ", "),
                  "; newest checkpoint '", source, "'), and resume = auto continues only the same run. "
                  "Give this run its own directory (--out DIR), or start over here with --resume never "
                  "(removing its checkpoints); to continue the old run with the new values anyway, "
-                 "name its checkpoint: --resume ", checkpoint_dir(config));
+                 "name its checkpoint: --resume ", checkpoint::checkpoint_dir(config));
 }
 
 struct Choice {
@@ -135,16 +121,16 @@ struct Choice {
 Choice choose_on_chief(const TrainContext& ctx) {
   const std::string& resume = ctx.config.resume_path;  // resume = a checkpoint file or directory
   Choice choice;
-  if (ctx.config.resume == ResumeMode::kNever) return choice;
+  if (ctx.config.resume == config::ResumeMode::kNever) return choice;
   std::vector<std::string> candidates;
   std::string where;
-  if (ctx.config.resume == ResumeMode::kAuto) {
-    where = checkpoint_dir(ctx.config);
-    candidates = list_checkpoints(where);
+  if (ctx.config.resume == config::ResumeMode::kAuto) {
+    where = checkpoint::checkpoint_dir(ctx.config);
+    candidates = checkpoint::list_checkpoints(where);
     if (candidates.empty()) return choice;  // a new run
   } else if (fs::is_directory(resume)) {
     where = fs::is_directory(fs::path(resume) / "checkpoints") ? (fs::path(resume) / "checkpoints").string() : resume;
-    candidates = list_checkpoints(where);
+    candidates = checkpoint::list_checkpoints(where);
     if (candidates.empty()) {
       choice.status = 2;
       choice.message = str_cat("resume = '", resume, "': no checkpoint files (ckpt-<step>.h5) in '", where, "'");
@@ -158,7 +144,7 @@ Choice choose_on_chief(const TrainContext& ctx) {
     std::string problem;
     try {
       io::Checkpoint checkpoint = io::read_checkpoint(candidates[i]);
-      if (ctx.config.resume == ResumeMode::kAuto) {
+      if (ctx.config.resume == config::ResumeMode::kAuto) {
         const auto changes = config_changes(candidates[i], checkpoint.config, ctx.config);
         if (!changes.empty()) {
           choice.status = 3;
@@ -196,8 +182,8 @@ Choice choose_on_chief(const TrainContext& ctx) {
   choice.message =
       candidates.size() == 1 && where.empty()
           ? str_cat("resume = '", resume, "': ", problems.front())
-          : str_cat("resume = ", ctx.config.resume == ResumeMode::kAuto ? std::string("auto") : resume, ": none of the ",
-                    candidates.size(), " checkpoint(s) in '", where,
+          : str_cat("resume = ", ctx.config.resume == config::ResumeMode::kAuto ? std::string("auto") : resume,
+                    ": none of the ", candidates.size(), " checkpoint(s) in '", where,
                     "' is usable; remove them or set resume = never to start over");
   return choice;
 }
@@ -210,31 +196,6 @@ void broadcast_into(comm::Communicator& comm, std::vector<float>& values, Tensor
 }
 
 }  // namespace
-
-std::string checkpoint_dir(const TrainConfig& config) { return (fs::path(config.out) / "checkpoints").string(); }
-
-std::string checkpoint_file_name(int64_t step) {
-  char name[64];
-  std::snprintf(name, sizeof(name), "%s%09lld%s", kPrefix, static_cast<long long>(step), kSuffix);
-  return name;
-}
-
-std::vector<std::string> list_checkpoints(const std::string& dir) {
-  std::vector<std::pair<int64_t, std::string>> found;
-  std::error_code error;
-  for (fs::directory_iterator it(dir, error), end; !error && it != end; it.increment(error)) {
-    const int64_t step = step_of(it->path().filename().string());
-    if (step >= 0 && it->is_regular_file(error)) found.emplace_back(step, it->path().string());
-  }
-  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-  std::vector<std::string> paths;
-  for (auto& entry : found) paths.push_back(std::move(entry.second));
-  return paths;
-}
-
-bool checkpoint_step(const TrainConfig& config, int64_t step) {
-  return config.checkpoint_every_steps > 0 && step > 0 && step % config.checkpoint_every_steps == 0;
-}
 
 std::vector<io::CheckpointTensor> gather_optimizer_state(TrainContext& ctx) {
   comm::Communicator& comm = ctx.strategy.communicator();
@@ -254,7 +215,7 @@ io::Checkpoint capture_checkpoint(const TrainContext& ctx, int64_t step) {
   checkpoint.world_size = ctx.strategy.num_replicas_in_sync();
   checkpoint.optimizer = ctx.optimizer.name();
   checkpoint.optimizer_steps = ctx.optimizer.steps();
-  checkpoint.config = to_ini(ctx.config);
+  checkpoint.config = config::to_ini(ctx.config);
   const nn::ParameterArena& arena = ctx.model.parameters();
   for (size_t i = 0; i < arena.size(); ++i)
     checkpoint.params.push_back({arena.info(i).name, arena.info(i).shape, flat_values(arena.param(i))});
@@ -273,16 +234,17 @@ ResumePoint restore_checkpoint(TrainContext& ctx) {
     // Leftovers of a write that a crash interrupted: never valid, never renamed into place.
     std::vector<fs::path> leftovers;
     std::error_code error;
-    for (fs::directory_iterator it(checkpoint_dir(ctx.config), error), end; !error && it != end; it.increment(error))
+    for (fs::directory_iterator it(checkpoint::checkpoint_dir(ctx.config), error), end; !error && it != end;
+         it.increment(error))
       if (it->path().filename().string().find(".h5.tmp.") != std::string::npos) leftovers.push_back(it->path());
     for (const auto& path : leftovers) fs::remove(path, error);
-    if (ctx.config.resume == ResumeMode::kNever) {
+    if (ctx.config.resume == config::ResumeMode::kNever) {
       // Starting over here: an earlier run's checkpoints (later steps among them) would
       // otherwise be taken for this run's by the next resume, or outlive its own in `keep`.
-      const auto old = list_checkpoints(checkpoint_dir(ctx.config));
+      const auto old = checkpoint::list_checkpoints(checkpoint::checkpoint_dir(ctx.config));
       if (!old.empty())
         chief_info(str_cat("resume = never: removing ", old.size(), " checkpoint(s) of an earlier run in '",
-                           checkpoint_dir(ctx.config), "'"));
+                           checkpoint::checkpoint_dir(ctx.config), "'"));
       for (const auto& path : old) fs::remove(path, error);
     }
     choice = choose_on_chief(ctx);
@@ -336,7 +298,7 @@ ResumePoint restore_checkpoint(TrainContext& ctx) {
 void Checkpointer::on_log(TrainContext& ctx, const LogPoint& point) {
   // The epoch's last step is saved by on_epoch_end, after its evaluation.
   const bool epoch_ends = point.step % ctx.steps_per_epoch == 0 || point.step >= ctx.total_steps || ctx.stop_training;
-  if (checkpoint_step(ctx.config, point.step) && !epoch_ends) {
+  if (checkpoint::checkpoint_step(ctx.config, point.step) && !epoch_ends) {
     // One set of running statistics to save, as at epoch ends (a collective: every rank is
     // here). Without sync batch norm the replicas' statistics drift apart within an epoch;
     // their moving averages are linear, so averaging them here and again at the epoch end
@@ -347,14 +309,14 @@ void Checkpointer::on_log(TrainContext& ctx, const LogPoint& point) {
 }
 
 void Checkpointer::on_epoch_end(TrainContext& ctx, const EpochEnd& end) {
-  const TrainConfig& config = ctx.config;
+  const config::TrainConfig& config = ctx.config;
   const bool enabled = config.checkpoint_every_steps > 0 || config.checkpoint_every_epochs > 0;
   const bool whole_epoch = end.step % ctx.steps_per_epoch == 0;
   const bool by_epoch =
       whole_epoch && config.checkpoint_every_epochs > 0 && (end.epoch + 1) % config.checkpoint_every_epochs == 0;
   // The last state of a run is always kept, so it can be extended (more epochs) later.
   const bool last = end.step >= ctx.total_steps || ctx.stop_training;
-  if (enabled && (by_epoch || checkpoint_step(config, end.step) || last)) save(ctx, end.step);
+  if (enabled && (by_epoch || checkpoint::checkpoint_step(config, end.step) || last)) save(ctx, end.step);
 }
 
 void Checkpointer::save(TrainContext& ctx, int64_t step) {
@@ -365,18 +327,10 @@ void Checkpointer::save(TrainContext& ctx, int64_t step) {
                  ctx.steps_per_epoch);
   auto optimizer_state = gather_optimizer_state(ctx);  // collective
   if (!ctx.strategy.is_chief()) return;
-  const std::string dir = checkpoint_dir(ctx.config);
-  std::error_code error;
-  fs::create_directories(dir, error);
-  if (error)
-    throw Error(ExitCode::kCheckpoint, str_cat("cannot create checkpoint directory '", dir, "': ", error.message()));
-  const std::string path = (fs::path(dir) / checkpoint_file_name(step)).string();
   io::Checkpoint checkpoint = capture_checkpoint(ctx, step);
   checkpoint.optimizer_state = std::move(optimizer_state);
-  io::write_checkpoint(path, checkpoint);
+  const std::string path = checkpoint::write_checkpoint_file(ctx.config, step, checkpoint);
   chief_verbose(str_cat("  checkpoint ", path));
-  const auto all = list_checkpoints(dir);
-  for (size_t i = static_cast<size_t>(ctx.config.checkpoint_keep); i < all.size(); ++i) fs::remove(all[i], error);
 }
 
 }  // namespace mirrored::train

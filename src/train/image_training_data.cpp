@@ -3,8 +3,8 @@
 // evaluation over every test sample.
 #include <optional>
 
+#include "mirrored/config/run_setup.h"
 #include "mirrored/train/model_data.h"
-#include "mirrored/train/run_setup.h"
 #include "training_data_kinds.h"
 
 namespace mirrored::train {
@@ -12,9 +12,9 @@ namespace {
 
 class ImageTrainingData final : public TrainingData {
  public:
-  ImageTrainingData(const LibraryOptions& lib, distribute::MirroredStrategy& strategy, bool with_eval) {
-    const DataSpec& files = lib.data;
-    train_set_ = load_dataset(files.train, files.cache_mb);
+  ImageTrainingData(const config::LibraryOptions& lib, distribute::MirroredStrategy& strategy, bool with_eval) {
+    const config::DataSpec& files = lib.data;
+    train_set_ = config::load_dataset(files.train, files.cache_mb);
     if (with_eval) {
       test_ = load_eval_data(files, files.test, files.eval_batch_size, strategy);
       if (test_->inputs().sample_shape != train_set_->sample_shape)
@@ -22,7 +22,7 @@ class ImageTrainingData final : public TrainingData {
                                  shape_str(test_->inputs().sample_shape), " but data.train '", files.train, "' has ",
                                  shape_str(train_set_->sample_shape)));
     }
-    check_augment_fits(lib.train_data.augment, train_set_->sample_shape, files.train);
+    config::check_augment_fits(lib.train_data.augment, train_set_->sample_shape, files.train);
     try {
       train_.emplace(strategy.distribute_dataset(train_set_, lib.train_data));
     } catch (const InputError& e) {  // the sampler does not know which file it was given
@@ -64,8 +64,8 @@ class ImageTrainingData final : public TrainingData {
 
 }  // namespace
 
-std::unique_ptr<TrainingData> image_training_data(const LibraryOptions& lib, distribute::MirroredStrategy& strategy,
-                                                  bool with_eval) {
+std::unique_ptr<TrainingData> image_training_data(const config::LibraryOptions& lib,
+                                                  distribute::MirroredStrategy& strategy, bool with_eval) {
   return std::make_unique<ImageTrainingData>(lib, strategy, with_eval);
 }
 

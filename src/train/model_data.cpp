@@ -3,23 +3,24 @@
 #include <algorithm>
 #include <vector>
 
+#include "mirrored/config/run_setup.h"
 #include "mirrored/core/error.h"
 #include "mirrored/data/dataset.h"
 #include "mirrored/data/token_dataset.h"
 #include "mirrored/data/token_file.h"
 #include "mirrored/distribute/distributed_token_dataset.h"
-#include "mirrored/train/run_setup.h"
 
 namespace mirrored::train {
 namespace {
 
-bool reads_tokens(const DataSpec& data) { return data.context > 0; }
+bool reads_tokens(const config::DataSpec& data) { return data.context > 0; }
 
 class ImageEvalData final : public EvalData {
  public:
-  ImageEvalData(const DataSpec& spec, const std::string& path, int64_t batch, distribute::MirroredStrategy& strategy)
-      : set_(load_dataset(path, spec.cache_mb)), data_(strategy.distribute_eval_dataset(set_, batch)) {}
-  ModelInputs inputs() const override { return {set_->sample_shape, set_->num_classes}; }
+  ImageEvalData(const config::DataSpec& spec, const std::string& path, int64_t batch,
+                distribute::MirroredStrategy& strategy)
+      : set_(config::load_dataset(path, spec.cache_mb)), data_(strategy.distribute_eval_dataset(set_, batch)) {}
+  config::ModelInputs inputs() const override { return {set_->sample_shape, set_->num_classes}; }
   EvalResult evaluate(distribute::MirroredStrategy& strategy, distribute::DistributedModel& model) override {
     return train::evaluate(strategy, model, data_);
   }
@@ -32,12 +33,13 @@ class ImageEvalData final : public EvalData {
 // The windows the trainer scores: data.context tokens each, at most data.eval_windows.
 class TokenEvalData final : public EvalData {
  public:
-  TokenEvalData(const DataSpec& spec, const std::string& path, int64_t batch, distribute::MirroredStrategy& strategy)
+  TokenEvalData(const config::DataSpec& spec, const std::string& path, int64_t batch,
+                distribute::MirroredStrategy& strategy)
       : context_(spec.context),
         set_(data::load_token_dataset(path, spec.cache_mb)),
         data_(set_, batch, context_, strategy.replica_id(), strategy.num_replicas_in_sync(), strategy.device(),
               spec.eval_windows) {}
-  ModelInputs inputs() const override { return {{context_}, static_cast<int>(set_->vocab_size())}; }
+  config::ModelInputs inputs() const override { return {{context_}, static_cast<int>(set_->vocab_size())}; }
   EvalResult evaluate(distribute::MirroredStrategy& strategy, distribute::DistributedModel& model) override {
     return train::evaluate(strategy, model, data_);
   }
@@ -50,14 +52,14 @@ class TokenEvalData final : public EvalData {
 
 }  // namespace
 
-std::unique_ptr<EvalData> load_eval_data(const DataSpec& data, const std::string& path, int64_t batch,
+std::unique_ptr<EvalData> load_eval_data(const config::DataSpec& data, const std::string& path, int64_t batch,
                                          distribute::MirroredStrategy& strategy) {
   if (reads_tokens(data)) return std::make_unique<TokenEvalData>(data, path, batch, strategy);
   return std::make_unique<ImageEvalData>(data, path, batch, strategy);
 }
 
-void check_data_kind(const std::string& path, const ModelSpec& model, const std::string& model_origin) {
-  const bool gpt = model.kind == ModelKind::kGpt;
+void check_data_kind(const std::string& path, const config::ModelSpec& model, const std::string& model_origin) {
+  const bool gpt = model.kind == config::ModelKind::kGpt;
   bool tokens = false;
   try {
     tokens = data::is_token_file(path);
@@ -71,12 +73,12 @@ void check_data_kind(const std::string& path, const ModelSpec& model, const std:
                      ExitCode::kUsage);
   if (!gpt && tokens)
     throw InputError(str_cat("'", path, "' is a token file (", data::kTokensDataset, "), but the model in ",
-                             model_origin, " is ", model_kind_name(model.kind),
+                             model_origin, " is ", config::model_kind_name(model.kind),
                              ", which reads an image set (/images, /labels)"),
                      ExitCode::kUsage);
 }
 
-HostBatch load_first_batch(const DataSpec& data, const std::string& path, int64_t batch) {
+HostBatch load_first_batch(const config::DataSpec& data, const std::string& path, int64_t batch) {
   HostBatch out;
   if (reads_tokens(data)) {
     const auto tokens = data::load_token_dataset(path, data.cache_mb);
@@ -87,7 +89,7 @@ HostBatch load_first_batch(const DataSpec& data, const std::string& path, int64_
     out.model_inputs = {{data.context}, static_cast<int>(tokens->vocab_size())};
     return out;
   }
-  const auto images = load_dataset(path, data.cache_mb);
+  const auto images = config::load_dataset(path, data.cache_mb);
   std::vector<int64_t> indices(static_cast<size_t>(std::min(batch, images->size)));
   for (size_t i = 0; i < indices.size(); ++i) indices[i] = static_cast<int64_t>(i);
   data::assemble_batch(*images, indices, out.inputs, out.targets);

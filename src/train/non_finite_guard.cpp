@@ -15,7 +15,8 @@ std::string loss_text(const std::optional<float>& loss) {
 }
 }  // namespace
 
-NonFiniteGuard::NonFiniteGuard(const TrainConfig& config, bool is_chief) : config_(config), is_chief_(is_chief) {}
+NonFiniteGuard::NonFiniteGuard(const config::TrainConfig& config, bool is_chief)
+    : config_(config), is_chief_(is_chief) {}
 
 void NonFiniteGuard::flag(distribute::DistributedModel& model, optim::Optimizer& optimizer, int64_t step) {
   const Tensor& grads = model.parameters().flat_grads();
@@ -26,7 +27,7 @@ void NonFiniteGuard::flag(distribute::DistributedModel& model, optim::Optimizer&
   }
   model.flag_non_finite(flag_);
   // Under stop no update may follow a bad one until the host has seen it.
-  kernels::tally_non_finite(flag_, tally_, step, config_.nan_policy == NanPolicy::kStop);
+  kernels::tally_non_finite(flag_, tally_, step, config_.nan_policy == config::NanPolicy::kStop);
   optimizer.skip_when(&flag_);
   last_flagged_step_ = step;
 }
@@ -40,7 +41,7 @@ void NonFiniteGuard::settle(optim::Optimizer& optimizer, const LossOf& local_los
   tally_.zero();
   optimizer.set_steps(optimizer.steps() - flagged);  // step() counted the updates it skipped
   const std::optional<float> loss = local_loss ? local_loss(first) : std::nullopt;
-  if (config_.nan_policy == NanPolicy::kSkip) {
+  if (config_.nan_policy == config::NanPolicy::kSkip) {
     const int64_t warned_before = skipped_;
     skipped_ += flagged;
     if (is_chief_ && warned_before < kWarnedSkips) {
@@ -57,7 +58,8 @@ void NonFiniteGuard::settle(optim::Optimizer& optimizer, const LossOf& local_los
     return;
   }
   // Only the chief's text is printed; it alone can see the checkpoint files.
-  const auto saved = is_chief_ ? list_checkpoints(checkpoint_dir(config_)) : std::vector<std::string>{};
+  const auto saved =
+      is_chief_ ? checkpoint::list_checkpoints(checkpoint::checkpoint_dir(config_)) : std::vector<std::string>{};
   throw Error(ExitCode::kNonFinite,
               str_cat("step ", first, ": the averaged gradients hold NaN/Inf", loss_text(loss),
                       "; training stopped before applying them (nan_policy = stop). ",

@@ -4,10 +4,10 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "mirrored/checkpoint/run_directory.h"
 #include "mirrored/core/log.h"
 #include "mirrored/io/params_file.h"
 #include "mirrored/kernels/kernels.h"
-#include "mirrored/train/run_directory.h"
 
 namespace mirrored::train {
 namespace {

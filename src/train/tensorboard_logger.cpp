@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
+#include "mirrored/checkpoint/run_directory.h"
 #include "mirrored/core/strings.h"
-#include "mirrored/train/run_directory.h"
 
 namespace mirrored::train {
 

@@ -25,9 +25,9 @@ auto naming_key(const std::string& key, Make&& make) {
 
 class TokenTrainingData final : public TrainingData {
  public:
-  TokenTrainingData(const LibraryOptions& lib, distribute::MirroredStrategy& strategy, bool with_eval)
+  TokenTrainingData(const config::LibraryOptions& lib, distribute::MirroredStrategy& strategy, bool with_eval)
       : context_(lib.data.context) {
-    const DataSpec& files = lib.data;
+    const config::DataSpec& files = lib.data;
     auto train_set = naming_key("data.train", [&] { return data::load_token_dataset(files.train, files.cache_mb); });
     vocab_ = train_set->vocab_size();
     const distribute::TokenDatasetOptions options{lib.train_data.global_batch, context_, lib.train_data.seed};
@@ -77,8 +77,8 @@ class TokenTrainingData final : public TrainingData {
 
 }  // namespace
 
-std::unique_ptr<TrainingData> token_training_data(const LibraryOptions& lib, distribute::MirroredStrategy& strategy,
-                                                  bool with_eval) {
+std::unique_ptr<TrainingData> token_training_data(const config::LibraryOptions& lib,
+                                                  distribute::MirroredStrategy& strategy, bool with_eval) {
   return std::make_unique<TokenTrainingData>(lib, strategy, with_eval);
 }
 

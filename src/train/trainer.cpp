@@ -5,8 +5,13 @@
 #include <cstdlib>
 #include <optional>
 
-#include "mirrored/comm/flight_recorder.h"
-#include "mirrored/comm/fault_tolerance.h"
+#include "mirrored/checkpoint/init_from.h"
+#include "mirrored/checkpoint/run_directory.h"
+#include "mirrored/comm/failure/fault_tolerance.h"
+#include "mirrored/comm/health/flight_recorder.h"
+#include "mirrored/config/model_factory.h"
+#include "mirrored/config/optimizer_factory.h"
+#include "mirrored/config/run_setup.h"
 #include "mirrored/core/host_memory.h"
 #include "mirrored/core/log.h"
 #include "mirrored/core/timer.h"
@@ -14,13 +19,8 @@
 #include "mirrored/nn/loss.h"
 #include "mirrored/train/checkpointer.h"
 #include "mirrored/train/evaluate.h"
-#include "mirrored/train/init_from.h"
 #include "mirrored/train/memory_report.h"
-#include "mirrored/train/model_factory.h"
 #include "mirrored/train/non_finite_guard.h"
-#include "mirrored/train/optimizer_factory.h"
-#include "mirrored/train/run_directory.h"
-#include "mirrored/train/run_setup.h"
 #include "mirrored/train/step_losses.h"
 #include "mirrored/train/straggler.h"
 #include "mirrored/train/timeline_writer.h"
@@ -79,21 +79,21 @@ struct EpochTotals {
 }  // namespace
 
 struct Trainer::State {
-  State(const TrainConfig& c, distribute::Runtime& runtime, TrainerOptions o)
-      : config(c), options(o), lib(library_options(c)), strategy(runtime, lib.strategy) {}
+  State(const config::TrainConfig& c, runtime::Runtime& runtime, TrainerOptions o)
+      : config(c), options(o), lib(config::library_options(c)), strategy(runtime, lib.strategy) {}
   void load_data();
   void plan_steps();
 
-  TrainConfig config;
+  config::TrainConfig config;
   TrainerOptions options;
-  LibraryOptions lib;
+  config::LibraryOptions lib;
   distribute::MirroredStrategy strategy;
   std::unique_ptr<TrainingData> data;  // images or tokens, as the model needs
   std::optional<distribute::DistributedModel> model;
   Timeline timeline;
   std::unique_ptr<optim::Optimizer> optimizer;
   nn::CrossEntropyLoss loss_fn;
-  std::optional<RunDirectory> run_dir;
+  std::optional<checkpoint::RunDirectory> run_dir;
   int64_t steps_per_epoch = 0;
   int64_t total_steps = 0;
   int64_t epochs = 0;
@@ -143,19 +143,20 @@ void Trainer::State::plan_steps() {
   }
 }
 
-Trainer::Trainer(const TrainConfig& config, distribute::Runtime& runtime, TrainerOptions options)
+Trainer::Trainer(const config::TrainConfig& config, runtime::Runtime& runtime, TrainerOptions options)
     : s_(std::make_unique<State>(config, runtime, options)) {
   State& s = *s_;
   s.strategy.batch_plan(config.batch_size);  // fails fast, on every rank, before any I/O
   kernels::set_cpu_thread_invariant(config.reduction == distribute::Reduction::kInvariant);
-  kernels::set_cpu_threads(threads_per_rank(s.lib.threads, runtime.cluster()));
+  kernels::set_cpu_threads(config::threads_per_rank(s.lib.threads, runtime.cluster()));
   s.load_data();
   const Shape sample_shape = s.data->sample_shape();
-  s.model.emplace(s.strategy.scope([&] { return build_model(s.lib.model, sample_shape, s.data->num_classes()); },
-                                   {sample_shape, config.seed, s.lib.reducer, s.lib.accumulate_steps, config.batch_size}));
-  warn_about_slow_precision(s.lib.model, runtime.device(), s.strategy.is_chief());
+  s.model.emplace(
+      s.strategy.scope([&] { return config::build_model(s.lib.model, sample_shape, s.data->num_classes()); },
+                       {sample_shape, config.seed, s.lib.reducer, s.lib.accumulate_steps, config.batch_size}));
+  config::warn_about_slow_precision(s.lib.model, runtime.device(), s.strategy.is_chief());
   if (!config.timeline.empty()) s.model->set_timeline(&s.timeline);
-  s.optimizer = make_optimizer(s.lib.optimizer, s.model->parameters(), s.model->shard());
+  s.optimizer = config::make_optimizer(s.lib.optimizer, s.model->parameters(), s.model->shard());
   s.run_dir.emplace(s.config, s.strategy.is_chief() && options.write_files);
   s.plan_steps();
   s.lr_schedule.emplace(s.lib.lr_schedule.in_steps(s.steps_per_epoch));
@@ -221,7 +222,8 @@ void Trainer::begin() {
   State& s = *s_;
   if (s.options.write_files) s.resumed = restore_checkpoint(*s.ctx);
   if (s.resumed.finished) return;
-  if (s.resumed.step == 0 && !s.config.init_from.empty()) initialize_from_file(*s.ctx);
+  if (s.resumed.step == 0 && !s.config.init_from.empty())
+    checkpoint::initialize_from_file(s.ctx->config, s.ctx->strategy, s.ctx->model);
   s.summary.steps = s.resumed.step;
   s.run_dir->open_metrics(s.resumed.step);
   const MemoryFootprint memory =
@@ -236,7 +238,7 @@ void Trainer::begin() {
 void Trainer::keep_shard_copies() {
   State& s = *s_;
   const distribute::ShardPlan& plan = s.model->shard_plan();
-  if (s.config.on_failure != OnFailure::kShrink || !plan.sharded()) return;
+  if (s.config.on_failure != config::OnFailure::kShrink || !plan.sharded()) return;
   std::vector<const Tensor*> state;
   for (const auto& entry : s.optimizer->state()) state.push_back(entry.second);
   std::vector<std::string> hosts;
@@ -267,7 +269,8 @@ void Trainer::run_epoch(int64_t epoch) {
     const bool epoch_done =
         step_in_epoch + 1 == s.steps_per_epoch || s.summary.steps == s.total_steps || s.ctx->stop_training;
     // A checkpoint step is a log point too, so a run resumed from it logs the same records.
-    if (s.summary.steps % s.config.log_every == 0 || epoch_done || checkpoint_step(s.config, s.summary.steps))
+    if (s.summary.steps % s.config.log_every == 0 || epoch_done ||
+        checkpoint::checkpoint_step(s.config, s.summary.steps))
       log_point(epoch);
     if (s.options.evaluate && s.config.eval_every > 0 && !s.ctx->preempted &&
         (s.summary.steps % s.config.eval_every == 0 || s.summary.steps == s.total_steps))

@@ -6,9 +6,9 @@
 
 namespace mirrored::train {
 
-std::unique_ptr<TrainingData> image_training_data(const LibraryOptions& lib, distribute::MirroredStrategy& strategy,
-                                                  bool with_eval);
-std::unique_ptr<TrainingData> token_training_data(const LibraryOptions& lib, distribute::MirroredStrategy& strategy,
-                                                  bool with_eval);
+std::unique_ptr<TrainingData> image_training_data(const config::LibraryOptions& lib,
+                                                  distribute::MirroredStrategy& strategy, bool with_eval);
+std::unique_ptr<TrainingData> token_training_data(const config::LibraryOptions& lib,
+                                                  distribute::MirroredStrategy& strategy, bool with_eval);
 
 }  // namespace mirrored::train

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Verdicts, not logs (the flight recorder, comm/flight_recorder.h):
+# Verdicts, not logs (the flight recorder, comm/health/flight_recorder.h):
 # 1. SIGUSR2 on a running job: the rank writes trace/rank-<r>.jsonl and keeps training.
 # 2. A rank stopped with SIGSTOP: exit 5 at the timeout, dumps from the reachable ranks, and
 #    `mirrored trace` names the stopped rank and the collective it did not join, first line.

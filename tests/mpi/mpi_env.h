@@ -1,5 +1,5 @@
 #pragma once
-#include "mirrored/distribute/runtime.h"
+#include "mirrored/runtime/runtime.h"
 
 // The job's runtime, started once by the MPI test main.
-mirrored::distribute::Runtime& test_runtime();
+mirrored::runtime::Runtime& test_runtime();

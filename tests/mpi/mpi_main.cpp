@@ -5,16 +5,16 @@
 #include "mpi_env.h"
 
 namespace {
-mirrored::distribute::Runtime* g_runtime = nullptr;
+mirrored::runtime::Runtime* g_runtime = nullptr;
 }
 
-mirrored::distribute::Runtime& test_runtime() { return *g_runtime; }
+mirrored::runtime::Runtime& test_runtime() { return *g_runtime; }
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   int status = 0;
   {
-    mirrored::distribute::Runtime runtime(argc, argv, {mirrored::distribute::Launch::kMpi});
+    mirrored::runtime::Runtime runtime(argc, argv, {mirrored::runtime::Launch::kMpi});
     g_runtime = &runtime;
     if (runtime.rank() != 0) {
       auto& listeners = ::testing::UnitTest::GetInstance()->listeners();

@@ -155,8 +155,8 @@ TEST(Hierarchical, TwoInstancesRunConcurrentlyWithoutMixingTraffic) {
 }
 
 TEST(Hierarchical, RuntimeCommunicatorIsWatchedAndWorks) {
-  auto* comm = &test_runtime().gradient_communicator(distribute::Allreduce::kHierarchical);
-  EXPECT_EQ(comm, &test_runtime().gradient_communicator(distribute::Allreduce::kHierarchical)) << "one, owned";
+  auto* comm = &test_runtime().gradient_communicator(runtime::Allreduce::kHierarchical);
+  EXPECT_EQ(comm, &test_runtime().gradient_communicator(runtime::Allreduce::kHierarchical)) << "one, owned";
   EXPECT_EQ(test_runtime().hierarchical_nodes(), 1) << "every test rank shares this machine's memory";
   const int n = comm->size();
   EXPECT_EQ(comm->allreduce_value<int32_t>(comm->rank() + 1, ReduceOp::kSum), n * (n + 1) / 2);
@@ -194,7 +194,7 @@ std::vector<float> reduced_gradients(comm::Communicator& comm, distribute::Overl
 }  // namespace
 
 TEST(Hierarchical, GradientReducerMatchesFlat) {
-  const auto flat = reduced_gradients(test_runtime().gradient_communicator(distribute::Allreduce::kFlat),
+  const auto flat = reduced_gradients(test_runtime().gradient_communicator(runtime::Allreduce::kFlat),
                                       distribute::Overlap::kThread);
   for (const auto& layout : layouts()) {
     auto comm = make(layout);
@@ -213,7 +213,7 @@ TEST(Hierarchical, GradientReducerMatchesFlat) {
 }
 
 TEST(Hierarchical, AutoChoosesTwoLevelsOnlyForSeveralNodesWithSeveralRanks) {
-  using distribute::Allreduce;
+  using runtime::Allreduce;
   using distribute::resolve_allreduce;
   EXPECT_EQ(resolve_allreduce(Allreduce::kAuto, 1, 4), Allreduce::kFlat);          // one node
   EXPECT_EQ(resolve_allreduce(Allreduce::kAuto, 3, 3), Allreduce::kFlat);          // one rank per node

@@ -12,20 +12,20 @@
 #include <vector>
 
 #include "mirrored/core/cuda_memory.h"
-#include "mirrored/core/rng.h"
 #include "mirrored/core/process.h"
+#include "mirrored/core/rng.h"
 #include "mirrored/core/tensor.h"
-#include "mirrored/distribute/device_choice.h"
+#include "mirrored/runtime/device_choice.h"
 #include "mpi_env.h"
 
 #ifdef MIRRORED_WITH_CUDA
 #include <cuda_runtime.h>
 
 #include "mirrored/comm/nccl_communicator.h"
+#include "mirrored/distribute/distributed_model.h"
 #include "mirrored/distribute/gradient_reducer.h"
 #include "mirrored/kernels/device_context.h"
 #include "mirrored/kernels/kernels.h"
-#include "mirrored/distribute/distributed_model.h"
 #include "mirrored/nn/builders.h"
 #include "mirrored/nn/loss.h"
 #endif
@@ -34,11 +34,11 @@ using namespace mirrored;
 
 namespace {
 
-// The runtime's rule (distribute/device_choice.h): what this rank sees, not its local rank
+// The runtime's rule (runtime/device_choice.h): what this rank sees, not its local rank
 // alone, so a rank narrowed to one GPU by Slurm takes device 0.
-distribute::DevicePick my_pick(int visible) {
+runtime::DevicePick my_pick(int visible) {
   const auto& cluster = test_runtime().cluster();
-  return distribute::pick_cuda_device(distribute::DeviceQuery::from(
+  return runtime::pick_cuda_device(runtime::DeviceQuery::from(
       cluster.local_rank(), cluster.local_size(), visible, [](const char* name) { return std::getenv(name); }));
 }
 

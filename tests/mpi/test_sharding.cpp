@@ -9,8 +9,8 @@
 
 #include "mirrored/comm/communicator.h"
 #include "mirrored/distribute/shard_copies.h"
-#include "mirrored/distribute/shard_recovery.h"
 #include "mirrored/distribute/strategy.h"
+#include "mirrored/elastic/shard_recovery.h"
 #include "mirrored/nn/builders.h"
 #include "mirrored/nn/loss.h"
 #include "mirrored/optim/optimizer.h"
@@ -320,9 +320,9 @@ TEST(ShardCopies, AnyOneLostRankLeavesTheWholeStateOnTheOthers) {
     for (const auto& piece : held_here) labels.insert(labels.end(), {piece.shard, piece.step});
     std::vector<int64_t> all(labels.size() * static_cast<size_t>(n));
     world().allgather(labels.data(), all.data(), labels.size(), DataType::kI64);
-    std::vector<distribute::ShardHolders> chosen;
+    std::vector<elastic::ShardHolders> chosen;
     for (int lost = 0; lost < n; ++lost) {
-      std::vector<std::vector<distribute::HeldPiece>> held;
+      std::vector<std::vector<elastic::HeldPiece>> held;
       for (int s = 0; s < n; ++s) {
         if (s == lost) continue;
         held.emplace_back();
@@ -330,7 +330,7 @@ TEST(ShardCopies, AnyOneLostRankLeavesTheWholeStateOnTheOthers) {
           held.back().push_back({static_cast<int>(all[static_cast<size_t>(s) * labels.size() + 2 * i]),
                                  all[static_cast<size_t>(s) * labels.size() + 2 * i + 1]});
       }
-      chosen.push_back(distribute::choose_shard_holders(held, n));
+      chosen.push_back(elastic::choose_shard_holders(held, n));
     }
     return chosen;
   };
@@ -347,15 +347,15 @@ TEST(ShardCopies, AnyOneLostRankLeavesTheWholeStateOnTheOthers) {
   EXPECT_EQ(pieces[2].shard, (r - 1 + n) % n);
 
   // Each lost rank in turn: the survivors rebuild step 5's whole state.
-  const std::vector<distribute::ShardHolders> chosen = choices(pieces);
+  const std::vector<elastic::ShardHolders> chosen = choices(pieces);
   for (int lost = 0; lost < n; ++lost) {
-    const distribute::ShardHolders& choice = chosen[static_cast<size_t>(lost)];
+    const elastic::ShardHolders& choice = chosen[static_cast<size_t>(lost)];
     ASSERT_EQ(choice.step, 5) << "rank " << lost << " lost";
     // The survivors' own ranks, in order, as the holders' indices name them.
     std::vector<int> survivors;
     for (int s = 0; s < n; ++s)
       if (s != lost) survivors.push_back(s);
-    distribute::StateAssembly assembly(plan, 2);
+    elastic::StateAssembly assembly(plan, 2);
     for (int shard = 0; shard < n; ++shard) {
       const int holder = survivors[static_cast<size_t>(choice.holder[static_cast<size_t>(shard)])];
       std::vector<float> values(assembly.piece_floats(shard));

@@ -6,11 +6,11 @@
 #include <fstream>
 
 #include "error_matchers.h"
+#include "mirrored/checkpoint/run_directory.h"
 #include "mirrored/core/error.h"
 #include "mirrored/io/checkpoint_file.h"
 #include "mirrored/io/hdf5.h"
 #include "mirrored/train/checkpointer.h"
-#include "mirrored/train/run_directory.h"
 #include "temp_dir.h"
 
 namespace mirrored::io {
@@ -196,29 +196,30 @@ TEST(CheckpointFile, UnwritableDirectoryIsACheckpointError) {
 
 TEST(Checkpointer, ListsNewestFirstAndIgnoresOtherFiles) {
   TempDir dir;
-  for (int64_t step : {40, 300, 7}) write_checkpoint(dir.file(train::checkpoint_file_name(step)), sample_checkpoint());
+  for (int64_t step : {40, 300, 7})
+    write_checkpoint(dir.file(checkpoint::checkpoint_file_name(step)), sample_checkpoint());
   std::ofstream(dir.file("ckpt-000000500.h5.tmp.123")) << "partial";
   std::ofstream(dir.file("notes.txt")) << "x";
-  EXPECT_EQ(train::checkpoint_file_name(300), "ckpt-000000300.h5");
-  const auto listed = train::list_checkpoints(dir.path().string());
+  EXPECT_EQ(checkpoint::checkpoint_file_name(300), "ckpt-000000300.h5");
+  const auto listed = checkpoint::list_checkpoints(dir.path().string());
   ASSERT_EQ(listed.size(), 3u);
   EXPECT_EQ(listed[0], dir.file("ckpt-000000300.h5"));
   EXPECT_EQ(listed[1], dir.file("ckpt-000000040.h5"));
   EXPECT_EQ(listed[2], dir.file("ckpt-000000007.h5"));
-  EXPECT_TRUE(train::list_checkpoints(dir.file("missing")).empty());
+  EXPECT_TRUE(checkpoint::list_checkpoints(dir.file("missing")).empty());
 }
 
 TEST(RunDirectory, ResumedMetricsKeepRecordsUpToTheResumeStep) {
   TempDir dir;
-  train::TrainConfig config;
+  config::TrainConfig config;
   config.out = dir.file("run");
   {
-    train::RunDirectory run(config, true);
+    checkpoint::RunDirectory run(config, true);
     for (int64_t step : {10, 20, 30}) run.log_metrics({{"kind", std::string("train")}, {"step", step}});
   }
   {
     std::ofstream(dir.file("run/metrics.jsonl"), std::ios::app) << "{\"kind\": \"train\", \"st";  // a killed write
-    train::RunDirectory run(config, true);
+    checkpoint::RunDirectory run(config, true);
     run.open_metrics(20);
     run.log_metrics({{"kind", std::string("train")}, {"step", int64_t{30}}});
   }

@@ -1,9 +1,9 @@
-// The flight recorder's ring and the verdicts drawn from rings (comm/flight_recorder.h,
-// comm/collective_verdict.h): exact records, exact verdict lines.
+// The flight recorder's ring and the verdicts drawn from rings (comm/health/flight_recorder.h,
+// comm/health/collective_verdict.h): exact records, exact verdict lines.
 #include <gtest/gtest.h>
 
-#include "mirrored/comm/collective_verdict.h"
-#include "mirrored/comm/flight_recorder.h"
+#include "mirrored/comm/health/collective_verdict.h"
+#include "mirrored/comm/health/flight_recorder.h"
 #include "mirrored/io/jsonl_reader.h"
 #include "temp_dir.h"
 

@@ -3,12 +3,12 @@
 #include <filesystem>
 #include <fstream>
 
+#include "mirrored/config/config.h"
+#include "mirrored/config/library_options.h"
 #include "mirrored/core/error.h"
-#include "mirrored/train/config.h"
-#include "mirrored/train/library_options.h"
 
 using namespace mirrored;
-using mirrored::train::parse_train_config;
+using mirrored::config::parse_train_config;
 
 namespace {
 std::string write_ini(const std::string& name, const std::string& text) {
@@ -41,10 +41,10 @@ TEST(Config, FileValuesThenFlagsOverride) {
 
 TEST(Config, ResolvedIniParsesBackToTheSameConfig) {
   auto config = parse_train_config({"--optimizer", "adamw", "--lr", "0.003", "--model.hidden", "7", "--seed", "42"});
-  const auto path = write_ini("roundtrip", train::to_ini(config));
+  const auto path = write_ini("roundtrip", config::to_ini(config));
   const auto again = parse_train_config({"--config", path});
-  EXPECT_EQ(train::to_ini(again), train::to_ini(config));
-  EXPECT_EQ(again.optimizer, train::OptimizerKind::kAdamW);
+  EXPECT_EQ(config::to_ini(again), config::to_ini(config));
+  EXPECT_EQ(again.optimizer, config::OptimizerKind::kAdamW);
   EXPECT_EQ(again.seed, 42u);
 }
 
@@ -77,8 +77,8 @@ TEST(Config, MissingConfigFileIsNamed) {
 }
 
 TEST(Config, HelpListsEveryKey) {
-  const auto help = train::train_config_help();
-  for (const auto& key : train::train_config_keys()) EXPECT_NE(help.find("--" + key), std::string::npos) << key;
+  const auto help = config::train_config_help();
+  for (const auto& key : config::train_config_keys()) EXPECT_NE(help.find("--" + key), std::string::npos) << key;
 }
 
 TEST(Config, LearningRateScheduleKeys) {
@@ -90,8 +90,8 @@ TEST(Config, LearningRateScheduleKeys) {
   EXPECT_EQ(config.lr_milestones, (std::vector<int64_t>{3, 4}));
   EXPECT_DOUBLE_EQ(config.lr_gamma, 0.5);
   EXPECT_DOUBLE_EQ(config.lr_warmup_epochs, 0.5);
-  const auto again = parse_train_config({"--config", write_ini("schedule_again", train::to_ini(config))});
-  EXPECT_EQ(train::to_ini(again), train::to_ini(config));
+  const auto again = parse_train_config({"--config", write_ini("schedule_again", config::to_ini(config))});
+  EXPECT_EQ(config::to_ini(again), config::to_ini(config));
 }
 
 TEST(Config, InconsistentScheduleNamesFileAndKeys) {
@@ -115,7 +115,7 @@ TEST(Config, RepeatedFlagsKeepTheLastValueOverTheFile) {
       {"--config", path, "--max_steps", "300", "--lr", "0.2", "--max_steps", "200", "--model", "cnn", "--model", "mlp"});
   EXPECT_EQ(config.max_steps, 200);
   EXPECT_DOUBLE_EQ(config.lr, 0.2);
-  EXPECT_EQ(config.model, train::ModelKind::kMlp);
+  EXPECT_EQ(config.model, config::ModelKind::kMlp);
   // The file alone, and the file with one flag.
   EXPECT_EQ(parse_train_config({"--config", path}).max_steps, 50);
   EXPECT_EQ(parse_train_config({"--max_steps", "7", "--config", path}).max_steps, 7);
@@ -132,19 +132,19 @@ TEST(Config, EnumeratedOptionsAreTypedAndListTheirNames) {
                                           "auto", "--allreduce", "hierarchical", "--grad_compression", "bf16",
                                           "--progress", "plain", "--nan_policy", "skip", "--preemption_signal", "TERM",
                                           "--resume", "never", "--lr_schedule", "cosine"});
-  EXPECT_EQ(config.model, train::ModelKind::kResnet);
-  EXPECT_EQ(config.optimizer, train::OptimizerKind::kAdam);
-  EXPECT_EQ(config.launch, distribute::Launch::kLocal);
-  EXPECT_EQ(config.device, distribute::DeviceChoice::kAuto);
-  EXPECT_EQ(config.allreduce, distribute::Allreduce::kHierarchical);
+  EXPECT_EQ(config.model, config::ModelKind::kResnet);
+  EXPECT_EQ(config.optimizer, config::OptimizerKind::kAdam);
+  EXPECT_EQ(config.launch, runtime::Launch::kLocal);
+  EXPECT_EQ(config.device, runtime::DeviceChoice::kAuto);
+  EXPECT_EQ(config.allreduce, runtime::Allreduce::kHierarchical);
   EXPECT_EQ(config.grad_compression, distribute::GradCompression::kBf16);
-  EXPECT_EQ(config.progress, train::ProgressSetting::kPlain);
-  EXPECT_EQ(config.nan_policy, train::NanPolicy::kSkip);
-  EXPECT_EQ(config.preemption_signal, train::PreemptionSignal::kTerm);
-  EXPECT_EQ(config.resume, train::ResumeMode::kNever);
+  EXPECT_EQ(config.progress, config::ProgressSetting::kPlain);
+  EXPECT_EQ(config.nan_policy, config::NanPolicy::kSkip);
+  EXPECT_EQ(config.preemption_signal, config::PreemptionSignal::kTerm);
+  EXPECT_EQ(config.resume, config::ResumeMode::kNever);
   EXPECT_EQ(config.lr_schedule, optim::LrScheduleKind::kCosine);
-  const auto again = parse_train_config({"--config", write_ini("typed_roundtrip", train::to_ini(config))});
-  EXPECT_EQ(train::to_ini(again), train::to_ini(config));
+  const auto again = parse_train_config({"--config", write_ini("typed_roundtrip", config::to_ini(config))});
+  EXPECT_EQ(config::to_ini(again), config::to_ini(config));
 
   EXPECT_NE(error_of({"--device", "gpu"}).find("device = 'gpu': expected one of: auto, cpu, cuda"), std::string::npos);
   EXPECT_NE(error_of({"--launch", "slurm"}).find("one of: auto, mpi, local"), std::string::npos);
@@ -157,16 +157,16 @@ TEST(Config, EnumeratedOptionsAreTypedAndListTheirNames) {
 
 TEST(Config, FailureHandlingKeys) {
   const auto defaults = parse_train_config({});
-  EXPECT_EQ(defaults.on_failure, train::OnFailure::kAbort);
+  EXPECT_EQ(defaults.on_failure, config::OnFailure::kAbort);
   EXPECT_EQ(defaults.shrink_min_replicas, 1);
   const auto config = parse_train_config({"--on_failure", "shrink", "--shrink.min_replicas", "3"});
-  EXPECT_EQ(config.on_failure, train::OnFailure::kShrink);
+  EXPECT_EQ(config.on_failure, config::OnFailure::kShrink);
   EXPECT_EQ(config.shrink_min_replicas, 3);
-  const std::string ini = train::to_ini(config);
+  const std::string ini = config::to_ini(config);
   EXPECT_NE(ini.find("[shrink]\nmin_replicas = 3"), std::string::npos) << ini;
-  EXPECT_EQ(train::to_ini(parse_train_config({"--config", write_ini("failure_roundtrip", ini)})), ini);
+  EXPECT_EQ(config::to_ini(parse_train_config({"--config", write_ini("failure_roundtrip", ini)})), ini);
   // Operational: a resume that changes them is not another run.
-  EXPECT_TRUE(train::result_changes(defaults, config).empty());
+  EXPECT_TRUE(config::result_changes(defaults, config).empty());
   EXPECT_NE(error_of({"--on_failure", "restart"}).find("on_failure = 'restart': expected one of: abort, shrink"),
             std::string::npos);
   EXPECT_NE(error_of({"--shrink.min_replicas", "0"}).find("expected an integer >= 1"), std::string::npos);
@@ -177,7 +177,7 @@ TEST(Config, GptKeysAndTheirConstraint) {
                                           "32", "--gpt.context", "16", "--gpt.dropout", "0.1", "--data.cache_mb", "0",
                                           "--eval_every", "50", "--eval_windows", "8", "--lr_warmup_steps", "10",
                                           "--lr_decay_steps", "100"});
-  EXPECT_EQ(config.model, train::ModelKind::kGpt);
+  EXPECT_EQ(config.model, config::ModelKind::kGpt);
   EXPECT_EQ(config.gpt_layers, 2);
   EXPECT_EQ(config.gpt_heads, 2);
   EXPECT_EQ(config.gpt_width, 32);
@@ -188,7 +188,7 @@ TEST(Config, GptKeysAndTheirConstraint) {
   EXPECT_EQ(config.eval_windows, 8);
   EXPECT_EQ(config.lr_warmup_steps, 10);
   EXPECT_EQ(config.lr_decay_steps, 100);
-  EXPECT_EQ(train::parse_config_text(train::to_ini(config), "round trip").gpt_width, 32);
+  EXPECT_EQ(config::parse_config_text(config::to_ini(config), "round trip").gpt_width, 32);
   const std::string error = error_of({"--model", "gpt", "--gpt.width", "130", "--gpt.heads", "4"});
   EXPECT_NE(error.find("gpt.width = 130 is not divisible by gpt.heads = 4"), std::string::npos) << error;
   // The constraint is the gpt's: other models ignore the gpt keys.
@@ -196,11 +196,11 @@ TEST(Config, GptKeysAndTheirConstraint) {
 }
 
 TEST(Config, ResumeIsAutoNeverOrAPath) {
-  EXPECT_EQ(parse_train_config({}).resume, train::ResumeMode::kAuto);
+  EXPECT_EQ(parse_train_config({}).resume, config::ResumeMode::kAuto);
   const auto path = parse_train_config({"--resume", "runs/a/checkpoints"});
-  EXPECT_EQ(path.resume, train::ResumeMode::kPath);
+  EXPECT_EQ(path.resume, config::ResumeMode::kPath);
   EXPECT_EQ(path.resume_path, "runs/a/checkpoints");
-  EXPECT_EQ(train::option_value(path, "resume"), "runs/a/checkpoints");
+  EXPECT_EQ(config::option_value(path, "resume"), "runs/a/checkpoints");
 }
 
 TEST(Config, OverlapModesWithBooleanAliases) {
@@ -212,8 +212,8 @@ TEST(Config, OverlapModesWithBooleanAliases) {
   const auto old_file = write_ini("overlap_false", "overlap = false\n");
   const auto config = parse_train_config({"--config", old_file});
   EXPECT_EQ(config.overlap, distribute::Overlap::kOff);
-  EXPECT_EQ(train::option_value(config, "overlap"), "off");  // printed by its canonical name
-  EXPECT_NE(train::to_ini(config).find("overlap = off"), std::string::npos);
+  EXPECT_EQ(config::option_value(config, "overlap"), "off");  // printed by its canonical name
+  EXPECT_NE(config::to_ini(config).find("overlap = off"), std::string::npos);
   EXPECT_NE(error_of({"--overlap", "yes"}).find("overlap = 'yes': expected one of: auto, thread, inline, off"),
             std::string::npos);
 }
@@ -223,20 +223,20 @@ TEST(Config, ResultChangesListOnlyKeysThatChangeTheTrainedResult) {
   const auto operational = parse_train_config({"--out", "elsewhere", "--threads", "3", "--epochs", "9",
                                                "--max_steps", "5", "--log_every", "1", "--overlap", "off",
                                                "--checkpoint.keep", "9", "--progress", "off", "--resume", "never"});
-  EXPECT_TRUE(train::result_changes(before, operational).empty());
+  EXPECT_TRUE(config::result_changes(before, operational).empty());
   const auto changed = parse_train_config({"--lr", "0.1", "--optimizer", "adam", "--out", "elsewhere"});
-  const auto changes = train::result_changes(before, changed);
+  const auto changes = config::result_changes(before, changed);
   ASSERT_EQ(changes.size(), 2u);
   EXPECT_EQ(changes[0], "optimizer sgd -> adam");
   EXPECT_EQ(changes[1], "lr 0.05 -> 0.1");  // shortest round-trip text, as written
 }
 
 TEST(Config, StoredIniParsesThroughTheTableIgnoringKeysOfOtherVersions) {
-  const auto stored = train::parse_config_text("lr = 0.2\nold_key = 1\n[model]\nhidden = 8\n", "stored", true);
+  const auto stored = config::parse_config_text("lr = 0.2\nold_key = 1\n[model]\nhidden = 8\n", "stored", true);
   EXPECT_DOUBLE_EQ(stored.lr, 0.2);
   EXPECT_EQ(stored.hidden, (std::vector<int64_t>{8}));
   try {
-    train::parse_config_text("old_key = 1\n", "stored", false);
+    config::parse_config_text("old_key = 1\n", "stored", false);
     ADD_FAILURE() << "expected an InputError";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("stored: unknown key 'old_key'"), std::string::npos) << e.what();
@@ -248,32 +248,32 @@ TEST(LibraryOptions, ReducerStrategyModelAndOptimizerComeFromTheConfig) {
                                           "--allreduce", "flat", "--accumulate_steps", "3", "--optimizer", "adamw",
                                           "--lr", "0.01", "--weight_decay", "0.1", "--model", "cnn", "--cnn.fc", "64",
                                           "--launch", "local", "--device", "cuda", "--collective_timeout_s", "9"});
-  const auto options = train::library_options(config);
+  const auto options = config::library_options(config);
   EXPECT_EQ(options.reducer.caps.bucket_bytes, 512 * 1024);
   EXPECT_EQ(options.reducer.caps.first_bucket_bytes, 512 * 1024);
   EXPECT_EQ(options.reducer.overlap, distribute::Overlap::kOff);
   EXPECT_EQ(options.reducer.compression, distribute::GradCompression::kBf16);
-  EXPECT_EQ(options.strategy.allreduce, distribute::Allreduce::kFlat);
+  EXPECT_EQ(options.strategy.allreduce, runtime::Allreduce::kFlat);
   EXPECT_EQ(options.accumulate_steps, 3);
-  EXPECT_EQ(options.runtime.launch, distribute::Launch::kLocal);
-  EXPECT_EQ(options.runtime.device, distribute::DeviceChoice::kCuda);
+  EXPECT_EQ(options.runtime.launch, runtime::Launch::kLocal);
+  EXPECT_EQ(options.runtime.device, runtime::DeviceChoice::kCuda);
   EXPECT_DOUBLE_EQ(options.runtime.collective_timeout_s, 9.0);
-  EXPECT_EQ(options.optimizer.kind, train::OptimizerKind::kAdamW);
+  EXPECT_EQ(options.optimizer.kind, config::OptimizerKind::kAdamW);
   EXPECT_TRUE(options.optimizer.adam.decoupled_weight_decay);
   EXPECT_FLOAT_EQ(options.optimizer.adam.lr, 0.01f);
   EXPECT_FLOAT_EQ(options.optimizer.adam.weight_decay, 0.1f);
-  EXPECT_EQ(options.model.kind, train::ModelKind::kCnn);
+  EXPECT_EQ(options.model.kind, config::ModelKind::kCnn);
   EXPECT_EQ(options.model.cnn.hidden, (std::vector<int64_t>{64}));
   EXPECT_EQ(options.train_data.global_batch, 128);
   EXPECT_EQ(options.train_data.seed, 7u);
   // The first bucket is capped at 1 MB so communication starts early.
-  EXPECT_EQ(train::library_options(parse_train_config({})).reducer.caps.first_bucket_bytes, 1 << 20);
+  EXPECT_EQ(config::library_options(parse_train_config({})).reducer.caps.first_bucket_bytes, 1 << 20);
 }
 
 TEST(LibraryOptions, LearningRateScheduleInSteps) {
   const auto config = parse_train_config({"--lr_schedule", "step", "--lr_milestones", "2,3", "--epochs", "4",
                                           "--lr_warmup_epochs", "0.5"});
-  const auto spec = train::library_options(config).lr_schedule.in_steps(10);
+  const auto spec = config::library_options(config).lr_schedule.in_steps(10);
   EXPECT_EQ(spec.kind, optim::LrScheduleKind::kStep);
   EXPECT_EQ(spec.warmup_steps, 5);
   EXPECT_EQ(spec.total_steps, 40);
@@ -283,7 +283,7 @@ TEST(LibraryOptions, LearningRateScheduleInSteps) {
 TEST(LibraryOptions, WarmupAndCosineInStepsOverrideTheEpochForm) {
   const auto config = parse_train_config({"--lr_schedule", "cosine", "--epochs", "1", "--lr_warmup_epochs", "0.5",
                                           "--lr_warmup_steps", "100", "--lr_decay_steps", "2000"});
-  const auto spec = train::library_options(config).lr_schedule.in_steps(6233);
+  const auto spec = config::library_options(config).lr_schedule.in_steps(6233);
   EXPECT_EQ(spec.warmup_steps, 100);
   EXPECT_EQ(spec.total_steps, 2000);
 }
@@ -302,16 +302,16 @@ TEST(Config, OptimizerShardAndTheCombinationsItRefuses) {
 // a sharded optimizer the library gets flat, so a multi-node sharded run starts.
 // One rank per GPU is the product: GPUs where every rank has one, else the CPU.
 TEST(Config, DeviceDefaultsToAuto) {
-  EXPECT_EQ(parse_train_config({}).device, distribute::DeviceChoice::kAuto);
-  EXPECT_EQ(train::option_value(parse_train_config({}), "device"), "auto");
-  EXPECT_EQ(train::library_options(parse_train_config({})).runtime.device, distribute::DeviceChoice::kAuto);
+  EXPECT_EQ(parse_train_config({}).device, runtime::DeviceChoice::kAuto);
+  EXPECT_EQ(config::option_value(parse_train_config({}), "device"), "auto");
+  EXPECT_EQ(config::library_options(parse_train_config({})).runtime.device, runtime::DeviceChoice::kAuto);
 }
 
 TEST(LibraryOptions, ShardedOptimizerResolvesAutoAllreduceToFlat) {
-  using distribute::Allreduce;
-  EXPECT_EQ(train::library_options(parse_train_config({"--optimizer.shard", "true"})).strategy.allreduce,
+  using runtime::Allreduce;
+  EXPECT_EQ(config::library_options(parse_train_config({"--optimizer.shard", "true"})).strategy.allreduce,
             Allreduce::kFlat);
-  EXPECT_EQ(train::library_options(parse_train_config({})).strategy.allreduce, Allreduce::kAuto);
-  EXPECT_EQ(train::library_options(parse_train_config({"--allreduce", "hierarchical"})).strategy.allreduce,
+  EXPECT_EQ(config::library_options(parse_train_config({})).strategy.allreduce, Allreduce::kAuto);
+  EXPECT_EQ(config::library_options(parse_train_config({"--allreduce", "hierarchical"})).strategy.allreduce,
             Allreduce::kHierarchical);
 }

@@ -7,14 +7,14 @@
 
 #include "mirrored/comm/local_communicator.h"
 #include "mirrored/core/cpu_affinity.h"
-#include "mirrored/distribute/cluster.h"
-#include "mirrored/distribute/core_binding.h"
+#include "mirrored/runtime/cluster.h"
+#include "mirrored/runtime/core_binding.h"
 
 namespace mirrored {
 namespace {
 
-using distribute::BindCores;
-using distribute::plan_core_binding;
+using runtime::BindCores;
+using runtime::plan_core_binding;
 using Cores = std::vector<std::vector<int>>;
 
 Cores single_cpu_cores(int n) {
@@ -82,12 +82,12 @@ TEST(CoreBinding, CpuListText) {
 TEST(CoreBinding, OffAndASingleRankLeaveTheMaskAlone) {
   const std::vector<int> before = allowed_cpus();
   comm::LocalCommunicator world;
-  const auto cluster = distribute::Cluster::discover(world);
-  const auto off = distribute::bind_cores(BindCores::kOff, world, cluster);
+  const auto cluster = runtime::Cluster::discover(world);
+  const auto off = runtime::bind_cores(BindCores::kOff, world, cluster);
   EXPECT_TRUE(off.cpus.empty());
   EXPECT_EQ(allowed_cpus(), before);
   // One rank on the host takes every core it found: the same mask.
-  const auto single = distribute::bind_cores(BindCores::kAuto, world, cluster);
+  const auto single = runtime::bind_cores(BindCores::kAuto, world, cluster);
   EXPECT_TRUE(single.cpus.empty());
   EXPECT_EQ(allowed_cpus(), before);
 }

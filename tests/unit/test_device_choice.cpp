@@ -7,15 +7,15 @@
 #include <string>
 
 #include "mirrored/core/error.h"
-#include "mirrored/distribute/device_choice.h"
+#include "mirrored/runtime/device_choice.h"
 
 namespace mirrored::distribute {
 namespace {
 
 using Env = std::map<std::string, std::string>;
 
-DeviceQuery query(int local_rank, int local_size, int visible, const Env& env = {}) {
-  return DeviceQuery::from(local_rank, local_size, visible, [&](const char* name) -> const char* {
+runtime::DeviceQuery query(int local_rank, int local_size, int visible, const Env& env = {}) {
+  return runtime::DeviceQuery::from(local_rank, local_size, visible, [&](const char* name) -> const char* {
     const auto it = env.find(name);
     return it == env.end() ? nullptr : it->second.c_str();
   });
@@ -26,7 +26,7 @@ bool contains(const std::string& text, const std::string& part) { return text.fi
 TEST(DeviceChoiceRules, SrunWithOneGpuPerTaskTakesDeviceZeroOnEveryRank) {
   // srun --ntasks-per-node=4 --gpus-per-task=1: each task sees its own GPU as device 0.
   for (int local = 0; local < 4; ++local) {
-    const auto pick = pick_cuda_device(query(local, 4, 1, {{"CUDA_VISIBLE_DEVICES", std::to_string(local)}}));
+    const auto pick = runtime::pick_cuda_device(query(local, 4, 1, {{"CUDA_VISIBLE_DEVICES", std::to_string(local)}}));
     ASSERT_TRUE(pick.ok()) << pick.reason;
     EXPECT_EQ(pick.index, 0) << "local rank " << local;
   }
@@ -34,7 +34,7 @@ TEST(DeviceChoiceRules, SrunWithOneGpuPerTaskTakesDeviceZeroOnEveryRank) {
 
 TEST(DeviceChoiceRules, MpirunWithAllGpusVisibleTakesTheLocalRank) {
   for (int local = 0; local < 8; ++local) {
-    const auto pick = pick_cuda_device(query(local, 8, 8));
+    const auto pick = runtime::pick_cuda_device(query(local, 8, 8));
     ASSERT_TRUE(pick.ok()) << pick.reason;
     EXPECT_EQ(pick.index, local);
   }
@@ -43,19 +43,20 @@ TEST(DeviceChoiceRules, MpirunWithAllGpusVisibleTakesTheLocalRank) {
 TEST(DeviceChoiceRules, MpirunAcrossNodesWithAnInheritedNarrowingFollowsWhatIsVisible) {
   // mpirun inside an allocation made with --gpus-per-task=1: a remote rank with local rank
   // 1 sees one GPU; choosing device 1 would fail with "invalid device ordinal".
-  const auto pick = pick_cuda_device(query(1, 2, 1, {{"CUDA_VISIBLE_DEVICES", "1"}}));
+  const auto pick = runtime::pick_cuda_device(query(1, 2, 1, {{"CUDA_VISIBLE_DEVICES", "1"}}));
   ASSERT_TRUE(pick.ok()) << pick.reason;
   EXPECT_EQ(pick.index, 0);
 }
 
 TEST(DeviceChoiceRules, OverrideWinsOverTheLocalRank) {
-  const auto pick = pick_cuda_device(query(0, 2, 4, {{"MIRRORED_CUDA_DEVICE", "3"}}));
+  const auto pick = runtime::pick_cuda_device(query(0, 2, 4, {{"MIRRORED_CUDA_DEVICE", "3"}}));
   ASSERT_TRUE(pick.ok()) << pick.reason;
   EXPECT_EQ(pick.index, 3);
 }
 
 TEST(DeviceChoiceRules, OverrideBeyondTheVisibleCountIsRefusedWithTheCounts) {
-  const auto pick = pick_cuda_device(query(0, 1, 2, {{"MIRRORED_CUDA_DEVICE", "2"}, {"CUDA_VISIBLE_DEVICES", "4,5"}}));
+  const auto pick =
+      runtime::pick_cuda_device(query(0, 1, 2, {{"MIRRORED_CUDA_DEVICE", "2"}, {"CUDA_VISIBLE_DEVICES", "4,5"}}));
   EXPECT_FALSE(pick.ok());
   EXPECT_EQ(pick.index, -1);
   EXPECT_TRUE(contains(pick.reason, "MIRRORED_CUDA_DEVICE=2")) << pick.reason;
@@ -65,7 +66,7 @@ TEST(DeviceChoiceRules, OverrideBeyondTheVisibleCountIsRefusedWithTheCounts) {
 }
 
 TEST(DeviceChoiceRules, OverrideWithNoVisibleGpuIsRefused) {
-  const auto pick = pick_cuda_device(query(0, 1, 0, {{"MIRRORED_CUDA_DEVICE", "0"}}));
+  const auto pick = runtime::pick_cuda_device(query(0, 1, 0, {{"MIRRORED_CUDA_DEVICE", "0"}}));
   EXPECT_FALSE(pick.ok());
   EXPECT_TRUE(contains(pick.reason, "0 GPU(s) are visible")) << pick.reason;
 }
@@ -73,7 +74,7 @@ TEST(DeviceChoiceRules, OverrideWithNoVisibleGpuIsRefused) {
 TEST(DeviceChoiceRules, MalformedOverrideIsAUsageError) {
   for (const char* bad : {"first", "-1", "1x", " 1", "+1", "99999999999999999999"}) {
     try {
-      pick_cuda_device(query(0, 1, 2, {{"MIRRORED_CUDA_DEVICE", bad}}));
+      runtime::pick_cuda_device(query(0, 1, 2, {{"MIRRORED_CUDA_DEVICE", bad}}));
       ADD_FAILURE() << "MIRRORED_CUDA_DEVICE='" << bad << "' accepted";
     } catch (const InputError& e) {
       EXPECT_EQ(e.code(), ExitCode::kUsage);
@@ -83,13 +84,13 @@ TEST(DeviceChoiceRules, MalformedOverrideIsAUsageError) {
 }
 
 TEST(DeviceChoiceRules, EmptyOverrideMeansUnset) {
-  const auto pick = pick_cuda_device(query(1, 2, 2, {{"MIRRORED_CUDA_DEVICE", ""}}));
+  const auto pick = runtime::pick_cuda_device(query(1, 2, 2, {{"MIRRORED_CUDA_DEVICE", ""}}));
   ASSERT_TRUE(pick.ok()) << pick.reason;
   EXPECT_EQ(pick.index, 1);
 }
 
 TEST(DeviceChoiceRules, MoreRanksThanVisibleGpusIsRefusedNamingTheWayOut) {
-  const auto pick = pick_cuda_device(query(2, 4, 2));
+  const auto pick = runtime::pick_cuda_device(query(2, 4, 2));
   EXPECT_FALSE(pick.ok());
   EXPECT_TRUE(contains(pick.reason, "local rank 2 of 4")) << pick.reason;
   EXPECT_TRUE(contains(pick.reason, "only 2 GPU(s) are visible")) << pick.reason;
@@ -97,7 +98,7 @@ TEST(DeviceChoiceRules, MoreRanksThanVisibleGpusIsRefusedNamingTheWayOut) {
 }
 
 TEST(DeviceChoiceRules, HiddenDevicesAreNoDeviceAndSaySo) {
-  const auto pick = pick_cuda_device(query(0, 1, 0, {{"CUDA_VISIBLE_DEVICES", ""}}));
+  const auto pick = runtime::pick_cuda_device(query(0, 1, 0, {{"CUDA_VISIBLE_DEVICES", ""}}));
   EXPECT_FALSE(pick.ok());
   EXPECT_TRUE(contains(pick.reason, "no GPU is visible (CUDA_VISIBLE_DEVICES='')")) << pick.reason;
 }

@@ -8,8 +8,8 @@
 #include "devices.h"
 #include "mirrored/core/error.h"
 #include "mirrored/distribute/device_prefetcher.h"
-#include "mirrored/distribute/gpu_info.h"
-#include "mirrored/distribute/runtime.h"
+#include "mirrored/runtime/gpu_info.h"
+#include "mirrored/runtime/runtime.h"
 
 namespace mirrored {
 namespace {
@@ -19,7 +19,7 @@ TEST(DeviceChoice, CudaWithoutAGpuIsAClearUsageError) {
   int argc = 0;
   char** argv = nullptr;
   try {
-    distribute::Runtime runtime(argc, argv, {distribute::Launch::kLocal, distribute::DeviceChoice::kCuda});
+    runtime::Runtime runtime(argc, argv, {runtime::Launch::kLocal, runtime::DeviceChoice::kCuda});
     FAIL() << "device = cuda started without a GPU";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ExitCode::kUsage);
@@ -32,7 +32,7 @@ TEST(DeviceChoice, AutoFallsBackToTheCpuWithoutAGpu) {
   if (testing::cuda_present()) GTEST_SKIP() << "a GPU is present: auto picks it";
   int argc = 0;
   char** argv = nullptr;
-  distribute::Runtime runtime(argc, argv, {distribute::Launch::kLocal, distribute::DeviceChoice::kAuto});
+  runtime::Runtime runtime(argc, argv, {runtime::Launch::kLocal, runtime::DeviceChoice::kAuto});
   EXPECT_TRUE(runtime.device().is_cpu());
   EXPECT_EQ(&runtime.device_communicator(), &runtime.world());
 }
@@ -45,7 +45,7 @@ class DeviceChoiceOnGpu : public testing::GpuTest {};
 TEST_F(DeviceChoiceOnGpu, CudaInAWorldOfOneGetsTheLocalDeviceCommunicator) {
   int argc = 0;
   char** argv = nullptr;
-  distribute::Runtime runtime(argc, argv, {distribute::Launch::kLocal, distribute::DeviceChoice::kCuda});
+  runtime::Runtime runtime(argc, argv, {runtime::Launch::kLocal, runtime::DeviceChoice::kCuda});
   EXPECT_TRUE(runtime.device().is_cuda());
   EXPECT_EQ(runtime.device_communicator().backend(), "local");
   EXPECT_TRUE(runtime.device_communicator().capabilities().device_buffers);
@@ -60,7 +60,7 @@ TEST_F(DeviceChoiceOnGpu, BadDeviceOverrideNamesTheVariable) {
   EXPECT_THROW(
       {
         try {
-          distribute::Runtime runtime(argc, argv, {distribute::Launch::kLocal, distribute::DeviceChoice::kCuda});
+          runtime::Runtime runtime(argc, argv, {runtime::Launch::kLocal, runtime::DeviceChoice::kCuda});
         } catch (const Error& e) {
           unsetenv("MIRRORED_CUDA_DEVICE");
           EXPECT_NE(std::string(e.what()).find("MIRRORED_CUDA_DEVICE"), std::string::npos);
@@ -72,14 +72,14 @@ TEST_F(DeviceChoiceOnGpu, BadDeviceOverrideNamesTheVariable) {
 }
 
 TEST(GpuInfo, VersionsAndDevicesAreReported) {
-  const std::string versions = distribute::cuda_versions_string();
+  const std::string versions = runtime::cuda_versions_string();
   if (cuda_built()) {
     EXPECT_NE(versions.find("cuDNN 9."), std::string::npos) << versions;
     EXPECT_NE(versions.find("NCCL 2."), std::string::npos) << versions;
   } else {
     EXPECT_NE(versions.find("not built"), std::string::npos) << versions;
   }
-  const std::string gpus = distribute::local_gpus_string();
+  const std::string gpus = runtime::local_gpus_string();
   if (testing::cuda_present()) {
     EXPECT_NE(gpus.find("cuda:0"), std::string::npos) << gpus;
   } else {

@@ -7,7 +7,7 @@
 
 #include <cerrno>
 
-#include "mirrored/comm/fault_tolerance.h"
+#include "mirrored/comm/failure/fault_tolerance.h"
 
 using mirrored::comm::detection_seconds;
 

@@ -5,11 +5,11 @@
 #include <map>
 #include <string>
 
-#include "mirrored/distribute/cluster.h"
-#include "mirrored/distribute/launcher.h"
+#include "mirrored/runtime/cluster.h"
+#include "mirrored/runtime/launcher.h"
 
-using mirrored::distribute::Cluster;
-using mirrored::distribute::LauncherEnv;
+using mirrored::runtime::Cluster;
+using mirrored::runtime::LauncherEnv;
 
 namespace {
 LauncherEnv read(const std::map<std::string, std::string>& env) {

@@ -4,9 +4,10 @@
 #include <cmath>
 #include <string>
 
-#include "mirrored/app/progress.h"
+#include "mirrored/train/progress.h"
 
-using namespace mirrored::app;
+using namespace mirrored::train;
+using mirrored::config::ProgressSetting;
 
 TEST(Progress, StyleFollowsTheTerminalUnlessForced) {
   EXPECT_EQ(resolve_progress_style(ProgressSetting::kAuto, false, true), ProgressStyle::kBar);

@@ -14,7 +14,7 @@
 #include <string>
 #include <thread>
 
-#include "mirrored/comm/runtime_loss.h"
+#include "mirrored/comm/failure/runtime_loss.h"
 #include "mirrored/core/log.h"
 #include "temp_dir.h"
 

@@ -6,10 +6,10 @@
 #include <numeric>
 
 #include "mirrored/distribute/shard_copies.h"
-#include "mirrored/distribute/shard_recovery.h"
+#include "mirrored/elastic/shard_recovery.h"
 
 using namespace mirrored;
-using distribute::HeldPiece;
+using elastic::HeldPiece;
 
 TEST(ShardCopies, KeepersSitOnAnotherHostWhenTheRanksSpanSeveral) {
   using distribute::ShardCopies;
@@ -30,7 +30,7 @@ TEST(ShardHolders, TheNewestStepAtWhichEveryShardSurvives) {
       {{1, 8}, {1, 7}, {0, 7}},  // rank 1
       {{3, 8}, {3, 7}, {2, 7}},  // rank 3
   };
-  const distribute::ShardHolders choice = distribute::choose_shard_holders(held, 4);
+  const elastic::ShardHolders choice = elastic::choose_shard_holders(held, 4);
   EXPECT_EQ(choice.step, 7);
   EXPECT_EQ(choice.holder, (std::vector<int>{0, 1, 2, 0}));
   EXPECT_TRUE(choice.lost_shards.empty());
@@ -38,20 +38,20 @@ TEST(ShardHolders, TheNewestStepAtWhichEveryShardSurvives) {
   // Every exchange of step 8 done: step 8 everywhere.
   const std::vector<std::vector<HeldPiece>> settled = {{{0, 8}, {0, 7}, {3, 8}}, {{1, 8}, {1, 7}, {0, 8}},
                                                        {{3, 8}, {3, 7}, {2, 8}}};
-  EXPECT_EQ(distribute::choose_shard_holders(settled, 4).step, 8);
+  EXPECT_EQ(elastic::choose_shard_holders(settled, 4).step, 8);
 }
 
 TEST(ShardHolders, AShardWhoseOwnerAndKeeperAreBothLostIsNamed) {
   // Ranks 1 and 2 lost; rank 1's keeper is rank 2.
   const std::vector<std::vector<HeldPiece>> held = {{{0, 5}, {3, 5}}, {{3, 5}, {2, 5}}};
-  const distribute::ShardHolders choice = distribute::choose_shard_holders(held, 4);
+  const elastic::ShardHolders choice = elastic::choose_shard_holders(held, 4);
   EXPECT_EQ(choice.step, -1);
   EXPECT_EQ(choice.lost_shards, std::vector<int>{1});
 }
 
 TEST(ShardHolders, NoCommonStepIsNotARecovery) {
   const std::vector<std::vector<HeldPiece>> held = {{{0, 6}}, {{1, 5}}};
-  const distribute::ShardHolders choice = distribute::choose_shard_holders(held, 2);
+  const elastic::ShardHolders choice = elastic::choose_shard_holders(held, 2);
   EXPECT_EQ(choice.step, -1);
   EXPECT_TRUE(choice.lost_shards.empty());
 }
@@ -60,7 +60,7 @@ TEST(StateAssembly, PiecesLandInTheirSlicesOfParametersAndState) {
   // 10 elements over 3 shards (3, 3, 4), two state tensors: piece k holds its parameter
   // slice, then each state tensor's slice.
   const auto plan = distribute::ShardPlan::make(10, 3, true);
-  distribute::StateAssembly assembly(plan, 2);
+  elastic::StateAssembly assembly(plan, 2);
   for (int shard = 0; shard < 3; ++shard) {
     const optim::ArenaRange range = plan.shard(shard);
     std::vector<float> piece;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "error_matchers.h"
+#include "mirrored/checkpoint/gpt2_weights.h"
 #include "mirrored/core/error.h"
 #include "mirrored/core/rng.h"
 #include "mirrored/core/sha256.h"
@@ -26,7 +27,6 @@
 #include "mirrored/nn/builders.h"
 #include "mirrored/nn/gpt_decoder.h"
 #include "mirrored/train/evaluate.h"
-#include "mirrored/train/gpt2_weights.h"
 #include "temp_dir.h"
 
 namespace mirrored {
@@ -249,8 +249,8 @@ TEST(Gpt2Safetensors, ExportAndReadBackAreBitExactWithConv1dLayouts) {
   const nn::GptSpec spec = small_gpt();
   nn::Model model = built_gpt(spec, 11);
   const nn::ParameterArena& arena = model.parameters();
-  const auto tensors = train::gpt2_tensors(arena);
-  io::write_safetensors(dir.file("m.safetensors"), tensors, train::gpt2_metadata(spec));
+  const auto tensors = checkpoint::gpt2_tensors(arena);
+  io::write_safetensors(dir.file("m.safetensors"), tensors, checkpoint::gpt2_metadata(spec));
   const io::SafetensorsFile file(dir.file("m.safetensors"));
   EXPECT_EQ(file.metadata().at("n_embd"), "16");
   EXPECT_EQ(file.metadata().at("n_positions"), "12");
@@ -270,31 +270,31 @@ TEST(Gpt2Safetensors, ExportAndReadBackAreBitExactWithConv1dLayouts) {
   const std::vector<float> theirs = file.read("transformer.h.0.attn.c_attn.weight");
   for (int64_t o = 0; o < 48; ++o)
     for (int64_t i = 0; i < 16; ++i) ASSERT_EQ(theirs[static_cast<size_t>(i * 48 + o)], ours[static_cast<size_t>(o * 16 + i)]);
-  const std::vector<float> back = train::read_gpt2_parameters(file, arena);
+  const std::vector<float> back = checkpoint::read_gpt2_parameters(file, arena);
   EXPECT_EQ(back, arena.flat_params().to_vector()) << "export then read gives the same bits";
 
   // Another shape is refused naming the first tensor that differs.
   nn::GptSpec wider = spec;
   wider.context = 16;
   nn::Model other = built_gpt(wider, 1);
-  expect_mentions(message_of<InputError>([&] { train::read_gpt2_parameters(file, other.parameters()); }),
+  expect_mentions(message_of<InputError>([&] { checkpoint::read_gpt2_parameters(file, other.parameters()); }),
                   {dir.file("m.safetensors"), "transformer.wpe.weight", "[12, 16]", "[16, 16]"});
   // An untied head is refused; a copy of the token table is taken as the tied one.
   auto with_head = tensors;
   with_head.push_back({"lm_head.weight", {37, 16}, tensors.front().values});
   io::write_safetensors(dir.file("tied.safetensors"), with_head, {});
-  EXPECT_EQ(train::read_gpt2_parameters(io::SafetensorsFile(dir.file("tied.safetensors")), arena), back);
+  EXPECT_EQ(checkpoint::read_gpt2_parameters(io::SafetensorsFile(dir.file("tied.safetensors")), arena), back);
   with_head.back().values[0] += 1.0f;
   io::write_safetensors(dir.file("untied.safetensors"), with_head, {});
   expect_mentions(message_of<InputError>([&] {
-                    train::read_gpt2_parameters(io::SafetensorsFile(dir.file("untied.safetensors")), arena);
+                    checkpoint::read_gpt2_parameters(io::SafetensorsFile(dir.file("untied.safetensors")), arena);
                   }),
                   {"lm_head.weight", "ties"});
   // GPT2Model's names (no "transformer.") are read too.
   auto bare = tensors;
   for (auto& t : bare) t.name = t.name.substr(std::string("transformer.").size());
   io::write_safetensors(dir.file("bare.safetensors"), bare, {});
-  EXPECT_EQ(train::read_gpt2_parameters(io::SafetensorsFile(dir.file("bare.safetensors")), arena), back);
+  EXPECT_EQ(checkpoint::read_gpt2_parameters(io::SafetensorsFile(dir.file("bare.safetensors")), arena), back);
 }
 
 TEST(Safetensors, TruncatedAndMislabelledFilesNameFileAndTensor) {

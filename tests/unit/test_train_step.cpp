@@ -9,11 +9,11 @@
 #include <memory>
 #include <vector>
 
-#include "mirrored/distribute/runtime.h"
 #include "mirrored/distribute/strategy.h"
 #include "mirrored/nn/builders.h"
 #include "mirrored/nn/loss.h"
 #include "mirrored/optim/optimizer.h"
+#include "mirrored/runtime/runtime.h"
 #include "mirrored/train/non_finite_guard.h"
 #include "mirrored/train/step_losses.h"
 #include "mirrored/train/train_step.h"
@@ -63,7 +63,7 @@ class TrainStep : public ::testing::Test {
  protected:
   int argc_ = 0;
   char** argv_ = nullptr;
-  distribute::Runtime runtime_{argc_, argv_, {distribute::Launch::kLocal, distribute::DeviceChoice::kCpu}};
+  runtime::Runtime runtime_{argc_, argv_, {runtime::Launch::kLocal, runtime::DeviceChoice::kCpu}};
   distribute::MirroredStrategy strategy_{runtime_};
 };
 
@@ -180,12 +180,12 @@ class Guard : public TrainStep {
   std::vector<float> params() { return replica_.model.parameters().flat_params().to_vector(); }
 
   Replica replica_{strategy_, 8, 1};
-  train::TrainConfig config_;
+  config::TrainConfig config_;
   const float nan_ = std::numeric_limits<float>::quiet_NaN();
 };
 
 TEST_F(Guard, SkipLeavesFlaggedUpdatesOutAndCorrectsTheStepCount) {
-  config_.nan_policy = train::NanPolicy::kSkip;
+  config_.nan_policy = config::NanPolicy::kSkip;
   train::NonFiniteGuard guard(config_, true);
   step(guard, 1.0f, 1);
   const auto after_one = params();
@@ -203,7 +203,7 @@ TEST_F(Guard, SkipLeavesFlaggedUpdatesOutAndCorrectsTheStepCount) {
 }
 
 TEST_F(Guard, StopLatchesAndNamesTheFirstBadStep) {
-  config_.nan_policy = train::NanPolicy::kStop;
+  config_.nan_policy = config::NanPolicy::kStop;
   config_.out = "/nonexistent/run";
   train::NonFiniteGuard guard(config_, true);
   step(guard, 1.0f, 1);
@@ -223,8 +223,8 @@ TEST_F(Guard, StopLatchesAndNamesTheFirstBadStep) {
 }
 
 TEST_F(TrainStep, GuardOnTheCpuDecidesWithinTheStep) {
-  train::TrainConfig config;
-  config.nan_policy = train::NanPolicy::kStop;
+  config::TrainConfig config;
+  config.nan_policy = config::NanPolicy::kStop;
   config.out = "/nonexistent/run";
   train::NonFiniteGuard guard(config, true);
   Replica replica(strategy_, 8, 1);

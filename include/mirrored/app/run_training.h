@@ -5,13 +5,13 @@
 #include <memory>
 #include <vector>
 
-#include "mirrored/distribute/runtime.h"
+#include "mirrored/config/config.h"
+#include "mirrored/runtime/runtime.h"
 #include "mirrored/train/callback.h"
-#include "mirrored/train/config.h"
 
 namespace mirrored::app {
 
-train::TrainSummary run_training(const train::TrainConfig& config, distribute::Runtime& runtime,
+train::TrainSummary run_training(const config::TrainConfig& config, runtime::Runtime& runtime,
                                  std::vector<std::unique_ptr<train::Callback>> extra = {});
 
 }  // namespace mirrored::app

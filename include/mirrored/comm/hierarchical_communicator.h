@@ -20,8 +20,8 @@
 #include <memory>
 
 #include "mirrored/comm/communicator.h"
+#include "mirrored/comm/health/watchdog.h"
 #include "mirrored/comm/mpi_communicator.h"
-#include "mirrored/comm/watchdog.h"
 
 namespace mirrored::comm {
 

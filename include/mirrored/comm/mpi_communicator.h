@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "mirrored/comm/communicator.h"
-#include "mirrored/comm/watchdog.h"
+#include "mirrored/comm/health/watchdog.h"
 
 namespace mirrored::comm {
 

@@ -3,7 +3,7 @@
 // log instead of throwing. CUDA build only.
 //
 // Streams: every device in use has one compute stream (compute_stream()), owned by that
-// device's kernels::DeviceContext (created by distribute::Runtime after cudaSetDevice, or
+// device's kernels::DeviceContext (created by runtime::Runtime after cudaSetDevice, or
 // by code that runs without a Runtime, such as unit tests), which registers it here for
 // its lifetime. It is a *blocking* stream, so the synchronous host copies in
 // cuda_memory.h (cudaMemcpy on the legacy default stream) stay ordered with the kernels.

@@ -25,7 +25,7 @@ void rank_error(const std::string& line);           // stderr, any rank
 void write_output(std::FILE* stream, const std::string& text);
 // From now on every output is also appended to file descriptor `fd` (-1: no more), which the
 // caller keeps open: the output of a rank that may soon outlive its launcher, whose
-// stdout and stderr end at the launcher (comm/runtime_loss.h).
+// stdout and stderr end at the launcher (comm/failure/runtime_loss.h).
 void copy_output_to(int fd);
 
 }  // namespace mirrored

@@ -16,7 +16,7 @@
 #include "mirrored/distribute/batch_plan.h"
 #include "mirrored/distribute/distributed_dataset.h"
 #include "mirrored/distribute/distributed_model.h"
-#include "mirrored/distribute/runtime.h"
+#include "mirrored/runtime/runtime.h"
 
 namespace mirrored::distribute {
 
@@ -33,31 +33,31 @@ struct ModelOptions {
   int64_t global_batch = 0;
 };
 
-// Allreduce (how gradients are all-reduced) is declared in runtime.h, which owns the
+// Allreduce (how gradients are all-reduced) is declared in runtime/runtime.h, which owns the
 // communicators it selects.
 // kAuto resolved for a job of `world_size` ranks on `num_nodes` nodes.
-Allreduce resolve_allreduce(Allreduce requested, int num_nodes, int world_size);
+runtime::Allreduce resolve_allreduce(runtime::Allreduce requested, int num_nodes, int world_size);
 
 struct StrategyOptions {
-  Allreduce allreduce = Allreduce::kAuto;
+  runtime::Allreduce allreduce = runtime::Allreduce::kAuto;
   ReductionOptions reduction = {};
 };
 
 class MirroredStrategy {
  public:
-  explicit MirroredStrategy(Runtime& runtime, StrategyOptions options = {});
+  explicit MirroredStrategy(runtime::Runtime& runtime, StrategyOptions options = {});
 
   int num_replicas_in_sync() const { return comm_.size(); }
   int replica_id() const { return comm_.rank(); }
   bool is_chief() const { return replica_id() == 0; }
   Device device() const { return runtime_.device(); }
-  Runtime& runtime() { return runtime_; }
+  runtime::Runtime& runtime() { return runtime_; }
   // Host values (loss sums, counts, checksums): the MPI world.
   comm::Communicator& communicator() { return comm_; }
   // Parameters and gradients on device(): NCCL on GPUs, the world on CPUs.
   comm::Communicator& device_communicator() { return device_comm_; }
   // The all-reduce the gradient reducers use (flat or hierarchical, resolved).
-  Allreduce allreduce() const { return allreduce_; }
+  runtime::Allreduce allreduce() const { return allreduce_; }
   // The communicator gradient buckets travel on (the Runtime's, for allreduce()).
   comm::Communicator& gradient_communicator() { return gradients_; }
 
@@ -105,10 +105,10 @@ class MirroredStrategy {
   void check_replicas_in_sync(const DistributedModel& model);
 
  private:
-  Runtime& runtime_;
+  runtime::Runtime& runtime_;
   comm::Communicator& comm_;
   comm::Communicator& device_comm_;
-  Allreduce allreduce_ = Allreduce::kFlat;
+  runtime::Allreduce allreduce_ = runtime::Allreduce::kFlat;
   comm::Communicator& gradients_;
   ReductionOptions reduction_;
 };

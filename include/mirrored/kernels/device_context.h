@@ -1,7 +1,7 @@
 #pragma once
 // One GPU's kernel state, owned in one place: the compute stream, the cuBLAS and cuDNN
 // handles bound to it, the cuDNN convolution plans and their workspace, and the scratch
-// areas of the reductions. distribute::Runtime creates the context of its GPU right after
+// areas of the reductions. runtime::Runtime creates the context of its GPU right after
 // cudaSetDevice and destroys it after the NCCL communicator that uses its stream, before
 // MPI goes. Code that runs kernels without a Runtime (unit tests) creates its own.
 //

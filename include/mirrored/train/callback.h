@@ -5,26 +5,29 @@
 #include <functional>
 #include <optional>
 
+#include "mirrored/config/config.h"
 #include "mirrored/distribute/strategy.h"
 #include "mirrored/optim/optimizer.h"
-#include "mirrored/train/config.h"
 #include "mirrored/train/evaluate.h"
 #include "mirrored/train/step_losses.h"
 #include "mirrored/train/straggler.h"
 #include "mirrored/train/train_step.h"
 
+namespace mirrored::checkpoint {
+class RunDirectory;
+}  // namespace mirrored::checkpoint
+
 namespace mirrored::train {
 
-class RunDirectory;
 class NonFiniteGuard;
 
 // What every callback may look at (and, through `stop_training`, end the run).
 struct TrainContext {
-  const TrainConfig& config;
+  const config::TrainConfig& config;
   distribute::MirroredStrategy& strategy;
   distribute::DistributedModel& model;
   optim::Optimizer& optimizer;
-  RunDirectory& run_dir;
+  checkpoint::RunDirectory& run_dir;
   int64_t steps_per_epoch = 0;
   int64_t total_steps = 0;
   bool stop_training = false;

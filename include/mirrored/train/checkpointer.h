@@ -13,16 +13,11 @@
 #include <string>
 #include <vector>
 
+#include "mirrored/checkpoint/checkpoint_store.h"
 #include "mirrored/io/checkpoint_file.h"
 #include "mirrored/train/callback.h"
 
 namespace mirrored::train {
-
-std::string checkpoint_dir(const TrainConfig& config);  // <out>/checkpoints
-std::string checkpoint_file_name(int64_t step);          // ckpt-000000120.h5
-// Checkpoint files in `dir` (ckpt-*.h5), newest (highest step) first; none when `dir`
-// does not exist.
-std::vector<std::string> list_checkpoints(const std::string& dir);
 
 // The chief's snapshot of the run after `step` steps, without the optimizer state (see
 // gather_optimizer_state).
@@ -57,9 +52,5 @@ class Checkpointer final : public Callback {
   // Public for callbacks that must checkpoint out of schedule (preemption).
   void save(TrainContext& ctx, int64_t step);
 };
-
-// True when `config` asks for a checkpoint after `step` steps by step count (the trainer
-// makes such a step a log point).
-bool checkpoint_step(const TrainConfig& config, int64_t step);
 
 }  // namespace mirrored::train

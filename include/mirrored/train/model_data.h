@@ -7,47 +7,41 @@
 #include <memory>
 #include <string>
 
+#include "mirrored/config/library_options.h"
+#include "mirrored/config/model_factory.h"
 #include "mirrored/core/tensor.h"
 #include "mirrored/distribute/strategy.h"
 #include "mirrored/train/evaluate.h"
-#include "mirrored/train/library_options.h"
 
 namespace mirrored::train {
-
-// What a model is built for: one sample as it takes it ({C, H, W} images, {context}
-// tokens) and the number of classes its outputs score (labels, or the vocabulary).
-struct ModelInputs {
-  Shape sample_shape;
-  int num_classes = 0;
-};
 
 // An evaluation set, sharded over the replicas: every sample (or validation window) is
 // scored exactly once across them.
 class EvalData {
  public:
   virtual ~EvalData() = default;
-  virtual ModelInputs inputs() const = 0;
+  virtual config::ModelInputs inputs() const = 0;
   // Collective: every replica scores its share, the sums are reduced.
   virtual EvalResult evaluate(distribute::MirroredStrategy& strategy, distribute::DistributedModel& model) = 0;
 };
 
 // `path` scored `batch` samples per replica at a time, as the trainer scores data.test:
 // every image, or the token windows of data.context (at most data.eval_windows).
-std::unique_ptr<EvalData> load_eval_data(const DataSpec& data, const std::string& path, int64_t batch,
+std::unique_ptr<EvalData> load_eval_data(const config::DataSpec& data, const std::string& path, int64_t batch,
                                          distribute::MirroredStrategy& strategy);
 
 // Throws InputError(kUsage) when `path` holds the other kind of data than `model` reads (a
 // token file for an image model, or the reverse), naming the file and the model, which
 // `model_origin` says where it was configured. Either reader alone would only report a
 // missing dataset.
-void check_data_kind(const std::string& path, const ModelSpec& model, const std::string& model_origin);
+void check_data_kind(const std::string& path, const config::ModelSpec& model, const std::string& model_origin);
 
 // The first `batch` samples of `path` on the host (fewer when the file holds fewer): images
 // and labels, or for a gpt the first windows and their next-token targets.
 struct HostBatch {
   Tensor inputs, targets;
-  ModelInputs model_inputs;
+  config::ModelInputs model_inputs;
 };
-HostBatch load_first_batch(const DataSpec& data, const std::string& path, int64_t batch);
+HostBatch load_first_batch(const config::DataSpec& data, const std::string& path, int64_t batch);
 
 }  // namespace mirrored::train

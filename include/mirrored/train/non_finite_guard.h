@@ -21,10 +21,10 @@
 #include <optional>
 #include <string>
 
+#include "mirrored/config/config.h"
 #include "mirrored/core/tensor.h"
 #include "mirrored/distribute/distributed_model.h"
 #include "mirrored/optim/optimizer.h"
-#include "mirrored/train/config.h"
 #include "mirrored/train/step_losses.h"
 
 namespace mirrored::train {
@@ -34,7 +34,7 @@ class NonFiniteGuard {
   // This replica's loss of a (1-based) step, for messages; nothing when it is no longer known.
   using LossOf = std::function<std::optional<float>(int64_t step)>;
 
-  NonFiniteGuard(const TrainConfig& config, bool is_chief);
+  NonFiniteGuard(const config::TrainConfig& config, bool is_chief);
   // Before the optimizer step of update `step` (1-based): flags non-finite averaged
   // gradients of `model` (agreed over shards) on their device and makes `optimizer` skip
   // the update when they are. No host wait.
@@ -48,7 +48,7 @@ class NonFiniteGuard {
   int64_t skipped() const { return skipped_; }
 
  private:
-  const TrainConfig& config_;
+  const config::TrainConfig& config_;
   bool is_chief_;
   bool every_step_ = false;
   int64_t skipped_ = 0;

@@ -10,13 +10,13 @@
 #include <memory>
 #include <vector>
 
-#include "mirrored/distribute/runtime.h"
+#include "mirrored/config/config.h"
+#include "mirrored/config/library_options.h"
 #include "mirrored/distribute/shard_copies.h"
 #include "mirrored/distribute/strategy.h"
 #include "mirrored/io/checkpoint_file.h"
+#include "mirrored/runtime/runtime.h"
 #include "mirrored/train/callback.h"
-#include "mirrored/train/config.h"
-#include "mirrored/train/library_options.h"
 
 namespace mirrored::train {
 
@@ -30,7 +30,7 @@ struct TrainerOptions {
 struct StateAfterFailure {
   // The run after the steps this replica completed, as a checkpoint: whole when every
   // replica holds the whole state. Sharded, its parameters and optimizer state values
-  // are to be put together from the survivors' `pieces` (shard_recovery.h); the tensors'
+  // are to be put together from the survivors' `pieces` (elastic/shard_recovery.h); the tensors'
   // names and shapes are here.
   io::Checkpoint checkpoint;
   int shards = 0;                              // sharded: the world the state was cut for
@@ -42,7 +42,7 @@ class Trainer {
  public:
   // Collective. Loads the data, builds and mirrors the model and the optimizer. Throws
   // InputError for a configuration that does not fit the data or the world size.
-  Trainer(const TrainConfig& config, distribute::Runtime& runtime, TrainerOptions options = {});
+  Trainer(const config::TrainConfig& config, runtime::Runtime& runtime, TrainerOptions options = {});
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;

@@ -9,11 +9,11 @@
 #include <cstdint>
 #include <memory>
 
+#include "mirrored/config/library_options.h"
 #include "mirrored/core/tensor.h"
 #include "mirrored/distribute/distributed_dataset.h"
 #include "mirrored/distribute/strategy.h"
 #include "mirrored/train/evaluate.h"
-#include "mirrored/train/library_options.h"
 
 namespace mirrored::train {
 
@@ -39,7 +39,7 @@ class TrainingData {
 // Collective. The data of `lib` for this replica: data.train (and data.test when
 // `with_eval`), images or tokens as the model needs (model_data.h). Throws InputError
 // naming the file and the key when the data does not fit the configuration.
-std::unique_ptr<TrainingData> load_training_data(const LibraryOptions& lib, distribute::MirroredStrategy& strategy,
-                                                 bool with_eval);
+std::unique_ptr<TrainingData> load_training_data(const config::LibraryOptions& lib,
+                                                 distribute::MirroredStrategy& strategy, bool with_eval);
 
 }  // namespace mirrored::train

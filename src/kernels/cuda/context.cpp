@@ -104,7 +104,7 @@ Context& context(int device) {
     std::lock_guard lock(registry_mutex);
     const auto& stack = registry[device_slot(device)];
     MIRRORED_CHECK(!stack.empty(), "no kernel context for cuda:", device,
-                   ": work on a GPU needs a live kernels::DeviceContext for it (distribute::Runtime creates one; "
+                   ": work on a GPU needs a live kernels::DeviceContext for it (runtime::Runtime creates one; "
                    "code without a Runtime creates its own)");
     ctx = stack.back();
   }

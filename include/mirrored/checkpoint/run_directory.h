@@ -1,0 +1,33 @@
+#pragma once
+// The run directory: config.ini (resolved configuration), metrics.jsonl and final.h5.
+// Only the chief writes; the others hold an inactive instance. config.ini is written when
+// training begins (open_metrics), after the resume decision, so a run that is refused
+// (another configuration in the same directory) leaves the stored one as it was.
+#include <cstdint>
+#include <string>
+
+#include "mirrored/config/config.h"
+#include "mirrored/io/jsonl_writer.h"
+
+namespace mirrored::checkpoint {
+
+class RunDirectory {
+ public:
+  RunDirectory(const config::TrainConfig& config, bool is_chief);
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const;
+  void log_metrics(const io::JsonRecord& record);  // no-op off the chief
+  // Opens metrics.jsonl (otherwise the first log_metrics does): a new file, or, for a run
+  // resumed after `resumed_step` steps, the existing one cut back to the records up to that
+  // step, since the resumed run logs the later ones again. Chief only; a no-op elsewhere.
+  // Writes config.ini first.
+  void open_metrics(int64_t resumed_step = 0);
+
+ private:
+  std::string path_;
+  std::string config_ini_;
+  bool active_;
+  io::JsonlWriter metrics_;
+};
+
+}  // namespace mirrored::checkpoint

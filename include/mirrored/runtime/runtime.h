@@ -1,0 +1,169 @@
+#pragma once
+// The one distributed context: it owns MPI's lifetime, the cluster table, this rank's
+// device and every communicator of the job: the world (host values), the gradient
+// communicators (flat, or hierarchical with its node and leader levels) and, when the
+// device is a GPU, the one NCCL communicator. It tears them down in a fixed order (see
+// ~Runtime). Nothing else calls MPI_Init or ncclCommInitRank.
+#include <mpi.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mirrored/comm/communicator.h"
+#include "mirrored/comm/health/watchdog.h"
+#include "mirrored/comm/hierarchical_communicator.h"
+#include "mirrored/core/device.h"
+#include "mirrored/core/error.h"
+#include "mirrored/kernels/device_context.h"
+#include "mirrored/runtime/cluster.h"
+#include "mirrored/runtime/core_binding.h"
+
+namespace mirrored::runtime {
+
+enum class Launch {
+  kAuto,   // MPI when started by mpirun/srun (launcher variables present), else local
+  kMpi,
+  kLocal,  // a world of one, no MPI
+};
+
+enum class DeviceChoice { kAuto, kCpu, kCuda };
+
+// How gradients are all-reduced across replicas.
+enum class Allreduce {
+  kAuto,          // hierarchical when the job spans several nodes with several ranks on one
+  kFlat,          // one all-reduce over every rank
+  kHierarchical,  // reduce in each node, all-reduce among node leaders, broadcast in each node
+};
+
+struct RuntimeOptions {
+  Launch launch = Launch::kAuto;
+  DeviceChoice device = DeviceChoice::kCpu;
+  bool print_cluster_table = false;
+  // A blocking collective that takes longer aborts the job (exit 5), naming the ranks that
+  // did not arrive. <= 0: wait forever.
+  double collective_timeout_s = 300.0;
+  // Each rank's threads on cores of their own unless the launcher bound them
+  // (core_binding.h); kOff leaves the process mask alone.
+  BindCores bind_cores = BindCores::kAuto;
+  // false: no NCCL communicator even on a GPU, for programs that only report (mirrored
+  // info), so a NCCL that cannot start in this runtime does not stop them.
+  bool device_communicator = true;
+  // The flight recorder's ring: the last this many collectives of each rank, dumped to
+  // <out>/trace on a timeout, a fatal error or SIGUSR2 (comm/health/flight_recorder.h). 0: off.
+  size_t trace_collectives = 2000;
+  // on_failure = shrink: a lost peer raises comm::PeerFailure from the collective that saw
+  // it (instead of ending the job), and shrink_after_failure() goes on with the survivors.
+  // Needs ULFM (comm/failure/fault_tolerance.h); refused at start-up, naming it, where it is missing.
+  bool survive_failures = false;
+};
+
+// A rank the job lost, as it was known before the shrink.
+struct LostRank {
+  int rank = 0;
+  std::string host;
+};
+
+// The job after a shrink: the survivors' world and who was lost.
+struct Membership {
+  int world_size = 0;
+  std::vector<LostRank> lost;
+};
+
+class Runtime {
+ public:
+  Runtime(int& argc, char**& argv, RuntimeOptions options = {});
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  // Host buffers (scalars, strings, loss sums): MPI, or a world of one.
+  comm::Communicator& world() { return *world_; }
+  // The MPI collectives' watchdog and flight recorder; nullptr without MPI.
+  comm::CollectiveWatchdog* watchdog() { return watchdog_.get(); }
+  // Buffers on device(): NCCL when the device is a GPU, otherwise the world communicator.
+  comm::Communicator& device_communicator() { return device_comm_ ? *device_comm_ : *world_; }
+  // The communicator gradient reducers use, for `how` (kFlat or kHierarchical; kAuto is
+  // resolved by the strategy). On a GPU, the NCCL communicator whatever `how` says (NCCL
+  // arranges its own rings and trees). On CPUs, a communicator of its own, so a reducer's
+  // communication thread never mixes traffic with the world's; created on first request
+  // (collective), then the same one. The hierarchical one groups ranks by shared memory
+  // (MPI_COMM_TYPE_SHARED) and is watched like world().
+  comm::Communicator& gradient_communicator(Allreduce how);
+  // Nodes of the hierarchical gradient communicator (after gradient_communicator(kHierarchical)
+  // on CPUs; 0 before).
+  int hierarchical_nodes() const;
+  const Cluster& cluster() const { return cluster_; }
+  const CoreBinding& core_binding() const { return core_binding_; }
+  Device device() const { return device_; }
+  bool uses_mpi() const { return owns_mpi_; }
+  // Open MPI's nonblocking all-reduce algorithm in force (comm/mpi_tuning.h); empty
+  // without MPI.
+  const std::string& nonblocking_allreduce_algorithm() const { return nonblocking_allreduce_; }
+  int rank() const { return cluster_.rank(); }
+  int world_size() const { return cluster_.world_size(); }
+
+  // Collective over the survivors, after a comm::PeerFailure: revokes every communicator of
+  // the job (so no survivor stays blocked in one), shrinks the world to the live ranks
+  // (their order kept: the lowest survivor is the new rank 0, the chief), and rebuilds the
+  // world, the watchdog's and (on GPUs) the NCCL communicator over it; gradient
+  // communicators are rebuilt on their next request. References to the old communicators
+  // are invalid afterwards: whoever held one (a strategy, a reducer) is rebuilt too.
+  Membership shrink_after_failure();
+
+  // The status this process is about to exit with. After a shrink, Open MPI 5.0's
+  // MPI_Finalize can wait for ever on the ranks the job lost (its closing fence counts
+  // them, more often when several died together): the destructor then gives it
+  // collective_timeout_s (5 to 30 s), or until mpirun's daemon is gone (this process
+  // orphaned), and exits with this status if it has not returned.
+  void set_exit_status(int status) { exit_status_ = status; }
+
+  // Ends every rank of the job with `code` (comm::abort_job: MPI_Abort when MPI is up,
+  // exit() otherwise). Safe to call without a Runtime (before or after one existed).
+  [[noreturn]] static void abort_job(ExitCode code);
+
+  static bool launched_by_mpi();  // launcher variables (Open MPI, PMIx, PMI, Slurm srun)
+  // Before MPI starts: the rank and world size the launcher announced, so errors raised
+  // while parsing the command line already say which rank they come from.
+  static void identify_from_launcher();
+
+ private:
+  void exit_if_finalize_hangs() const;
+  // What the watchdog does at a collective timeout: with survive_failures, revoke (the
+  // survivors shrink past the silent ranks); otherwise abort the job.
+  comm::CollectiveWatchdog::OnTimeout on_timeout() const {
+    return survive_failures_ ? comm::CollectiveWatchdog::OnTimeout::kRevoke : comm::CollectiveWatchdog::OnTimeout::kAbort;
+  }
+
+  bool owns_mpi_ = false;
+  bool survive_failures_ = false;
+  double collective_timeout_s_ = 0.0;
+  size_t trace_collectives_ = 0;
+  bool wants_device_communicator_ = true;
+  int shrinks_ = 0;
+  int exit_status_ = 0;
+  // The job's communicator: MPI_COMM_WORLD, or the survivors' after a shrink (owned then).
+  MPI_Comm job_comm_ = MPI_COMM_NULL;
+  // survive_failures, by rank of job_comm_: every rank's process id and its rank in the
+  // world the launcher started (which names it in the launcher's variables).
+  std::vector<int64_t> pids_;
+  std::vector<int32_t> first_world_ranks_;
+  int32_t first_world_rank_ = 0;
+  int64_t launcher_daemon_ = 0;  // the parent that launched this rank (mpirun's daemon); 0: none
+  std::string nonblocking_allreduce_;
+  Cluster cluster_;
+  CoreBinding core_binding_;
+  Device device_;
+  // Communicators, torn down in the reverse of this order by ~Runtime (explicitly, since
+  // MPI must still be up and the watchdog still running when they are freed).
+  std::unique_ptr<comm::CollectiveWatchdog> watchdog_;
+  std::unique_ptr<comm::Communicator> world_;
+  // CUDA devices only: the GPU's stream, library handles and plans. Destroyed after NCCL
+  // (which queues work on its stream), before the MPI world.
+  std::unique_ptr<kernels::DeviceContext> device_context_;
+  std::unique_ptr<comm::Communicator> device_comm_;  // CUDA devices only: NCCL, or local in a world of one
+  std::unique_ptr<comm::Communicator> flat_gradients_;         // created on first request
+  std::unique_ptr<comm::HierarchicalCommunicator> hierarchical_gradients_;
+};
+
+}  // namespace mirrored::runtime

@@ -1,0 +1,128 @@
+#include "mirrored/checkpoint/saved_model.h"
+
+#include <filesystem>
+
+#include "mirrored/config/model_factory.h"
+#include "mirrored/core/error.h"
+#include "mirrored/data/token_file.h"
+#include "mirrored/io/checkpoint_file.h"
+#include "mirrored/io/hdf5.h"
+#include "mirrored/io/params_file.h"
+
+namespace mirrored::checkpoint {
+namespace fs = std::filesystem;
+namespace {
+
+// nn::gpt's token table: its rows are the vocabulary.
+constexpr const char* kTokenTable = "/params/0.embedding.wte";
+
+bool is_checkpoint_file(const std::string& path) {
+  const io::H5File file(path, io::H5File::Access::kRead);
+  return file.has_attribute("format") && file.read_string_attribute("format") == "mirrored-checkpoint";
+}
+
+std::string parameters_in(const std::string& command, const std::string& path) {
+  if (!fs::exists(path))
+    throw InputError(str_cat(command, ": checkpoint '", path, "' does not exist"), ExitCode::kCheckpoint);
+  if (!fs::is_directory(path)) return path;
+  const std::string final_params = (fs::path(path) / "final.h5").string();
+  if (!fs::exists(final_params))
+    throw InputError(str_cat(command, ": the run directory '", path,
+                             "' has no final.h5 (did the run finish?); pass one of its checkpoints/ckpt-*.h5"),
+                     ExitCode::kCheckpoint);
+  return final_params;
+}
+
+}  // namespace
+
+SavedModel find_saved_model(const std::string& command, const std::string& path, const std::string& config_path) {
+  SavedModel saved;
+  saved.parameters = parameters_in(command, path);
+  if (config_path.empty() && is_checkpoint_file(saved.parameters)) {
+    saved.config_origin = str_cat("the configuration stored in '", saved.parameters, "'");
+    saved.config = config::parse_config_text(io::read_checkpoint(saved.parameters).config, saved.config_origin,
+                                     /*ignore_unknown_keys=*/true);
+  } else {
+    const std::string ini =
+        config_path.empty() ? (fs::path(saved.parameters).parent_path() / "config.ini").string() : config_path;
+    if (config_path.empty() && !fs::exists(ini))
+      throw InputError(str_cat(command, ": '", saved.parameters, "' is a parameter file and '", ini,
+                               "' does not exist; pass the config.ini of the run that wrote it with --config"
+                               " (it names the model)"),
+                       ExitCode::kUsage);
+    saved.config_origin = str_cat("'", ini, "'");
+    saved.config = config::parse_train_config({"--config", ini});
+  }
+  saved.lib = config::library_options(saved.config);
+  return saved;
+}
+
+config::ModelInputs saved_token_model_inputs(const SavedModel& saved) {
+  MIRRORED_CHECK(saved.lib.model.kind == config::ModelKind::kGpt, "token inputs of a ",
+                 config::model_kind_name(saved.lib.model.kind));
+  const io::H5File file(saved.parameters, io::H5File::Access::kRead);
+  if (!file.exists(kTokenTable))
+    throw InputError(str_cat("'", saved.parameters, "' has no ", kTokenTable, ", the token table of the gpt that ",
+                             saved.config_origin, " names (a file of another model?)"),
+                     ExitCode::kCheckpoint);
+  return {{saved.lib.data.context}, static_cast<int>(file.shape(kTokenTable).at(0))};
+}
+
+data::Tokenizer saved_tokenizer(const SavedModel& saved, int64_t vocab, const std::string& tokenizer_path) {
+  const auto check_vocab = [&](data::Tokenizer tokenizer, const std::string& origin) {
+    if (tokenizer.vocab_size() != vocab)
+      throw InputError(str_cat(origin, " has ", tokenizer.vocab_size(), " tokens but the model in '", saved.parameters,
+                               "' reads ", vocab),
+                       ExitCode::kUsage);
+    return tokenizer;
+  };
+  if (!tokenizer_path.empty())
+    return check_vocab(data::Tokenizer::load_sentencepiece(tokenizer_path), str_cat("--tokenizer '", tokenizer_path, "'"));
+  const std::string& train = saved.lib.data.train;
+  if (!fs::exists(train)) {
+    if (vocab <= data::kByteVocabulary) return data::Tokenizer::bytes();
+    throw InputError(str_cat("the model in '", saved.parameters, "' reads ", vocab, " tokens and its data.train '", train,
+                             "' (which names the tokenizer) does not exist; pass the run's tokenizer.model with "
+                             "--tokenizer"),
+                     ExitCode::kUsage);
+  }
+  const data::TokenFileInfo info = data::describe_token_file(train);
+  // A byte model may read fewer than 256 tokens (a file of a smaller alphabet); the caller
+  // checks that the prompt's bytes lie in its vocabulary.
+  if (info.tokenizer == data::kByteTokenizer) return data::Tokenizer::bytes();
+  const std::string model = (fs::path(train).parent_path() / info.tokenizer_model).string();
+  if (!fs::exists(model))
+    throw InputError(str_cat("data.train '", train, "' names the tokenizer model '", model,
+                             "', which does not exist; pass it with --tokenizer"),
+                     ExitCode::kUsage);
+  data::Tokenizer tokenizer = data::Tokenizer::load_sentencepiece(model);
+  if (tokenizer.model_sha256() != info.tokenizer_sha256)
+    throw InputError(str_cat("'", model, "' has sha256 ", tokenizer.model_sha256(), " but data.train '", train,
+                             "' was encoded with sha256 ", info.tokenizer_sha256,
+                             " (the model was replaced); pass the run's own with --tokenizer"),
+                     ExitCode::kUsage);
+  return check_vocab(std::move(tokenizer), str_cat("'", model, "'"));
+}
+
+nn::Model load_saved_model(const SavedModel& saved, const config::ModelInputs& inputs) {
+  nn::Model model = config::build_model(saved.lib.model, inputs.sample_shape, inputs.num_classes);
+  model.build(inputs.sample_shape);
+  io::load_parameters(saved.parameters, model.parameters());
+  return model;
+}
+
+distribute::DistributedModel load_saved_model(const SavedModel& saved, const config::ModelInputs& inputs,
+                                              distribute::MirroredStrategy& strategy) {
+  auto model =
+      strategy.scope([&] { return config::build_model(saved.lib.model, inputs.sample_shape, inputs.num_classes); },
+                     {inputs.sample_shape, saved.config.seed});
+  nn::ParameterArena& arena = model.parameters();
+  if (strategy.is_chief()) io::load_parameters(saved.parameters, arena);
+  // The running statistics too: a replica that kept its initial ones would evaluate another model.
+  for (Tensor* values : {&arena.flat_params(), &arena.flat_buffers()})
+    if (values->defined() && values->numel() > 0)
+      strategy.communicator().broadcast(values->data<float>(), static_cast<size_t>(values->numel()), 0);
+  return model;
+}
+
+}  // namespace mirrored::checkpoint

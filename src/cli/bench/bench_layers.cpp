@@ -1,0 +1,236 @@
+// mirrored bench layers --config FILE [--steps N] [--warmup N] [--KEY VALUE ...]
+//
+// Where a step's compute goes, layer by layer: builds the configured model on this
+// process alone (no replicas, no optimizer), runs forward, the loss and backward over a
+// batch of the training data (images, or for model = gpt the first token windows of
+// data.train), and times each layer's forward and backward; a composite layer's time (a
+// transformer block's) is broken down into the parts it reports (Layer::parts). Each layer
+// and part reports its FLOPs (Layer::forward_flops); where they are matrix products the
+// time is set against them and against this machine's sgemm rate at the same thread
+// count, measured before and after the layers: the bound such a layer can reach when it
+// is a GEMM.
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "../commands.h"
+#include "../parse_options.h"
+#include "bench_attention_sweep.h"
+#include "mirrored/config/config.h"
+#include "mirrored/config/library_options.h"
+#include "mirrored/config/model_factory.h"
+#include "mirrored/config/run_setup.h"
+#include "mirrored/core/log.h"
+#include "mirrored/core/strings.h"
+#include "mirrored/core/timer.h"
+#include "mirrored/kernels/kernels.h"
+#include "mirrored/nn/loss.h"
+#include "mirrored/nn/model.h"
+#include "mirrored/nn/part_timer.h"
+#include "mirrored/train/model_data.h"
+
+namespace mirrored::cli {
+namespace {
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+// Best of several timed runs of a 512 x 512 x 512 sgemm: the rate BLAS reaches on this
+// machine with the threads set, in GFLOP/s.
+double sgemm_gflops() {
+  constexpr int64_t kSize = 512;
+  Tensor a({kSize, kSize}), b({kSize, kSize}), c({kSize, kSize});
+  for (int64_t i = 0; i < kSize * kSize; ++i) {
+    a.data<float>()[i] = static_cast<float>(i % 7) * 0.25f;
+    b.data<float>()[i] = static_cast<float>(i % 5) * 0.5f;
+  }
+  kernels::gemm(false, false, 1.0f, a, b, 0.0f, c);  // warm-up
+  double best = 0.0;
+  for (int round = 0; round < 5; ++round) {
+    Stopwatch clock;
+    int reps = 0;
+    while (clock.seconds() < 0.1) {
+      kernels::gemm(false, false, 1.0f, a, b, 0.0f, c);
+      ++reps;
+    }
+    best = std::max(best, 2.0 * kSize * kSize * kSize * reps / clock.seconds() / 1e9);
+  }
+  return best;
+}
+
+// Collects the times of the layers' parts (Layer::parts): summed within a step (a block
+// adds its residual twice), one sample per timed step.
+class StepPartTimes final : public nn::PartTimer {
+ public:
+  struct Times {
+    std::vector<double> forward, backward;
+  };
+  void start(size_t layer, bool backward) {
+    layer_ = layer;
+    backward_ = backward;
+  }
+  void add(const char* part, double seconds) override {
+    auto& sum = step_[layer_][part];
+    (backward_ ? sum.second : sum.first) += seconds;
+  }
+  // Ends a step: its sums become one sample each (when `timed`), then reset.
+  void finish_step(bool timed) {
+    for (auto& [layer, sums] : step_)
+      for (auto& [part, sum] : sums) {
+        if (timed) {
+          times_[layer][part].forward.push_back(sum.first);
+          times_[layer][part].backward.push_back(sum.second);
+        }
+        sum = {0.0, 0.0};
+      }
+  }
+  // Null when the layer's part was never timed.
+  const Times* times(size_t layer, const std::string& part) const {
+    const auto in_layer = times_.find(layer);
+    if (in_layer == times_.end()) return nullptr;
+    const auto it = in_layer->second.find(part);
+    return it == in_layer->second.end() || it->second.forward.empty() ? nullptr : &it->second;
+  }
+
+ private:
+  size_t layer_ = 0;
+  bool backward_ = false;
+  std::map<size_t, std::map<std::string, std::pair<double, double>>> step_;
+  std::map<size_t, std::map<std::string, Times>> times_;
+};
+
+// One table row: name, output shape, medians in ms, and FLOPs against sgemm when > 0.
+std::string table_row(std::string row, const std::string& shape_text, double f, double b, double flops,
+                      double sgemm) {
+  row.resize(std::max<size_t>(row.size() + 1, 19), ' ');
+  std::string shape = shape_text;
+  shape.resize(std::max<size_t>(shape.size() + 1, 14), ' ');
+  row += str_cat(shape, fixed(f * 1e3, 3), "  ", fixed(b * 1e3, 3));
+  if (flops > 0) {
+    const double rate = flops / (f + b) / 1e9;
+    row += str_cat("  ", fixed(flops / 1e6, 1), "  ", fixed(rate, 1), "  ", fixed(100.0 * rate / sgemm, 1));
+  }
+  return row;
+}
+
+// Every layer's forward and backward times over the timed steps (one sample a step), its
+// parts' through the PartTimer, and the loss's.
+struct LayerTimes {
+  std::vector<std::vector<double>> forward, backward;
+  std::vector<Shape> output_shapes;  // one sample
+  std::vector<double> loss;
+  StepPartTimes parts;
+};
+
+void time_layers(nn::Model& model, const train::HostBatch& data, const StepCounts& counts, LayerTimes& times) {
+  const size_t layers = model.num_layers();
+  times.forward.assign(layers, {});
+  times.backward.assign(layers, {});
+  times.output_shapes.assign(layers, {});
+  for (size_t i = 0; i < layers; ++i) model.layer(i).set_part_timer(&times.parts);
+  nn::CrossEntropyLoss loss;
+  Tensor mean_loss({1});
+  for (int64_t step = 0; step < counts.warmup + counts.steps; ++step) {
+    const bool timed = step >= counts.warmup;
+    const Tensor* x = &data.inputs;
+    for (size_t i = 0; i < layers; ++i) {
+      times.parts.start(i, false);
+      Stopwatch clock;
+      x = &model.layer(i).forward(*x, nn::Mode::kTrain);
+      if (timed) times.forward[i].push_back(clock.seconds());
+      times.output_shapes[i] = Shape(x->shape().begin() + 1, x->shape().end());
+    }
+    Stopwatch loss_clock;
+    loss.forward_to(*x, data.targets, mean_loss);
+    if (timed) times.loss.push_back(loss_clock.seconds());
+    const Tensor* grad = &loss.grad();
+    for (size_t i = layers; i-- > 0;) {
+      times.parts.start(i, true);
+      Stopwatch clock;
+      grad = &model.layer(i).backward(*grad, i > 0);
+      if (timed) times.backward[i].push_back(clock.seconds());
+    }
+    times.parts.finish_step(timed);
+  }
+  for (size_t i = 0; i < layers; ++i) model.layer(i).set_part_timer(nullptr);
+}
+
+// The table: a row per layer and per part it reports, then the totals.
+void print_table(nn::Model& model, const LayerTimes& times, int64_t batch, int num_classes, double sgemm) {
+  chief_print("  layer            output        fwd_ms  bwd_ms  MFLOP(f+b)  GFLOP/s  %sgemm");
+  double total_s = 0.0, total_flops = 0.0, gemm_s = 0.0;
+  for (size_t i = 0; i < model.num_layers(); ++i) {
+    const nn::Layer& layer = model.layer(i);
+    const double f = median(times.forward[i]), b = median(times.backward[i]);
+    // Backward: the weight (or key/value) gradient, and the input gradient except for the
+    // first layer.
+    const double flops = layer.forward_flops(batch) * (i > 0 ? 3.0 : 2.0);
+    total_s += f + b;
+    total_flops += flops;
+    if (flops > 0) gemm_s += f + b;
+    chief_print(table_row(str_cat("  ", i, ".", layer.kind()), shape_str(times.output_shapes[i]), f, b, flops, sgemm));
+    for (const nn::LayerPart& part : layer.parts(batch)) {
+      const auto* part_times = times.parts.times(i, part.name);
+      if (!part_times) continue;
+      chief_print(table_row(str_cat("    ", part.name), "", median(part_times->forward), median(part_times->backward),
+                            part.forward_flops * 3.0, sgemm));
+    }
+  }
+  const double rate = total_flops / total_s / 1e9;
+  chief_print(str_cat("  loss (softmax cross-entropy and its gradient, ", num_classes, " classes): ",
+                      fixed(median(times.loss) * 1e3, 3), " ms, not in the total"));
+  chief_print(str_cat("  all layers: ", fixed(total_s * 1e3, 3), " ms (", fixed(gemm_s * 1e3, 3),
+                      " in layers with matrix products), ", fixed(total_flops / 1e6, 1), " MFLOP, ", fixed(rate, 1),
+                      " GFLOP/s = ", fixed(100.0 * rate / sgemm, 1), "% of sgemm"));
+  chief_print(str_cat("layers_ms=", fixed(total_s * 1e3, 3), " sgemm_gflops=", fixed(sgemm, 1),
+                      " percent_of_sgemm=", fixed(100.0 * rate / sgemm, 1)));
+}
+
+}  // namespace
+
+int bench_layers(int&, char**&, const Args& args) {
+  StepCounts counts{20, 3};
+  bool help = false;
+  const config::TrainConfig config = config::parse_train_config(take_step_counts(args, counts), &help);
+  if (help) {
+    std::puts("usage: mirrored bench layers --config FILE [--steps N (20)] [--warmup N (3)] [--KEY VALUE ...]\n"
+              "Times each layer's forward and backward on one process (medians over N steps), the\n"
+              "parts a layer reports (a transformer block's) too, and the loss, and sets the layers'\n"
+              "FLOPs (convolution, dense, attention, the tied output head) against this machine's\n"
+              "sgemm rate at the same thread count (--threads; 0: every core).");
+    return 0;
+  }
+  const config::LibraryOptions lib = config::library_options(config);
+  const int threads = config::threads_for_one_process(lib.threads);
+  kernels::set_cpu_threads(threads);
+  const train::HostBatch data = train::load_first_batch(lib.data, lib.data.train, lib.train_data.global_batch);
+  const config::ModelInputs& inputs = data.model_inputs;
+  nn::Model model = config::build_model(lib.model, inputs.sample_shape, inputs.num_classes);
+  model.build(inputs.sample_shape);
+  model.initialize(lib.train_data.seed);
+  const int64_t batch = data.inputs.shape()[0];
+
+  // sgemm measured on both sides of the layers, so a machine whose speed drifts (shared
+  // hosts) is compared against its mean speed over the run.
+  const double sgemm_before = sgemm_gflops();
+  LayerTimes times;
+  time_layers(model, data, counts, times);
+  const double sgemm_after = sgemm_gflops();
+  const double sgemm = 0.5 * (sgemm_before + sgemm_after);
+  chief_print(str_cat("mirrored bench layers: model ", config::model_kind_name(lib.model.kind), ", batch ", batch, ", ",
+                      threads, " thread(s), medians over ", counts.steps, " steps after ", counts.warmup,
+                      " warm-up; sgemm 512^3: ", fixed(sgemm, 1), " GFLOP/s (", fixed(sgemm_before, 1),
+                      " before the layers, ", fixed(sgemm_after, 1), " after)"));
+  print_table(model, times, batch, inputs.num_classes, sgemm);
+  if (lib.model.kind == config::ModelKind::kGpt)
+    print_attention_context_sweep(lib.model.gpt.width, lib.model.gpt.heads, batch * lib.model.gpt.context,
+                                  static_cast<int>(counts.steps), sgemm);
+  return 0;
+}
+
+}  // namespace mirrored::cli

@@ -1,0 +1,208 @@
+#include "mirrored/comm/health/flight_recorder.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+
+#include "mirrored/core/fingerprint.h"
+#include "mirrored/core/log.h"
+#include "mirrored/core/strings.h"
+
+namespace mirrored::comm {
+namespace {
+thread_local const char* t_site_what = "";
+thread_local int64_t t_site_index = -1;
+
+// Written from a signal handler: lock-free, so async-signal-safe.
+std::atomic<int> g_dump_requested{0};
+static_assert(std::atomic<int>::is_always_lock_free);
+
+int64_t wall_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string site_text(const char* what, int64_t index) {
+  if (what == nullptr || *what == '\0') return "";
+  return index >= 0 ? str_cat(what, " ", index) : std::string(what);
+}
+
+// JSON string contents: names and literals here hold no control characters, but a host
+// name or path could hold a quote.
+std::string json_string(const std::string& text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) >= 0x20) out += c;
+  }
+  return out + "\"";
+}
+}  // namespace
+
+CallSite::CallSite(const char* what, int64_t index) : previous_what_(t_site_what), previous_index_(t_site_index) {
+  t_site_what = what;
+  t_site_index = index;
+}
+
+CallSite::~CallSite() {
+  t_site_what = previous_what_;
+  t_site_index = previous_index_;
+}
+
+const char* CallSite::current_what() { return t_site_what; }
+int64_t CallSite::current_index() { return t_site_index; }
+
+uint64_t collective_fingerprint(const char* channel_name, const char* operation, size_t count, DataType type,
+                                const char* site, int64_t site_index) {
+  uint64_t hash = fingerprint_text(channel_name);
+  hash = fingerprint_text("|", hash);
+  hash = fingerprint_text(operation, hash);
+  const uint64_t numbers[3] = {count, static_cast<uint64_t>(type), static_cast<uint64_t>(site_index)};
+  hash = fingerprint_bytes(numbers, sizeof(numbers), hash);
+  return fingerprint_text(site ? site : "", hash);
+}
+
+std::string describe_collective(const CollectiveRecord& record) {
+  std::string text = str_cat(record.operation, " #", record.sequence, " on ", record.communicator, " (", record.count,
+                             " ", record.type.empty() ? "elements" : record.type);
+  if (!record.site.empty()) text += str_cat(", ", record.site);
+  return text + ")";
+}
+
+FlightRecorder::FlightRecorder(size_t capacity) : capacity_(capacity) { ring_.resize(capacity_); }
+
+int FlightRecorder::add_channel(const char* name) {
+  std::lock_guard lock(mutex_);
+  channels_.push_back(Channel{name, 0});
+  return static_cast<int>(channels_.size()) - 1;
+}
+
+FlightRecorder::Ticket FlightRecorder::start(const CollectiveCall& call) {
+  const int64_t now = wall_us();
+  const char* site = t_site_what;
+  const int64_t site_index = t_site_index;
+  const int channel_number = std::max(call.channel, 0);
+  std::lock_guard lock(mutex_);
+  // A collective on a communicator nobody named: a channel of its own, named by number.
+  while (channels_.size() <= static_cast<size_t>(channel_number))
+    channels_.push_back(Channel{str_cat("communicator ", channels_.size()), 0});
+  Channel& channel = channels_[static_cast<size_t>(channel_number)];
+  Ticket ticket;
+  ticket.sequence = channel.next_sequence++;
+  ticket.fingerprint =
+      collective_fingerprint(channel.name.c_str(), call.operation, call.count, call.type, site, site_index);
+  ticket.site = site;
+  ticket.site_index = site_index;
+  if (capacity_ > 0) {
+    ticket.slot = serial_ % capacity_;
+    ticket.serial = serial_;
+    Entry& entry = ring_[ticket.slot];
+    entry.serial = serial_;
+    entry.sequence = ticket.sequence;
+    entry.channel = channel_number;
+    entry.operation = call.operation;
+    entry.count = call.count;
+    entry.type = call.type;
+    entry.site = site;
+    entry.site_index = site_index;
+    entry.fingerprint = ticket.fingerprint;
+    entry.start_us = now;
+    entry.end_us = 0;
+  }
+  ++serial_;
+  return ticket;
+}
+
+std::string FlightRecorder::channel_name(int channel) const {
+  std::lock_guard lock(mutex_);
+  if (channel < 0 || static_cast<size_t>(channel) >= channels_.size()) return str_cat("communicator ", channel);
+  return channels_[static_cast<size_t>(channel)].name;
+}
+
+CollectiveRecord FlightRecorder::describe(const CollectiveCall& call, const Ticket& ticket) const {
+  CollectiveRecord record;
+  record.sequence = ticket.sequence;
+  record.communicator = channel_name(call.channel);
+  record.operation = call.operation;
+  record.count = call.count;
+  record.type = datatype_name(call.type);
+  record.site = site_text(ticket.site, ticket.site_index);
+  record.fingerprint = ticket.fingerprint;
+  return record;
+}
+
+void FlightRecorder::finish(const Ticket& ticket) {
+  if (ticket.slot == UINT64_MAX) return;
+  const int64_t now = wall_us();
+  std::lock_guard lock(mutex_);
+  // A collective in flight longer than the ring's whole window may have been overwritten.
+  if (ticket.slot < ring_.size() && ring_[ticket.slot].serial == ticket.serial) ring_[ticket.slot].end_us = now;
+}
+
+CollectiveRecord FlightRecorder::to_record(const Entry& entry) const {
+  CollectiveRecord record;
+  record.sequence = entry.sequence;
+  record.communicator = channels_.at(static_cast<size_t>(entry.channel)).name;
+  record.operation = entry.operation;
+  record.count = entry.count;
+  record.type = datatype_name(entry.type);
+  record.site = site_text(entry.site, entry.site_index);
+  record.fingerprint = entry.fingerprint;
+  record.start_us = entry.start_us;
+  record.end_us = entry.end_us;
+  return record;
+}
+
+std::vector<CollectiveRecord> FlightRecorder::snapshot() const {
+  std::lock_guard lock(mutex_);
+  std::vector<CollectiveRecord> records;
+  if (capacity_ == 0) return records;
+  const uint64_t first = serial_ > capacity_ ? serial_ - capacity_ : 0;
+  records.reserve(static_cast<size_t>(serial_ - first));
+  for (uint64_t s = first; s < serial_; ++s) records.push_back(to_record(ring_[s % capacity_]));
+  return records;
+}
+
+uint64_t FlightRecorder::recorded() const {
+  std::lock_guard lock(mutex_);
+  return serial_;
+}
+
+bool FlightRecorder::dump(const std::string& path, const std::string& header_fields) const {
+  const std::vector<CollectiveRecord> records = snapshot();
+  const std::string temporary = path + ".partial";
+  std::FILE* file = std::fopen(temporary.c_str(), "w");
+  if (!file) {
+    rank_warning(str_cat("flight recorder: cannot write '", temporary, "'"));
+    return false;
+  }
+  std::fprintf(file, "{\"kind\": \"trace\", %s%s\"ring\": %zu, \"recorded\": %llu, \"dumped_us\": %lld}\n",
+               header_fields.c_str(), header_fields.empty() ? "" : ", ", capacity_,
+               static_cast<unsigned long long>(recorded()), static_cast<long long>(wall_us()));
+  for (const auto& r : records) {
+    char fingerprint[24];
+    std::snprintf(fingerprint, sizeof(fingerprint), "%016llx", static_cast<unsigned long long>(r.fingerprint));
+    std::fprintf(file,
+                 "{\"seq\": %llu, \"comm\": %s, \"op\": %s, \"count\": %llu, \"dtype\": %s, \"site\": %s, "
+                 "\"fingerprint\": \"%s\", \"start_us\": %lld, \"end_us\": %lld, \"state\": \"%s\"}\n",
+                 static_cast<unsigned long long>(r.sequence), json_string(r.communicator).c_str(),
+                 json_string(r.operation).c_str(), static_cast<unsigned long long>(r.count),
+                 json_string(r.type).c_str(), json_string(r.site).c_str(), fingerprint,
+                 static_cast<long long>(r.start_us), static_cast<long long>(r.end_us),
+                 r.completed() ? "completed" : "started");
+  }
+  const bool written = std::fflush(file) == 0 && std::ferror(file) == 0;
+  std::fclose(file);
+  if (!written || std::rename(temporary.c_str(), path.c_str()) != 0) {
+    rank_warning(str_cat("flight recorder: cannot write '", path, "'"));
+    return false;
+  }
+  return true;
+}
+
+void request_trace_dump() { g_dump_requested.store(1, std::memory_order_relaxed); }
+
+bool take_trace_dump_request() { return g_dump_requested.exchange(0, std::memory_order_relaxed) != 0; }
+
+}  // namespace mirrored::comm

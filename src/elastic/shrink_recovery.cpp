@@ -1,0 +1,233 @@
+#include "mirrored/elastic/shrink_recovery.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "mirrored/checkpoint/run_directory.h"
+#include "mirrored/core/error.h"
+#include "mirrored/core/log.h"
+#include "mirrored/elastic/shard_recovery.h"
+#include "mirrored/train/checkpointer.h"
+
+namespace mirrored::elastic {
+namespace fs = std::filesystem;
+namespace {
+
+// Every float of a checkpoint in one vector (parameters, buffers, optimizer state), in the
+// order the model lays them out: the same on every replica.
+std::vector<float> flatten(const io::Checkpoint& checkpoint) {
+  std::vector<float> values;
+  for (const auto* tensors : {&checkpoint.params, &checkpoint.buffers, &checkpoint.optimizer_state})
+    for (const auto& tensor : *tensors) values.insert(values.end(), tensor.values.begin(), tensor.values.end());
+  return values;
+}
+
+void unflatten(const std::vector<float>& values, io::Checkpoint& checkpoint) {
+  size_t at = 0;
+  for (auto* tensors : {&checkpoint.params, &checkpoint.buffers, &checkpoint.optimizer_state})
+    for (auto& tensor : *tensors) {
+      std::copy_n(values.begin() + static_cast<std::ptrdiff_t>(at), tensor.values.size(), tensor.values.begin());
+      at += tensor.values.size();
+    }
+  MIRRORED_CHECK(at == values.size(), "recovered state holds ", values.size(), " values, the model ", at);
+}
+
+std::string describe_lost(const runtime::Membership& membership) {
+  std::string text;
+  for (const auto& lost : membership.lost)
+    text += str_cat(text.empty() ? "" : ", ", "rank ", lost.rank, " (", lost.host, ")");
+  return text.empty() ? "no rank" : text;
+}
+
+// Replicated state (every survivor holds all of it): the last completed step is the most
+// any survivor finished. A survivor that completed the interrupted step's all-reduce
+// before the failure reached it holds that step's update, which is the one every replica
+// would have applied. Returns the step; `state` (the chief's) is the state of that step.
+int64_t recover_replicated(comm::Communicator& world, const std::optional<train::StateAfterFailure>& snapshot,
+                           io::Checkpoint& state) {
+  const auto steps = world.allgather_value<int64_t>(snapshot ? snapshot->checkpoint.step : -1);
+  const int64_t step = *std::max_element(steps.begin(), steps.end());
+  const int donor = static_cast<int>(std::find(steps.begin(), steps.end(), step) - steps.begin());
+  const bool chief = world.rank() == 0;
+  if (chief) state = snapshot->checkpoint;
+  if (donor == 0) return step;
+  std::vector<float> values;
+  int64_t counters[2] = {0, 0};
+  if (world.rank() == donor) {
+    values = flatten(snapshot->checkpoint);
+    counters[0] = static_cast<int64_t>(values.size());
+    counters[1] = snapshot->checkpoint.optimizer_steps;
+  }
+  world.broadcast(counters, 2, donor);
+  values.resize(static_cast<size_t>(counters[0]));
+  world.broadcast(values.data(), values.size(), donor);
+  if (chief) {
+    unflatten(values, state);
+    state.optimizer_steps = counters[1];
+  }
+  return step;
+}
+
+// Sharded state: the newest step at which every shard survives on some survivor, as its
+// owner's live or previous copy or its keeper's (distribute/shard_copies.h); each shard's holder
+// sends it to the chief, which puts the whole state together. When a shard's owner and
+// keeper are both lost, nothing is written: the run ends, naming them.
+int64_t recover_sharded(comm::Communicator& world, const runtime::Membership& membership,
+                        const config::TrainConfig& config, const train::StateAfterFailure& snapshot,
+                        io::Checkpoint& state) {
+  // Every survivor's copies, as (shard, step, optimizer steps) triples.
+  constexpr size_t kMaxPieces = 3;
+  std::vector<int64_t> mine(1 + 3 * kMaxPieces, -1);
+  MIRRORED_CHECK(snapshot.pieces.size() <= kMaxPieces, snapshot.pieces.size(), " shard copies on one replica");
+  for (size_t i = 0; i < snapshot.pieces.size(); ++i) {
+    const distribute::ShardPiece& piece = snapshot.pieces[i];
+    mine[1 + 3 * i] = piece.shard;
+    mine[2 + 3 * i] = piece.step;
+    mine[3 + 3 * i] = piece.optimizer_steps;
+  }
+  mine[0] = snapshot.keeper_distance;
+  std::vector<int64_t> all(mine.size() * static_cast<size_t>(world.size()));
+  world.allgather(mine.data(), all.data(), mine.size(), comm::DataType::kI64);
+  std::vector<std::vector<HeldPiece>> held(static_cast<size_t>(world.size()));
+  for (size_t r = 0; r < held.size(); ++r)
+    for (size_t i = 0; i < kMaxPieces; ++i) {
+      const int64_t* triple = &all[r * mine.size() + 1 + 3 * i];
+      if (triple[0] >= 0) held[r].push_back({static_cast<int>(triple[0]), triple[1]});
+    }
+  const ShardHolders choice = choose_shard_holders(held, snapshot.shards);
+  if (choice.step < 0) {
+    const int distance = static_cast<int>(all[0]);
+    std::string lost;
+    for (const int shard : choice.lost_shards) {
+      const int keeper = (shard + distance) % snapshot.shards;
+      const auto host_of = [&](int rank) {
+        for (const auto& entry : membership.lost)
+          if (entry.rank == rank) return entry.host;
+        return std::string("?");
+      };
+      lost += str_cat(lost.empty() ? "" : "; ", "shard ", shard, ": its owner rank ", shard, " (", host_of(shard),
+                      ") and its keeper rank ", keeper, " (", host_of(keeper), ")");
+    }
+    if (lost.empty()) lost = "no step at which every shard survives";
+    throw Error(ExitCode::kTooFewReplicas,
+                str_cat("lost both copies of sharded optimizer state: ", lost,
+                        ". Nothing was written; the newest checkpoint in ", checkpoint::checkpoint_dir(config),
+                        " is intact: start the job again to resume from it (exit ",
+                        static_cast<int>(ExitCode::kTooFewReplicas), ")"),
+                true);
+  }
+  // The holders send their pieces to the chief, shard by shard.
+  const bool chief = world.rank() == 0;
+  int64_t numel = 0;
+  for (const auto& param : snapshot.checkpoint.params) numel += static_cast<int64_t>(param.values.size());
+  StateAssembly assembly(distribute::ShardPlan::make(numel, snapshot.shards, true),
+                                     static_cast<int>(snapshot.checkpoint.optimizer_state.size()));
+  int64_t optimizer_steps = 0;
+  std::vector<float> values;
+  for (int shard = 0; shard < snapshot.shards; ++shard) {
+    const int holder = choice.holder[static_cast<size_t>(shard)];
+    values.assign(assembly.piece_floats(shard), 0.0f);
+    if (world.rank() == holder)
+      for (const auto& piece : snapshot.pieces)
+        if (piece.shard == shard && piece.step == choice.step) values = piece.values;
+    world.broadcast(values.data(), values.size(), holder);
+    if (chief) assembly.place(shard, values);
+    for (size_t i = 0; i < kMaxPieces; ++i) {
+      const int64_t* triple = &all[static_cast<size_t>(holder) * mine.size() + 1 + 3 * i];
+      if (triple[0] == shard && triple[1] == choice.step) optimizer_steps = triple[2];
+    }
+  }
+  if (chief) {
+    state = snapshot.checkpoint;
+    size_t at = 0;
+    for (auto& param : state.params) {
+      std::copy_n(assembly.params().begin() + static_cast<std::ptrdiff_t>(at), param.values.size(), param.values.begin());
+      at += param.values.size();
+    }
+    for (size_t i = 0; i < state.optimizer_state.size(); ++i) state.optimizer_state[i].values = assembly.state()[i];
+    state.optimizer_steps = optimizer_steps;
+  }
+  return choice.step;
+}
+
+}  // namespace
+
+Recovery recover_after_failure(const config::TrainConfig& config, runtime::Runtime& runtime,
+                               const std::optional<train::StateAfterFailure>& snapshot) {
+  Recovery recovery;
+  recovery.membership = runtime.shrink_after_failure();
+  comm::Communicator& world = runtime.world();
+  const bool chief = world.rank() == 0;
+
+  // Who holds what: the shards the state was cut into (0: replicated), -1 without state.
+  const auto shards = world.allgather_value<int64_t>(snapshot ? snapshot->shards : -1);
+  const bool chief_has_state = shards[0] >= 0;
+  const bool sharded = *std::max_element(shards.begin(), shards.end()) > 0;
+  // A sharded state needs every survivor's copies; a replicated one only the chief's.
+  const bool all_have_state = *std::min_element(shards.begin(), shards.end()) >= 0;
+  int64_t step = -1;
+  std::string path;
+  if (chief_has_state && (!sharded || all_have_state)) {
+    io::Checkpoint state;
+    step = sharded ? recover_sharded(world, recovery.membership, config, *snapshot, state)
+                   : recover_replicated(world, snapshot, state);
+    if (chief) {
+      state.step = step;
+      state.epoch = step / state.steps_per_epoch;
+      state.step_in_epoch = step % state.steps_per_epoch;
+    }
+    // The chief writes it like any checkpoint (atomic; `checkpoint.keep` newest kept).
+    const std::string dir = checkpoint::checkpoint_dir(config);
+    path = (fs::path(dir) / checkpoint::checkpoint_file_name(step)).string();
+    if (chief) {
+      std::error_code error;
+      fs::create_directories(dir, error);
+      if (error)
+        throw Error(ExitCode::kCheckpoint, str_cat("cannot create checkpoint directory '", dir, "': ", error.message()));
+      io::write_checkpoint(path, state);
+      const auto all = checkpoint::list_checkpoints(dir);
+      for (size_t i = static_cast<size_t>(config.checkpoint_keep); i < all.size(); ++i) fs::remove(all[i], error);
+    }
+    world.barrier();  // the file exists before anyone resumes from it
+  } else {
+    // No state survived in memory where it can be put together (the failure came while a
+    // Trainer was being built): the newest checkpoint on disk is the way on.
+    chief_info("on_failure = shrink: no replica state to recover in memory; resuming from the newest checkpoint");
+  }
+  recovery.step = std::max<int64_t>(step, 0);
+  recovery.checkpoint = path;
+
+  const int survivors = recovery.membership.world_size;
+  const std::string lost = describe_lost(recovery.membership);
+  const std::string saved = path.empty() ? "the newest checkpoint in " + checkpoint::checkpoint_dir(config)
+                                         : "checkpoint " + path;
+  if (survivors < config.shrink_min_replicas)
+    throw Error(ExitCode::kTooFewReplicas,
+                str_cat("lost ", lost, ": ", survivors, " replica(s) left, fewer than shrink.min_replicas = ",
+                        config.shrink_min_replicas, "; ", saved, " holds step ", recovery.step,
+                        ". Start the job again at full size to resume from it (exit ",
+                        static_cast<int>(ExitCode::kTooFewReplicas), ")"),
+                true);
+  chief_info(str_cat("lost ", lost, ": going on with ", survivors, " replica(s) from step ", recovery.step,
+                     " (rank 0, the chief, is now on ", runtime.cluster().host(), ")"));
+  return recovery;
+}
+
+void MembershipReporter::on_step_end(train::TrainContext& ctx, const train::StepEnd&) {
+  if (reported_) return;
+  reported_ = true;
+  const double seconds = since_failure_.seconds();
+  std::vector<io::JsonRecord> lost;
+  for (const auto& rank : recovery_.membership.lost)
+    lost.push_back({{"rank", static_cast<int64_t>(rank.rank)}, {"host", rank.host}});
+  ctx.run_dir.log_metrics({{"kind", std::string("membership")},
+                           {"step", recovery_.step},
+                           {"world_size", static_cast<int64_t>(recovery_.membership.world_size)},
+                           {"lost", io::to_json_array(lost)},
+                           {"recovery_s", seconds}});
+  chief_info(str_cat("membership: ", recovery_.membership.world_size, " replica(s) after losing ",
+                     describe_lost(recovery_.membership), "; first step after recovery done ",
+                     fixed(seconds, 2), " s after the failure was detected"));
+}
+
+}  // namespace mirrored::elastic

@@ -1,0 +1,375 @@
+#include "mirrored/runtime/runtime.h"
+
+#include <mpi.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <initializer_list>
+#include <thread>
+
+#include "mirrored/comm/failure/abort.h"
+#include "mirrored/comm/failure/fault_tolerance.h"
+#include "mirrored/comm/failure/mpi_check.h"
+#include "mirrored/comm/failure/runtime_loss.h"
+#include "mirrored/comm/hierarchical_communicator.h"
+#include "mirrored/comm/local_communicator.h"
+#include "mirrored/comm/mpi_communicator.h"
+#include "mirrored/comm/mpi_tuning.h"
+#include "mirrored/core/cuda_memory.h"
+#include "mirrored/core/log.h"
+#include "mirrored/core/process.h"
+#include "mirrored/runtime/device_choice.h"
+
+#ifdef MIRRORED_WITH_CUDA
+#include <cuda_runtime.h>
+
+#include "mirrored/comm/nccl_communicator.h"
+#include "mirrored/core/cuda_check.h"
+#endif
+
+namespace mirrored::runtime {
+namespace {
+bool env_set(const char* name) {
+  const char* value = std::getenv(name);
+  return value && *value;
+}
+
+Launch launch_from_env(Launch requested) {
+  const char* value = std::getenv("MIRRORED_LAUNCH");
+  if (requested != Launch::kAuto || !value || !*value) return requested;
+  const std::string choice = value;
+  if (choice == "mpi") return Launch::kMpi;
+  if (choice == "local") return Launch::kLocal;
+  if (choice == "auto") return Launch::kAuto;
+  throw InputError(str_cat("MIRRORED_LAUNCH='", choice, "': expected one of auto, mpi, local"), ExitCode::kUsage);
+}
+
+// A name for the physical GPU that survives CUDA_VISIBLE_DEVICES renumbering (each rank
+// may see its own GPU as device 0): the UUID, else the PCI bus id.
+std::string physical_gpu_id(int index) {
+#ifdef MIRRORED_WITH_CUDA
+  cudaDeviceProp props{};
+  MIRRORED_CUDA_CHECK(cudaGetDeviceProperties(&props, index));
+  std::string id = "GPU-";
+  static const char* hex = "0123456789abcdef";
+  for (char byte : props.uuid.bytes) {
+    id += hex[(static_cast<unsigned char>(byte) >> 4) & 0xf];
+    id += hex[static_cast<unsigned char>(byte) & 0xf];
+  }
+  return id;
+#else
+  return str_cat("cuda:", index);
+#endif
+}
+
+// Two ranks of one communicator on the same GPU would serialise and, under NCCL, fail at
+// init. Collective; empty when every GPU rank has its own GPU, else names the first clash
+// (identically on every rank). CPU ranks send an empty id.
+std::string gpu_sharing(comm::Communicator& world, const Cluster& cluster, const std::string& my_gpu) {
+  const auto gpus = world.allgather_strings(my_gpu.empty() ? std::string() : cluster.host() + "|" + my_gpu);
+  for (size_t a = 0; a < gpus.size(); ++a) {
+    for (size_t b = a + 1; b < gpus.size(); ++b) {
+      if (gpus[a].empty() || gpus[a] != gpus[b]) continue;
+      const auto& pa = cluster.placements()[a];
+      const auto& pb = cluster.placements()[b];
+      return str_cat("ranks ", a, " and ", b, " on ", pa.host, " would share one GPU (", pa.device, " and ", pb.device,
+                     " are both ", gpus[a].substr(gpus[a].find('|') + 1),
+                     "): run one rank per GPU, or give each rank its own with CUDA_VISIBLE_DEVICES or "
+                     "MIRRORED_CUDA_DEVICE");
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+bool Runtime::launched_by_mpi() {
+  return env_set("OMPI_COMM_WORLD_SIZE") || env_set("PMIX_RANK") || env_set("PMI_RANK") ||
+         env_set("PMI_SIZE");
+}
+
+void Runtime::identify_from_launcher() {
+  auto read = [](std::initializer_list<const char*> names, int fallback) {
+    for (const char* name : names)
+      if (env_set(name)) return std::atoi(std::getenv(name));
+    return fallback;
+  };
+  set_process_identity({read({"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}, 0),
+                        read({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"}, 1), local_hostname()});
+}
+
+Runtime::Runtime(int& argc, char**& argv, RuntimeOptions options)
+    : survive_failures_(options.survive_failures), collective_timeout_s_(options.collective_timeout_s),
+      trace_collectives_(options.trace_collectives),
+      wants_device_communicator_(options.device_communicator) {
+  // Before MPI_Init, which may add variables of its own.
+  const LauncherEnv launcher = LauncherEnv::from_environment();
+  Launch launch = launch_from_env(options.launch);
+  if (launch == Launch::kAuto) launch = launched_by_mpi() ? Launch::kMpi : Launch::kLocal;
+
+  if (launch == Launch::kMpi) {
+    int initialized = 0;
+    MIRRORED_MPI_CHECK(MPI_Initialized(&initialized));
+    MIRRORED_CHECK(!initialized, "MPI is already initialised: only the Runtime may start it");
+    // Communication runs on its own thread while the main thread computes and also calls
+    // collectives (loss reduction), so every thread may call MPI.
+    int thread_level = 0;
+    nonblocking_allreduce_ = comm::choose_nonblocking_allreduce_algorithm();
+    if (survive_failures_) {
+      // A stopped or hung rank, or a whole node's, is declared failed within half the
+      // collective timeout, before the watchdog's revoke at the full one.
+      comm::enable_failure_detector(
+          comm::detection_seconds(options.collective_timeout_s, std::max(1, launcher.mpirun_local_size)));
+      comm::skip_finalize_fence();   // a host's ranks lost, its daemon not
+      comm::ignore_broken_pipes();   // a write to a lost peer must not end a survivor
+    }
+    MIRRORED_MPI_CHECK(MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &thread_level));
+    owns_mpi_ = true;
+    if (thread_level < MPI_THREAD_MULTIPLE) {
+      rank_warning(str_cat("MPI provides thread level ", thread_level,
+                           " (< MPI_THREAD_MULTIPLE): communication will not overlap with compute"));
+    }
+    job_comm_ = MPI_COMM_WORLD;
+    if (survive_failures_) {
+      // Every rank reads the same binary and launcher variables: all refuse alike.
+      // Under srun --mpi=pmix, Slurm's PMIx plugin answers a dead rank by killing the whole
+      // job step (SIGKILL), --kill-on-bad-exit=0 or not (it.slurm_shrink): nothing to survive.
+      if (launcher.kind == LauncherEnv::Kind::kSlurm)
+        throw Error(ExitCode::kUsage,
+                    "on_failure = shrink cannot work under srun: Slurm's PMIx plugin kills the whole job step "
+                    "when a rank dies (also with --kill-on-bad-exit=0); launch with `mpirun --with-ft ulfm` "
+                    "inside the allocation (slurm/train-cpu.sbatch and slurm/train.sbatch do so for "
+                    "on_failure = shrink unless MIRRORED_LAUNCHER=srun)",
+                    true);
+      const std::string missing = comm::fault_tolerance().missing();
+      if (!missing.empty()) throw Error(ExitCode::kUsage, "on_failure = shrink: " + missing, true);
+      // Failures come back as error codes (comm::PeerFailure), for the world and for every
+      // communicator duplicated from it (the watchdog's among them), instead of ending the job.
+      MIRRORED_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+      // Started by `mirrored rank-agent` (the launch scripts): a lost node's daemon, which
+      // makes Open MPI's runtime end the job, need not end the survivors.
+      comm::watch_runtime_connection();
+    }
+    watchdog_ = std::make_unique<comm::CollectiveWatchdog>(job_comm_, options.collective_timeout_s,
+                                                           options.trace_collectives, on_timeout());
+    // Under mpirun this process's parent is Open MPI's daemon (prted, or mpirun itself), or
+    // the rank agent it started in the rank's place.
+    if (launcher.kind == LauncherEnv::Kind::kOpenMpi) launcher_daemon_ = static_cast<int64_t>(getppid());
+    watchdog_->set_launcher_daemon(launcher_daemon_);
+    world_ = std::make_unique<comm::MpiCommunicator>(job_comm_, watchdog_.get(), "world");
+  } else {
+    world_ = std::make_unique<comm::LocalCommunicator>();
+  }
+  set_process_identity({world_->rank(), world_->size(), local_hostname()});
+  if (survive_failures_ && owns_mpi_) {
+    pids_ = world_->allgather_value<int64_t>(static_cast<int64_t>(getpid()));
+    first_world_rank_ = world_->rank();
+    for (int r = 0; r < world_->size(); ++r) first_world_ranks_.push_back(r);
+  }
+  cluster_ = Cluster::discover(*world_, launcher);
+  if (watchdog_) {
+    std::vector<std::string> hosts;
+    for (const auto& placement : cluster_.placements()) hosts.push_back(placement.host);
+    watchdog_->set_hosts(std::move(hosts));
+  }
+  core_binding_ = bind_cores(options.bind_cores, *world_, cluster_);
+  device_ = choose_device(options.device, cluster_);
+  if (options.device != DeviceChoice::kCpu) {
+    cluster_.gather_devices(*world_, device_.str());
+    const std::string clash = gpu_sharing(*world_, cluster_, device_.is_cuda() ? physical_gpu_id(device_.index) : "");
+    if (!clash.empty() && options.device == DeviceChoice::kCuda) throw Error(ExitCode::kUsage, clash, true);
+    // auto: GPUs only when every rank has its own; a mixed job would mix communicators.
+    const int all_gpu = world_->allreduce_value<int32_t>(device_.is_cuda() && clash.empty() ? 1 : 0,
+                                                         comm::ReduceOp::kMin);
+    if (!all_gpu && device_.is_cuda()) {
+      chief_info(clash.empty() ? "device = auto: not every rank has a GPU; computing on the CPU"
+                               : "device = auto: " + clash + "; computing on the CPU");
+      device_ = Device::cpu();
+    } else if (options.device == DeviceChoice::kAuto && all_gpu) {
+      chief_info("device = auto: one GPU per rank (device = cpu to compute on the CPU)");
+    } else if (options.device == DeviceChoice::kAuto && !device_.is_cuda() && world_->rank() == 0) {
+      std::string reason;
+      cuda_device_count(&reason);
+      chief_info(str_cat("device = auto: no usable GPU on rank 0 (", reason.empty() ? "none visible" : reason,
+                         "); computing on the CPU"));
+    }
+  }
+  cluster_.gather_devices(*world_, device_.str());
+  if (device_.is_cuda()) {
+#ifdef MIRRORED_WITH_CUDA
+    MIRRORED_CUDA_CHECK(cudaSetDevice(device_.index));
+    device_context_ = std::make_unique<kernels::DeviceContext>(device_.index);
+    // A world of one has nothing to exchange: no NCCL communicator, so a NCCL that cannot
+    // start in this runtime (a sandbox) can only stop jobs of several ranks.
+    if (options.device_communicator && world_->size() > 1)
+      device_comm_ = std::make_unique<comm::NcclCommunicator>(*world_, device_.index, options.collective_timeout_s,
+                                                              survive_failures_);
+    else if (options.device_communicator)
+      device_comm_ = std::make_unique<comm::LocalCommunicator>();
+#endif
+  }
+  if (options.print_cluster_table) chief_info(cluster_.table());
+}
+
+comm::Communicator& Runtime::gradient_communicator(Allreduce how) {
+  if (device_comm_) return *device_comm_;
+  if (!owns_mpi_) return *world_;  // a world of one: nothing to arrange
+  MIRRORED_CHECK(how != Allreduce::kAuto, "gradient_communicator(kAuto): resolve the choice first");
+  if (how == Allreduce::kHierarchical) {
+    if (!hierarchical_gradients_)
+      hierarchical_gradients_ = std::make_unique<comm::HierarchicalCommunicator>(job_comm_, watchdog_.get());
+    return *hierarchical_gradients_;
+  }
+  if (!flat_gradients_) flat_gradients_ = std::make_unique<comm::MpiCommunicator>(job_comm_, watchdog_.get(), "gradients");
+  return *flat_gradients_;
+}
+
+int Runtime::hierarchical_nodes() const { return hierarchical_gradients_ ? hierarchical_gradients_->num_nodes() : 0; }
+
+Runtime::~Runtime() {
+  if (std::uncaught_exceptions() > 0) {
+    // An error is on its way to main, which aborts the whole job. Finalising here would
+    // wait for peers that may never come (MPI_Finalize and MPI_Comm_free synchronise),
+    // so leave MPI as it is and let MPI_Abort end everything.
+    (void)hierarchical_gradients_.release();
+    (void)flat_gradients_.release();
+    (void)device_comm_.release();
+    (void)device_context_.release();  // NCCL, left alive, may still use its stream
+    (void)world_.release();
+    (void)watchdog_.release();
+    return;
+  }
+  // The fixed order: the communicators made last go first; NCCL before the MPI world it
+  // was bootstrapped over; the world before the watchdog that watches it; MPI last.
+  hierarchical_gradients_.reset();
+  flat_gradients_.reset();
+  device_comm_.reset();
+  device_context_.reset();  // after NCCL, which queued its work on this stream
+  world_.reset();
+  if (watchdog_) watchdog_->stop();
+  watchdog_.reset();
+  if (owns_mpi_) {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (job_comm_ != MPI_COMM_WORLD && job_comm_ != MPI_COMM_NULL && !finalized)
+      MIRRORED_MPI_LOG(MPI_Comm_free(&job_comm_));
+    if (!finalized && shrinks_ > 0) exit_if_finalize_hangs();
+    if (!finalized) MIRRORED_MPI_LOG(MPI_Finalize());
+  }
+}
+
+void Runtime::exit_if_finalize_hangs() const {
+  const double seconds = std::clamp(collective_timeout_s_, 5.0, 30.0);
+  const int status = exit_status_;
+  const int64_t daemon = launcher_daemon_;
+  std::thread([seconds, status, daemon] {
+    // Also as soon as the launcher daemon is gone (the watchdog, which watches for that
+    // while training, has stopped): mpirun has ended the job and nothing waits for us.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    bool orphaned = false;
+    while (std::chrono::steady_clock::now() < deadline && !orphaned) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      orphaned = comm::abandoned_by_launcher(daemon);
+    }
+    if (!orphaned)
+      rank_warning(str_cat("MPI_Finalize has not returned ", fixed(seconds, 0),
+                           " s after the job lost ranks (Open MPI waits for them); exiting with status ", status));
+    report_exit_status(status);  // main() will not get to it
+    std::fflush(nullptr);
+    std::_Exit(status);
+  }).detach();
+}
+
+Membership Runtime::shrink_after_failure() {
+  MIRRORED_CHECK(owns_mpi_ && survive_failures_, "shrink_after_failure needs an MPI job with survive_failures");
+  ++shrinks_;
+  comm::revoke_tracked_communicators();
+  const Cluster before = cluster_;
+  MPI_Comm survivors = comm::shrink_communicator(job_comm_);
+  // Ranks are gone and every survivor agreed: should Open MPI's runtime now end the job (it
+  // does when it lost a node's daemon), this rank goes on without it.
+  int before_size = 0, survivors_size = 0;  // local calls, also on the revoked communicator
+  MPI_Comm_size(job_comm_, &before_size);
+  MPI_Comm_size(survivors, &survivors_size);
+  if (survivors_size < before_size) comm::outlive_runtime_after_loss();
+  // The old communicators are revoked: freeing them no longer waits for anyone. The
+  // watchdog's stop() synchronises on its (revoked) communicator, which returns at once.
+  hierarchical_gradients_.reset();
+  flat_gradients_.reset();
+  device_comm_.reset();
+  world_.reset();
+  if (watchdog_) watchdog_->stop();
+  watchdog_.reset();
+  if (job_comm_ != MPI_COMM_WORLD) MIRRORED_MPI_LOG(MPI_Comm_free(&job_comm_));
+  job_comm_ = survivors;
+
+  watchdog_ = std::make_unique<comm::CollectiveWatchdog>(job_comm_, collective_timeout_s_, trace_collectives_,
+                                                         on_timeout());
+  watchdog_->set_launcher_daemon(launcher_daemon_);
+  world_ = std::make_unique<comm::MpiCommunicator>(job_comm_, watchdog_.get(), "world");
+  set_process_identity({world_->rank(), world_->size(), local_hostname()});
+  // Who is gone: the ranks of the old table that no survivor held.
+  const auto old_ranks = world_->allgather_value<int32_t>(before.rank());
+  Membership membership;
+  membership.world_size = world_->size();
+  for (const auto& placement : before.placements())
+    if (std::find(old_ranks.begin(), old_ranks.end(), placement.rank) == old_ranks.end())
+      membership.lost.push_back({placement.rank, placement.host});
+  // Only the watchdog's revoke at a collective timeout leads here with every rank alive (a
+  // mismatched collective order, a rank hung in compute that MPI's detector still hears):
+  // shrinking changes nothing there, and going on would time out again.
+  // Every rank sees the same agreed world, so each ends alike and on its own: an MPI_Abort
+  // here can hang in the runtime after the revoke.
+  if (membership.lost.empty()) {
+    rank_error("a collective timed out, but no rank was lost: every rank is alive (a mismatched collective order, "
+               "or a rank hung in compute); shrinking cannot fix that, ending the job (the collective timeout "
+               "above names what stalled)");
+    const int status = static_cast<int>(ExitCode::kCommTimeout);
+    report_exit_status(status);
+    std::fflush(nullptr);
+    std::_Exit(status);
+  }
+  // No launcher variables: they describe the world before the shrink.
+  cluster_ = Cluster::discover(*world_, LauncherEnv{});
+  // A lost rank that is only stopped would keep mpirun waiting forever: the lowest survivor
+  // on its host ends it. `pids_` is indexed by rank in the world before this shrink; the
+  // launcher's PMIx rank is the rank in the first world.
+  const auto first_ranks = world_->allgather_value<int32_t>(first_world_rank_);
+  std::vector<int64_t> pids;
+  for (const int32_t old_rank : old_ranks) pids.push_back(pids_.at(static_cast<size_t>(old_rank)));
+  for (auto& lost : membership.lost) {
+    const auto& placements = cluster_.placements();
+    const auto first_here = std::find_if(placements.begin(), placements.end(),
+                                         [&](const RankPlacement& p) { return p.host == lost.host; });
+    const int64_t pid = pids_.at(static_cast<size_t>(lost.rank));
+    if (first_here != placements.end() && first_here->rank == cluster_.rank() &&
+        comm::end_lost_process(pid, first_world_ranks_.at(static_cast<size_t>(lost.rank))))
+      rank_warning(str_cat("rank ", lost.rank, " (pid ", pid, " on ", lost.host,
+                           ") was still there, stopped or hung: ended it, so the job can end"));
+  }
+  first_world_ranks_.assign(first_ranks.begin(), first_ranks.end());
+  pids_ = std::move(pids);
+  cluster_.gather_devices(*world_, device_.str());
+  std::vector<std::string> hosts;
+  for (const auto& placement : cluster_.placements()) hosts.push_back(placement.host);
+  watchdog_->set_hosts(std::move(hosts));
+#ifdef MIRRORED_WITH_CUDA
+  // NCCL from a fresh bootstrap over the survivors' world (the id broadcast over MPI).
+  if (device_.is_cuda() && wants_device_communicator_) {
+    if (world_->size() > 1)
+      device_comm_ = std::make_unique<comm::NcclCommunicator>(*world_, device_.index, collective_timeout_s_,
+                                                              survive_failures_);
+    else
+      device_comm_ = std::make_unique<comm::LocalCommunicator>();
+  }
+#endif
+  return membership;
+}
+
+void Runtime::abort_job(ExitCode code) { comm::abort_job(code); }
+
+}  // namespace mirrored::runtime
