@@ -27,7 +27,8 @@
 #   cnn        [120] cnn training learns; after 50 steps the GPU's loss matches the CPU's
 #   prefetcher [60]  the device prefetcher's tests 20 times over
 #   bench_allreduce [45] bench allreduce --device cuda: #wrong 0, and which communicator ran
-#   errors     [30]  a device index beyond the visible count, no visible device: exit 2
+#   errors     [30]  a device index beyond the visible count, no visible device, and
+#                    on_failure = shrink on a GPU (not verified there yet): exit 2
 #   throughput [150] next to PyTorch on the same GPU (when torch with CUDA is importable)
 #
 # usage: launch/gpu_selftest.sh [--bundle DIR | --build [--build-deps DIR]] [--deadline S]
@@ -502,13 +503,16 @@ step_throughput() {
 }
 
 step_errors() {
-  # expect_usage_error NAME TEXT ENV...: `mirrored train --device cuda` under ENV exits 2
-  # and prints TEXT.
+  # expect_usage_error NAME TEXT [ENV...] [-- ARGS...]: `mirrored train --device cuda ARGS`
+  # under ENV exits 2 and prints TEXT.
   local status=0
   expect_usage_error() {
     local name=$1 text=$2; shift 2
-    env "$@" "$bin" train --config launch/configs/fmnist_mlp.ini "${data_args[@]}" --device cuda \
-      --max_steps 5 --out "$logs/$name" >"$logs/$name.txt" 2>&1
+    local env_vars=() args=()
+    while [[ $# -gt 0 && "$1" != -- ]]; do env_vars+=("$1"); shift; done
+    [[ "${1:-}" == -- ]] && { shift; args=("$@"); }
+    env "${env_vars[@]}" "$bin" train --config launch/configs/fmnist_mlp.ini "${data_args[@]}" --device cuda \
+      --max_steps 5 "${args[@]}" --out "$logs/$name" >"$logs/$name.txt" 2>&1
     local rc=$?
     if [[ $rc -eq 2 ]] && grep -qF -- "$text" "$logs/$name.txt"; then
       note "$name: exit 2: $(grep -F -- "$text" "$logs/$name.txt" | head -1 | cut -c1-160)"
@@ -518,6 +522,7 @@ step_errors() {
   }
   expect_usage_error device_beyond_visible "MIRRORED_CUDA_DEVICE=$gpus but" MIRRORED_CUDA_DEVICE="$gpus"
   expect_usage_error no_visible_device "has no usable GPU" CUDA_VISIBLE_DEVICES=
+  expect_usage_error shrink_refused "on_failure = shrink with device = cuda has never run on GPUs" -- --on_failure shrink
   return $status
 }
 
