@@ -196,9 +196,6 @@ step_deps() {
     unpack_gpu_prefix "$build_deps" "$prefix" || { note "cannot unpack $build_deps into $prefix"; return 1; }
     touch "$prefix/.unpacked"
   fi
-  mkdir -p "$dir"
-  rm -rf "$dir/fmnist"
-  cp -r "$build_deps/fmnist" "$dir/fmnist"
   note "$(wc -l <"$build_deps/packages.txt" 2>/dev/null || echo '?') Debian packages unpacked in $prefix (glibc: the image has ${have:-?}, they need ${need:-?})"
 }
 
