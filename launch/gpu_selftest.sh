@@ -200,8 +200,15 @@ step_deps() {
 }
 
 step_build() {
-  local cmake_args=()
-  [[ -n "$build_deps" ]] && cmake_args+=("${GPU_PREFIX_CMAKE_ARGS[@]}")
+  local cmake_args=() mpi_prefix=""
+  if [[ -n "$build_deps" ]]; then
+    cmake_args+=("${GPU_PREFIX_CMAKE_ARGS[@]}")
+  else  # the MPI launch/build.sh would choose (the relocatable Open MPI 5 when installed)
+    mpi_prefix=$(mirrored_mpi_for_build) || return 1
+    [[ -n "$mpi_prefix" ]] && cmake_args+=(-DMPI_C_COMPILER="$mpi_prefix/bin/mpicc"
+                                           -DMPI_CXX_COMPILER="$mpi_prefix/bin/mpicxx"
+                                           -DMPIEXEC_EXECUTABLE="$mpi_prefix/bin/mpiexec")
+  fi
   local arch=${CUDA_ARCH:-native}
   local generator=()
   command -v ninja >/dev/null && [[ ! -f "$dir/CMakeCache.txt" || -f "$dir/build.ninja" ]] && generator=(-G Ninja)
