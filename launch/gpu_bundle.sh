@@ -23,7 +23,7 @@
 #
 # DIR holds (each of these travels to the GPU machine, within its 64 MiB with the repository):
 #   payload.tar.xz   libexec/ (the three programs), lib/, fallback/, openmpi/
-#   manifest.txt     how it was built: commit, toolkit, architectures in the fat binaries,
+#   manifest.txt     how it was built: commit, toolkit, CUDA_ARCH, the GPU code in the fat binaries,
 #                    the CUDA libraries to find there, the newest glibc and GLIBCXX symbol
 #                    versions needed, the GPU test filters (tests/tools/gpu_tests.py)
 #   sizes.txt        each file's size, unpacked, and DIR's size as it travels
@@ -139,7 +139,8 @@ cuda_version=$(sed -nE 's/^CMAKE_CUDA_COMPILER_VERSION:[A-Z]+=(.*)/\1/p' "$build
   echo "built_on: $(date -u +%Y-%m-%dT%H:%MZ), $(. /etc/os-release && echo "$PRETTY_NAME"), $(uname -m)"
   echo "build_dir: $build"
   echo "cuda_toolkit: ${cuda_version:-unknown}"
-  echo "cuda_architectures: $(sed -nE 's/^CMAKE_CUDA_ARCHITECTURES:[A-Z]+=(.*)/\1/p' "$build/CMakeCache.txt")"
+  arch_option=$(sed -nE 's/^CUDA_ARCH:[A-Z]+=(.*)/\1/p' "$build/CMakeCache.txt")
+  echo "cuda_arch: ${arch_option:-the project's default} (what the fat binaries hold: gpu_code)"
   echo "gpu_code: $archs"
   echo "cuda_libraries: $(printf '%s\n' "${!cuda_needed[@]}" | sort | paste -sd' ')"
   echo "mpi: $(basename "$mpi_prefix")"
