@@ -140,7 +140,7 @@ cuda_version=$(sed -nE 's/^CMAKE_CUDA_COMPILER_VERSION:[A-Z]+=(.*)/\1/p' "$build
   echo "build_dir: $build"
   echo "cuda_toolkit: ${cuda_version:-unknown}"
   arch_option=$(sed -nE 's/^CUDA_ARCH:[A-Z]+=(.*)/\1/p' "$build/CMakeCache.txt")
-  echo "cuda_arch: ${arch_option:-the project's default} (what the fat binaries hold: gpu_code)"
+  echo "cuda_arch: ${arch_option:-empty, the project default} (what the fat binaries hold: gpu_code)"
   echo "gpu_code: $archs"
   echo "cuda_libraries: $(printf '%s\n' "${!cuda_needed[@]}" | sort | paste -sd' ')"
   echo "mpi: $(basename "$mpi_prefix")"
