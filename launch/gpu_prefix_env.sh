@@ -1,10 +1,10 @@
 # shellcheck shell=bash disable=SC2034
-# Sourced (bash): makes the packages of launch/gpu_bundle.sh, unpacked under a private
+# Sourced (bash): makes the packages of launch/gpu_build_deps.sh, unpacked under a private
 # prefix, usable for building and running mirrored, without touching the system's own
-# copies (there may be none). Used by launch/gpu_selftest.sh --bundle and by the CI test
+# copies (there may be none). Used by launch/gpu_selftest.sh --build --build-deps and by the CI test
 # tests/integration/gpu_bundle_relocation.sh, so the test checks the code the GPU run uses.
 #
-#   unpack_gpu_bundle BUNDLE_DIR PREFIX   unpacks BUNDLE_DIR/prefix.tar(.xz) into PREFIX
+#   unpack_gpu_prefix BUNDLE_DIR PREFIX   unpacks BUNDLE_DIR/prefix.tar(.xz) into PREFIX
 #   use_gpu_prefix PREFIX                 exports the Open MPI variables below, puts
 #       PREFIX/wrap/bin (mpicc, mpicxx, mpirun, mpiexec, ompi_info) first on PATH, and sets
 #       GPU_PREFIX_CMAKE_ARGS   (array) -D options that point CMake at PREFIX only
@@ -22,10 +22,10 @@
 # built here carry the prefix as DT_RPATH (--disable-new-dtags), which, unlike RUNPATH,
 # also serves the libraries they load (libhdf5 loading libcurl).
 
-unpack_gpu_bundle() {
+unpack_gpu_prefix() {
   local bundle=$1 prefix=$2
   case "$prefix" in
-    / | /usr | /usr/local | "") echo "unpack_gpu_bundle: refusing to unpack into '$prefix'" >&2; return 1 ;;
+    / | /usr | /usr/local | "") echo "unpack_gpu_prefix: refusing to unpack into '$prefix'" >&2; return 1 ;;
   esac
   mkdir -p "$prefix"
   if [[ -s "$bundle/prefix.tar.xz" ]]; then
@@ -33,7 +33,7 @@ unpack_gpu_bundle() {
   elif [[ -s "$bundle/prefix.tar" ]]; then
     tar -C "$prefix" -xf "$bundle/prefix.tar" || return 1
   else
-    echo "unpack_gpu_bundle: no prefix.tar.xz or prefix.tar in $bundle (made by launch/gpu_bundle.sh)" >&2
+    echo "unpack_gpu_prefix: no prefix.tar.xz or prefix.tar in $bundle (made by launch/gpu_build_deps.sh)" >&2
     return 1
   fi
 }

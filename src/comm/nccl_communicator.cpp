@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <optional>
 #include <thread>
 
 #include "mean.h"
@@ -59,6 +60,32 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 
 }  // namespace
 
+// The collective timeout's clock. An event recorded on the communicator's stream just before
+// the NCCL call completes when the stream reaches the collective: after the compute stream's
+// work that the gate orders before it (backward's kernels) and after the collectives queued
+// ahead of it (earlier buckets). The clock starts at the first poll that finds that event
+// complete, so GPU compute never counts against collective_timeout_s; a slow poller starts
+// it late by at most its own polling interval (never early). A rank whose stream never
+// reaches the collective (a kernel that does not end) is caught by its peers, whose streams
+// do reach theirs and time out.
+class CollectiveClock {
+ public:
+  explicit CollectiveClock(int device) : reached_(device) {}
+  void mark(cudaStream_t stream) const { reached_.record(stream); }
+  // Seconds since the stream reached the mark (0 until a poll finds it there).
+  double waited() {
+    if (!since_) {
+      if (!reached_.done()) return 0.0;
+      since_ = Clock::now();
+    }
+    return seconds_since(*since_);
+  }
+
+ private:
+  CudaEvent reached_;
+  std::optional<Clock::time_point> since_;
+};
+
 struct NcclCommunicator::State {
   ncclComm_t comm = nullptr;
   int device = 0;
@@ -86,15 +113,15 @@ struct NcclCommunicator::State {
     throw PeerFailure(why);
   }
 
-  // Warns once at half the timeout; ends the job at the timeout (ncclCommAbort first, so
-  // no kernel of this communicator keeps spinning on the device), or with survive_failures
-  // ends only the communicator.
-  void check_deadline(const char* operation, size_t count, Clock::time_point started, bool& warned) {
+  // `waited`: seconds the collective has waited (CollectiveClock, or host time while NCCL
+  // takes a call). Warns once at half the timeout; ends the job at the timeout
+  // (ncclCommAbort first, so no kernel of this communicator keeps spinning on the device),
+  // or with survive_failures ends only the communicator.
+  void check_deadline(const char* operation, size_t count, double waited, bool& warned) {
     if (failure_seen())
       fail_over(str_cat("NCCL ", operation, " (", count, " elements) on cuda:", device,
                         " abandoned: a peer failed (the job's MPI communicators were revoked)"));
     if (timeout <= 0) return;
-    const double waited = seconds_since(started);
     if (!warned && waited > timeout / 2) {
       warned = true;
       rank_warning(str_cat("collective warning: NCCL ", operation, " (", count, " elements) on cuda:", device,
@@ -126,34 +153,41 @@ struct NcclCommunicator::State {
     return false;
   }
 
-  // Nonblocking NCCL: a call returns ncclInProgress until the communicator has taken it.
+  // Nonblocking NCCL: a call returns ncclInProgress until the communicator has taken it
+  // (host-side work: joining peers at initialisation, connecting at a first collective), so
+  // this wait is timed on the host from `started`.
   void await_ready(const char* operation, size_t count, Clock::time_point started) {
     bool warned = false;
-    for (int polls = 0; in_progress(operation); pause_between_polls(polls)) check_deadline(operation, count, started, warned);
+    for (int polls = 0; in_progress(operation); pause_between_polls(polls))
+      check_deadline(operation, count, seconds_since(started), warned);
   }
 
-  // Gates our stream on the compute stream's work so far, issues one NCCL call on it and
-  // waits until NCCL accepted the call.
+  // Gates our stream on the compute stream's work so far, marks where the collective starts
+  // (its timeout counts from there), issues one NCCL call on the stream and waits until NCCL
+  // accepted the call.
   template <typename Launch>
-  void enqueue(const char* operation, size_t count, Launch&& launch) {
+  std::unique_ptr<CollectiveClock> enqueue(const char* operation, size_t count, Launch&& launch) {
     set_cuda_device(device);
     gate.record(compute_stream(device));
     MIRRORED_CUDA_CHECK(cudaStreamWaitEvent(stream.get(), gate.get(), 0));
+    auto clock = std::make_unique<CollectiveClock>(device);
+    clock->mark(stream.get());
     const auto started = Clock::now();
     const ncclResult_t result = launch();
     if (result != ncclSuccess && result != ncclInProgress)
       throw_library_error(__FILE__, __LINE__, operation, nccl_error_text(result));
     await_ready(operation, count, started);
+    return clock;
   }
 
-  // Waits for everything queued on our stream so far, under the timeout.
-  void wait_for_stream(const char* operation, size_t count) {
+  // Waits for everything queued on our stream so far, under the timeout of the collective
+  // that `clock` marks.
+  void wait_for_stream(const char* operation, size_t count, CollectiveClock& clock) {
     done.record(stream.get());
-    const auto started = Clock::now();
     bool warned = false;
     for (int polls = 0; !done.done(); pause_between_polls(polls)) {
       (void)in_progress(operation);  // throws on an asynchronous error
-      check_deadline(operation, count, started, warned);
+      check_deadline(operation, count, clock.waited(), warned);
     }
   }
 };
@@ -161,10 +195,12 @@ struct NcclCommunicator::State {
 // A device all-reduce in flight: its completion event and the communicator to poll.
 class NcclWork final : public Work {
  public:
-  // `buffer` and `count`: what a mean divides once the collective is complete.
-  NcclWork(NcclCommunicator::State& state, const char* operation, void* buffer, size_t count, ReduceOp op, int ranks)
+  // `buffer` and `count`: what a mean divides once the collective is complete; `clock`:
+  // from State::enqueue, where the stream reaches the collective.
+  NcclWork(NcclCommunicator::State& state, const char* operation, std::unique_ptr<CollectiveClock> clock,
+           void* buffer, size_t count, ReduceOp op, int ranks)
       : state_(state), operation_(operation), buffer_(buffer), count_(count), op_(op), ranks_(ranks),
-        done_event_(state.device), started_(Clock::now()) {
+        done_event_(state.device), clock_(std::move(clock)) {
     done_event_.record(state_.stream.get());
   }
   ~NcclWork() override {
@@ -175,7 +211,7 @@ class NcclWork final : public Work {
     if (complete_) return true;
     if (!done_event_.done()) {
       (void)state_.in_progress(operation_);  // throws on an asynchronous error
-      state_.check_deadline(operation_, count_, started_, warned_);
+      state_.check_deadline(operation_, count_, clock_->waited(), warned_);
       return false;
     }
     // The sum is complete; a mean's division queued now on the compute stream is ordered
@@ -195,7 +231,7 @@ class NcclWork final : public Work {
   ReduceOp op_;
   int ranks_;
   CudaEvent done_event_;
-  Clock::time_point started_;
+  std::unique_ptr<CollectiveClock> clock_;
   bool warned_ = false;
   bool complete_ = false;
 };
@@ -268,10 +304,10 @@ void NcclCommunicator::stage_in(void* dev, const void* host, size_t bytes) {
 }
 
 void NcclCommunicator::stage_out_and_wait(void* host, const void* dev, size_t bytes, const char* operation,
-                                          size_t count) {
+                                          size_t count, CollectiveClock& clock) {
   MIRRORED_CUDA_CHECK(
       cudaMemcpyAsync(state_->host_scratch.data(), dev, bytes, cudaMemcpyDeviceToHost, state_->stream.get()));
-  state_->wait_for_stream(operation, count);
+  state_->wait_for_stream(operation, count, clock);
   std::memcpy(host, state_->host_scratch.data(), bytes);
 }
 
@@ -280,10 +316,10 @@ std::unique_ptr<Work> NcclCommunicator::allreduce_async(void* buffer, size_t cou
   MIRRORED_CHECK(op != ReduceOp::kMean || type == DataType::kF32, "NCCL mean all-reduce of ", datatype_name(type),
                  " device buffers (float only)");
   State& s = *state_;
-  s.enqueue("allreduce", count, [&] {
+  auto clock = s.enqueue("allreduce", count, [&] {
     return ncclAllReduce(buffer, buffer, count, to_nccl(type), to_nccl(op), s.comm, s.stream.get());
   });
-  return std::make_unique<NcclWork>(s, "allreduce", buffer, count, op, size_);
+  return std::make_unique<NcclWork>(s, "allreduce", std::move(clock), buffer, count, op, size_);
 }
 
 void NcclCommunicator::allreduce(void* buffer, size_t count, DataType type, ReduceOp op) {
@@ -298,9 +334,9 @@ void NcclCommunicator::allreduce(void* buffer, size_t count, DataType type, Redu
   State& s = *state_;
   void* dev = staging(bytes);
   stage_in(dev, buffer, bytes);
-  s.enqueue("allreduce", count,
-            [&] { return ncclAllReduce(dev, dev, count, to_nccl(type), to_nccl(op), s.comm, s.stream.get()); });
-  stage_out_and_wait(buffer, dev, bytes, "allreduce", count);
+  auto clock = s.enqueue(
+      "allreduce", count, [&] { return ncclAllReduce(dev, dev, count, to_nccl(type), to_nccl(op), s.comm, s.stream.get()); });
+  stage_out_and_wait(buffer, dev, bytes, "allreduce", count, *clock);
   divide_for_mean(buffer, count, type, op, size_);
 }
 
@@ -310,10 +346,10 @@ void NcclCommunicator::broadcast(void* buffer, size_t count, DataType type, int 
   State& s = *state_;
   void* dev = device_buffer ? buffer : staging(bytes);
   if (!device_buffer) stage_in(dev, buffer, bytes);
-  s.enqueue("broadcast", count,
-            [&] { return ncclBroadcast(dev, dev, count, to_nccl(type), root, s.comm, s.stream.get()); });
-  if (!device_buffer) return stage_out_and_wait(buffer, dev, bytes, "broadcast", count);
-  s.wait_for_stream("broadcast", count);
+  auto clock = s.enqueue(
+      "broadcast", count, [&] { return ncclBroadcast(dev, dev, count, to_nccl(type), root, s.comm, s.stream.get()); });
+  if (!device_buffer) return stage_out_and_wait(buffer, dev, bytes, "broadcast", count, *clock);
+  s.wait_for_stream("broadcast", count, *clock);
 }
 
 void NcclCommunicator::allgather(const void* send, void* recv, size_t count, DataType type) {
@@ -321,9 +357,9 @@ void NcclCommunicator::allgather(const void* send, void* recv, size_t count, Dat
   const size_t total = bytes * static_cast<size_t>(size_);
   State& s = *state_;
   if (on_device(send) && on_device(recv)) {
-    s.enqueue("allgather", count,
-              [&] { return ncclAllGather(send, recv, count, to_nccl(type), s.comm, s.stream.get()); });
-    s.wait_for_stream("allgather", count);
+    auto clock = s.enqueue(
+        "allgather", count, [&] { return ncclAllGather(send, recv, count, to_nccl(type), s.comm, s.stream.get()); });
+    s.wait_for_stream("allgather", count, *clock);
     return;
   }
   // Staged through device memory: [send | recv] in one scratch block.
@@ -338,13 +374,14 @@ void NcclCommunicator::allgather(const void* send, void* recv, size_t count, Dat
   } else {
     stage_in(base, send, bytes);
   }
-  s.enqueue("allgather", count,
-            [&] { return ncclAllGather(base, base + bytes, count, to_nccl(type), s.comm, s.stream.get()); });
+  auto clock = s.enqueue("allgather", count, [&] {
+    return ncclAllGather(base, base + bytes, count, to_nccl(type), s.comm, s.stream.get());
+  });
   if (on_device(recv)) {
     MIRRORED_CUDA_CHECK(cudaMemcpyAsync(recv, base + bytes, total, cudaMemcpyDeviceToDevice, s.stream.get()));
-    s.wait_for_stream("allgather", count);
+    s.wait_for_stream("allgather", count, *clock);
   } else {
-    stage_out_and_wait(recv, base + bytes, total, "allgather", count);
+    stage_out_and_wait(recv, base + bytes, total, "allgather", count, *clock);
   }
 }
 
@@ -366,7 +403,7 @@ std::unique_ptr<Work> NcclCommunicator::reduce_scatter_async(const void* send, v
   const size_t bytes = datatype_size(type);
   State& s = *state_;
   const size_t total = offsets.back();
-  s.enqueue("reduce-scatter", total, [&] {
+  auto clock = s.enqueue("reduce-scatter", total, [&] {
     if (all_equal(counts))
       return ncclReduceScatter(send, recv, counts.front(), to_nccl(type), to_nccl(op), s.comm, s.stream.get());
     ncclResult_t result = ncclGroupStart();
@@ -376,7 +413,8 @@ std::unique_ptr<Work> NcclCommunicator::reduce_scatter_async(const void* send, v
     const ncclResult_t ended = ncclGroupEnd();
     return result == ncclSuccess || result == ncclInProgress ? ended : result;
   });
-  return std::make_unique<NcclWork>(s, "reduce-scatter", recv, counts[static_cast<size_t>(rank_)], op, size_);
+  return std::make_unique<NcclWork>(s, "reduce-scatter", std::move(clock), recv, counts[static_cast<size_t>(rank_)], op,
+                                    size_);
 }
 
 // In place: ncclReduceScatter's in-place form (the piece at its own offset), or one in-place
@@ -392,7 +430,7 @@ std::unique_ptr<Work> NcclCommunicator::reduce_scatter_inplace_async(void* buffe
   char* mine = base + offsets[static_cast<size_t>(rank_)] * bytes;
   State& s = *state_;
   const size_t total = offsets.back();
-  s.enqueue("reduce-scatter", total, [&] {
+  auto clock = s.enqueue("reduce-scatter", total, [&] {
     if (all_equal(counts))
       return ncclReduceScatter(base, mine, counts.front(), to_nccl(type), to_nccl(op), s.comm, s.stream.get());
     ncclResult_t result = ncclGroupStart();
@@ -404,7 +442,8 @@ std::unique_ptr<Work> NcclCommunicator::reduce_scatter_inplace_async(void* buffe
     const ncclResult_t ended = ncclGroupEnd();
     return result == ncclSuccess || result == ncclInProgress ? ended : result;
   });
-  return std::make_unique<NcclWork>(s, "reduce-scatter", mine, counts[static_cast<size_t>(rank_)], op, size_);
+  return std::make_unique<NcclWork>(s, "reduce-scatter", std::move(clock), mine, counts[static_cast<size_t>(rank_)], op,
+                                    size_);
 }
 
 // Equal pieces: ncclAllGather in place. Unequal: one in-place ncclBroadcast per piece from
@@ -417,7 +456,7 @@ std::unique_ptr<Work> NcclCommunicator::allgather_inplace_async(void* buffer, co
   auto* base = static_cast<char*>(buffer);
   State& s = *state_;
   const size_t total = offsets.back();
-  s.enqueue("all-gather", total, [&] {
+  auto clock = s.enqueue("all-gather", total, [&] {
     if (all_equal(counts))
       return ncclAllGather(base + offsets[static_cast<size_t>(rank_)] * bytes, base, counts.front(), to_nccl(type),
                            s.comm, s.stream.get());
@@ -429,7 +468,7 @@ std::unique_ptr<Work> NcclCommunicator::allgather_inplace_async(void* buffer, co
     const ncclResult_t ended = ncclGroupEnd();
     return result == ncclSuccess || result == ncclInProgress ? ended : result;
   });
-  return std::make_unique<NcclWork>(s, "all-gather", buffer, total, ReduceOp::kSum, size_);
+  return std::make_unique<NcclWork>(s, "all-gather", std::move(clock), buffer, total, ReduceOp::kSum, size_);
 }
 
 void NcclCommunicator::barrier() {

@@ -11,6 +11,14 @@
 
 namespace mirrored {
 
+void clear_not_ready() {
+  // cudaGetLastError returns the thread's last error and resets it to cudaSuccess. Right
+  // after a query answered cudaErrorNotReady that is the not-ready status itself (a launch
+  // error before it would already have been checked where the launch was).
+  const cudaError_t last = cudaGetLastError();
+  if (last != cudaSuccess && last != cudaErrorNotReady) MIRRORED_CUDA_CHECK(last);
+}
+
 void set_cuda_device(int device) {
   int current = -1;
   MIRRORED_CUDA_CHECK(cudaGetDevice(&current));
@@ -52,7 +60,10 @@ void CudaEvent::record(cudaStream_t stream) const { MIRRORED_CUDA_CHECK(cudaEven
 void CudaEvent::make_wait(cudaStream_t stream) const { MIRRORED_CUDA_CHECK(cudaStreamWaitEvent(stream, event_, 0)); }
 bool CudaEvent::done() const {
   const cudaError_t status = cudaEventQuery(event_);
-  if (status == cudaErrorNotReady) return false;
+  if (status == cudaErrorNotReady) {
+    clear_not_ready();
+    return false;
+  }
   MIRRORED_CUDA_CHECK(status);
   return true;
 }

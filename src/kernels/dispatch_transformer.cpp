@@ -85,6 +85,15 @@ AttentionShape attention_shape(const char* op, const Tensor& qkv, int64_t heads)
   return s;
 }
 
+// The fused kernels' head sizes, refused alike on every device (kernels.h).
+AttentionShape fused_attention_shape(const char* op, const Tensor& qkv, int64_t heads) {
+  const AttentionShape s = attention_shape(op, qkv, heads);
+  MIRRORED_CHECK(s.c / heads <= kMaxAttentionHeadSize, op, ": head size ", s.c / heads, " (", s.c, " channels / ",
+                 heads, " heads) is above ", kMaxAttentionHeadSize, ", the largest the fused attention supports on any "
+                 "device");
+  return s;
+}
+
 }  // namespace
 
 void embedding_forward(const Tensor& tokens, const Tensor& wte, const Tensor& wpe, Tensor& out) {
@@ -216,7 +225,7 @@ void fused_attention_forward(const Tensor& qkv, int64_t heads, Tensor& out, Tens
   const char* op = "fused_attention_forward";
   const bool cuda = transformer_on_cuda(op, {&qkv, &out, &lse});
   require_floats(op, {&qkv, &out, &lse});
-  const AttentionShape s = attention_shape(op, qkv, heads);
+  const AttentionShape s = fused_attention_shape(op, qkv, heads);
   require_shape(op, "out", out, {s.b, s.t, s.c});
   require_shape(op, "lse", lse, {s.b, heads, s.t});
   if (cuda)
@@ -230,7 +239,7 @@ void fused_attention_backward(const Tensor& qkv, const Tensor& out, const Tensor
   const char* op = "fused_attention_backward";
   const bool cuda = transformer_on_cuda(op, {&qkv, &out, &lse, &dout, &dqkv});
   require_floats(op, {&qkv, &out, &lse, &dout, &dqkv});
-  const AttentionShape s = attention_shape(op, qkv, heads);
+  const AttentionShape s = fused_attention_shape(op, qkv, heads);
   require_shape(op, "out", out, {s.b, s.t, s.c});
   require_shape(op, "lse", lse, {s.b, heads, s.t});
   require_shape(op, "dout", dout, {s.b, s.t, s.c});

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "mirrored/kernels/kernels.h"
 #include "mirrored/nn/conv.h"
 #include "mirrored/nn/layers.h"
 #include "mirrored/nn/transformer.h"
@@ -67,6 +68,9 @@ Model gpt(const GptSpec& spec) {
                  spec.context, ", width ", spec.width, ", heads ", spec.heads, ", layers ", spec.layers);
   MIRRORED_CHECK(spec.width % spec.heads == 0, "gpt: width ", spec.width, " is not a multiple of heads ",
                  spec.heads);
+  MIRRORED_CHECK(spec.width / spec.heads <= kernels::kMaxAttentionHeadSize, "gpt: width ", spec.width, " / heads ",
+                 spec.heads, " = head size ", spec.width / spec.heads, ", above ", kernels::kMaxAttentionHeadSize,
+                 ", the largest the attention supports on any device (use more heads)");
   MIRRORED_CHECK(spec.dropout >= 0.0f && spec.dropout < 1.0f, "gpt: dropout ", spec.dropout, " outside [0, 1)");
   Model model;
   auto embedding = std::make_unique<Embedding>(spec.vocab, spec.context, spec.width);

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
+#include <string>
 
 #include "mirrored/checkpoint/init_from.h"
 #include "mirrored/checkpoint/run_directory.h"
@@ -143,9 +144,31 @@ void Trainer::State::plan_steps() {
   }
 }
 
+namespace {
+// on_failure = shrink on GPUs is built (NCCL gives up on a lost peer, the survivors bootstrap
+// a new communicator: comm/nccl_communicator.h) but has never run on a GPU, so it is refused
+// at start-up, on every rank alike (exit 2), saying what is missing, until it has.
+// MIRRORED_UNVERIFIED_GPU_SHRINK=1 lets it run, for that verification (it.gpu_device).
+void refuse_unverified_gpu_shrink(const config::TrainConfig& config, const runtime::Runtime& runtime) {
+  if (config.on_failure != config::OnFailure::kShrink || !runtime.device().is_cuda()) return;
+  const char* opt_in = std::getenv("MIRRORED_UNVERIFIED_GPU_SHRINK");
+  if (opt_in != nullptr && std::string(opt_in) == "1") {
+    chief_print("on_failure = shrink on GPUs runs unverified (MIRRORED_UNVERIFIED_GPU_SHRINK=1)");
+    return;
+  }
+  throw Error(ExitCode::kUsage,
+              "on_failure = shrink with device = cuda has never run on GPUs: recovering from a lost GPU rank is "
+              "built, but no machine with 2 or more GPUs and an Open MPI with ULFM has run its check yet "
+              "(tests/integration/gpu_device.sh). Use on_failure = abort (the run resumes from its newest "
+              "checkpoint) or device = cpu; MIRRORED_UNVERIFIED_GPU_SHRINK=1 runs it anyway, for that check",
+              true);
+}
+}  // namespace
+
 Trainer::Trainer(const config::TrainConfig& config, runtime::Runtime& runtime, TrainerOptions options)
     : s_(std::make_unique<State>(config, runtime, options)) {
   State& s = *s_;
+  refuse_unverified_gpu_shrink(config, runtime);
   s.strategy.batch_plan(config.batch_size);  // fails fast, on every rank, before any I/O
   kernels::set_cpu_thread_invariant(config.reduction == distribute::Reduction::kInvariant);
   kernels::set_cpu_threads(config::threads_per_rank(s.lib.threads, runtime.cluster()));

@@ -2,6 +2,15 @@
 // on device buffers and on host buffers (staged), and the gradient reducer on device
 // gradients. Skipped on every rank together (no GPU, or fewer GPUs than ranks on a host),
 // so no rank waits in a communicator the others never create.
+//
+// MIRRORED_TEST_SHARED_GPU=1 (launch/gpu_selftest.sh on a machine with one GPU): the ranks
+// of a host all take device 0. NCCL refuses two ranks of one communicator on one GPU of one
+// host ("Duplicate GPU detected", checked by host id and PCI bus id), so each rank is given
+// a host id of its own (NCCL_HOSTID) and NCCL connects them as hosts apart, through its
+// socket transport over loopback (NCCL_SOCKET_IFNAME=lo, NCCL_NET=Socket unless set). What
+// the communicator does between ranks (bootstrap, every collective, asynchronous errors,
+// the timeout) is then exercised on one GPU; NCCL's shared-memory, P2P and NVLink paths,
+// which ranks on one host with GPUs of their own use, are not.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -42,11 +51,31 @@ runtime::DevicePick my_pick(int visible) {
       cluster.local_rank(), cluster.local_size(), visible, [](const char* name) { return std::getenv(name); }));
 }
 
-// Empty when every rank has a GPU of its own; otherwise the reason (the same on every rank).
+bool shared_gpu() {
+  const char* value = std::getenv("MIRRORED_TEST_SHARED_GPU");
+  return value != nullptr && std::string(value) == "1";
+}
+
+// Before this process's first NCCL call (NCCL reads its host id once).
+void pretend_hosts_apart() {
+  const std::string id = local_hostname() + "-rank" + std::to_string(test_runtime().world().rank());
+  setenv("NCCL_HOSTID", id.c_str(), 1);
+  setenv("NCCL_SOCKET_IFNAME", "lo", 0);
+  setenv("NCCL_NET", "Socket", 0);
+}
+
+// Empty when every rank has a GPU of its own (or shares device 0 as asked); otherwise the
+// reason (the same on every rank).
 std::string why_not_runnable() {
   auto& world = test_runtime().world();
   std::string reason;
   const int visible = cuda_device_count(&reason);
+  if (shared_gpu()) {
+    const int without = world.allreduce_value<int32_t>(visible == 0 ? 1 : 0, comm::ReduceOp::kMax);
+    if (without) return "no CUDA device: " + (reason.empty() ? std::string("on some rank") : reason);
+    pretend_hosts_apart();
+    return {};
+  }
   const int mine = visible == 0 ? 0 : (my_pick(visible).ok() ? 1 : 2);
   const int worst = world.allreduce_value<int32_t>(mine == 1 ? 0 : (mine == 0 ? 2 : 1), comm::ReduceOp::kMax);
   if (worst == 2) return "no CUDA device: " + (reason.empty() ? std::string("on some rank") : reason);
@@ -74,7 +103,7 @@ class GpuPerRankTest : public ::testing::Test {
 class Nccl : public GpuPerRankTest {};
 
 #ifdef MIRRORED_WITH_CUDA
-int my_device() { return my_pick(cuda_device_count(nullptr)).index; }
+int my_device() { return shared_gpu() ? 0 : my_pick(cuda_device_count(nullptr)).index; }
 
 std::unique_ptr<comm::NcclCommunicator> make_nccl() {
   return std::make_unique<comm::NcclCommunicator>(test_runtime().world(), my_device(), /*timeout_seconds=*/60.0);

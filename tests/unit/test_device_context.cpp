@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "devices.h"
 #include "mirrored/core/error.h"
@@ -50,6 +51,36 @@ TEST_F(DeviceContextOnGpu, ContextsNestAndUnregister) {
     EXPECT_EQ(compute_stream(0), outer_stream);
   }
   EXPECT_THROW(compute_stream(0), Error);
+}
+
+// An event polled before its work is done answers cudaErrorNotReady, which the CUDA runtime
+// also keeps as the thread's last error; the next launch check reads that error, so without
+// clear_not_ready every kernel after a poll that found work in flight failed with
+// "cudaErrorNotReady (600)". Polls while a large product runs, and launches after each.
+TEST_F(DeviceContextOnGpu, APollThatFindsWorkInFlightLeavesNoErrorForTheNextLaunch) {
+  kernels::DeviceContext context(0);
+  const int64_t n = 4096;  // ~137 GFLOP: milliseconds on any GPU, so the first polls find it running
+  const auto filled = [&](float value) {
+    return testing::to_device(Tensor::from(std::vector<float>(static_cast<size_t>(n * n), value), {n, n}),
+                              Device::cuda(0));
+  };
+  const Tensor a = filled(1.0f), b = filled(0.5f);
+  Tensor c({n, n}, DType::kF32, Device::cuda(0)), small({256}, DType::kF32, Device::cuda(0));
+  kernels::gemm(false, false, 1.0f, a, b, 0.0f, c);
+  const CudaEvent event(0);
+  event.record(compute_stream(0));
+  int not_ready = 0;
+  while (!event.done()) {
+    ++not_ready;
+    ASSERT_EQ(cudaPeekAtLastError(), cudaSuccess) << "a not-ready poll left an error behind";
+    // A launch checked with cudaGetLastError (MIRRORED_CUDA_CHECK_LAUNCH) must pass.
+    ASSERT_NO_THROW(kernels::scale(small, 1.0f)) << "after " << not_ready << " not-ready poll(s)";
+    event.record(compute_stream(0));  // behind the launch just queued: still not done
+    if (not_ready > 3) event.synchronize();
+  }
+  EXPECT_GT(not_ready, 0) << "the event was done at the first poll: nothing was checked";
+  context.synchronize();
+  EXPECT_EQ(c.to_vector()[0], 0.5f * static_cast<float>(n));
 }
 #else
 TEST(DeviceContext, NeedsTheCudaBuild) { EXPECT_THROW(kernels::DeviceContext(0), Error); }

@@ -6,11 +6,13 @@
 
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <tuple>
 #include <vector>
 
 #include "attention_reference.h"
 #include "gradcheck.h"
+#include "mirrored/core/error.h"
 #include "mirrored/kernels/kernels.h"
 #include "mirrored/nn/transformer.h"
 
@@ -98,6 +100,35 @@ TEST(FusedAttentionShapes, OddHeadSizeAndLargeScores) {
   const auto ref = attention_reference(qkv, dout, H);
   EXPECT_LT(relative_error(f.out.to_vector(), as_floats(ref.out)), 5e-5);
   EXPECT_LT(relative_error(f.dqkv.to_vector(), as_floats(ref.dqkv)), 5e-5);
+}
+
+// Head size 128, the largest the fused attention supports on any device: the GPU kernel's
+// widest register layout, the CPU's four 32-channel steps.
+TEST(FusedAttentionShapes, HeadSize128MatchesTheReference) {
+  const int64_t B = 2, T = 90, H = 2, C = H * kernels::kMaxAttentionHeadSize;
+  Rng rng(12);
+  const Tensor qkv = random_tensor({B, T, 3 * C}, rng, -1.0f, 1.0f), dout = random_tensor({B, T, C}, rng);
+  const Fused f = run_fused(qkv, dout, H);
+  const auto ref = attention_reference(qkv, dout, H);
+  EXPECT_LT(relative_error(f.out.to_vector(), as_floats(ref.out)), 2e-5);
+  EXPECT_LT(relative_error(f.lse.to_vector(), as_floats(ref.lse)), 2e-5);
+  EXPECT_LT(relative_error(f.dqkv.to_vector(), as_floats(ref.dqkv)), 2e-5);
+}
+
+// Above it the CPU refuses as the GPU does (a model that trains on one device trains on the
+// other), naming the head size, forward and backward.
+TEST(FusedAttentionShapes, RefusesHeadSizesAbove128) {
+  const int64_t B = 1, T = 4, H = 2, C = H * (kernels::kMaxAttentionHeadSize + 32);
+  const Tensor qkv({B, T, 3 * C}), dout({B, T, C});
+  Tensor out({B, T, C}), lse({B, H, T}), dqkv(qkv.shape()), workspace;
+  try {
+    kernels::fused_attention_forward(qkv, H, out, lse);
+    FAIL() << "head size 160 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("head size 160 (320 channels / 2 heads) is above 128"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(kernels::fused_attention_backward(qkv, out, lse, dout, H, dqkv, workspace), Error);
 }
 
 TEST(FusedAttentionShapes, RejectsAnLseOfTheWrongShape) {

@@ -258,27 +258,38 @@ TEST_F(CpuGpuAgreement, CrossEntropyOnAWideBatch) {
   EXPECT_LT(relative_error(host_values(d_cpu), host_values(d_gpu)), kTight);
 }
 
-TEST_F(CpuGpuAgreement, OptimizersOverAMillionParameters) {
+// The updates are the shared formulas of kernels/optimizer_math.h, one element per thread
+// on the GPU, compiled there with -fmad=false (src/CMakeLists.txt) as the CPU's with
+// -ffp-contract=off, and sqrt and division correctly rounded on both: the same bits.
+TEST_F(CpuGpuAgreement, OptimizersGiveTheCpuBitsOverAMillionParameters) {
   Rng rng(23);
   const int64_t n = 1 << 20;
   const Tensor p0 = random_tensor({n}, rng), g = random_tensor({n}, rng);
-  kernels::AdamHyper adam;
-  adam.weight_decay = 0.01f;
-  Tensor p_cpu = p0.clone(), m_cpu({n}), v_cpu({n});
-  Tensor p_gpu = gpu(p0), m_gpu = gpu(m_cpu), v_gpu = gpu(v_cpu), g_gpu = gpu(g);
-  for (int64_t step = 1; step <= 5; ++step) {
-    kernels::adam_update(p_cpu, g, m_cpu, v_cpu, adam, step);
-    kernels::adam_update(p_gpu, g_gpu, m_gpu, v_gpu, adam, step);
+  for (const bool decoupled : {false, true}) {
+    kernels::AdamHyper adam;
+    adam.weight_decay = 0.01f;
+    adam.decoupled_weight_decay = decoupled;
+    Tensor p_cpu = p0.clone(), m_cpu({n}), v_cpu({n});
+    Tensor p_gpu = gpu(p0), m_gpu = gpu(m_cpu), v_gpu = gpu(v_cpu), g_gpu = gpu(g);
+    for (int64_t step = 1; step <= 5; ++step) {
+      kernels::adam_update(p_cpu, g, m_cpu, v_cpu, adam, step);
+      kernels::adam_update(p_gpu, g_gpu, m_gpu, v_gpu, adam, step);
+    }
+    EXPECT_EQ(host_values(p_gpu), host_values(p_cpu)) << "decoupled=" << decoupled;
+    EXPECT_EQ(host_values(m_gpu), host_values(m_cpu)) << "decoupled=" << decoupled;
+    EXPECT_EQ(host_values(v_gpu), host_values(v_cpu)) << "decoupled=" << decoupled;
   }
-  EXPECT_LT(relative_error(host_values(p_cpu), host_values(p_gpu)), kTight);
-  const kernels::SgdHyper sgd{0.05f, 0.9f, 1e-4f, true};
-  Tensor vel_cpu({n});
-  Tensor vel_gpu = gpu(vel_cpu);
-  for (int i = 0; i < 5; ++i) {
-    kernels::sgd_update(p_cpu, g, vel_cpu, sgd);
-    kernels::sgd_update(p_gpu, g_gpu, vel_gpu, sgd);
+  for (const bool nesterov : {false, true}) {
+    const kernels::SgdHyper sgd{0.05f, 0.9f, 1e-4f, nesterov};
+    Tensor p_cpu = p0.clone(), vel_cpu({n});
+    Tensor p_gpu = gpu(p0), vel_gpu = gpu(vel_cpu), g_gpu = gpu(g);
+    for (int i = 0; i < 5; ++i) {
+      kernels::sgd_update(p_cpu, g, vel_cpu, sgd);
+      kernels::sgd_update(p_gpu, g_gpu, vel_gpu, sgd);
+    }
+    EXPECT_EQ(host_values(p_gpu), host_values(p_cpu)) << "nesterov=" << nesterov;
+    EXPECT_EQ(host_values(vel_gpu), host_values(vel_cpu)) << "nesterov=" << nesterov;
   }
-  EXPECT_LT(relative_error(host_values(p_cpu), host_values(p_gpu)), kTight);
 }
 
 }  // namespace

@@ -12,11 +12,15 @@
 //
 // Streams: the communicator has its own non-blocking stream. A collective first makes that
 // stream wait on an event recorded on the device's compute stream (so it reads buffers
-// only once the kernels queued before it wrote them, without a device-wide sync), then
-// runs, then records a completion event. Its Work handle polls that event and
-// ncclCommGetAsyncError: at half the timeout it warns, and a collective that has not
-// finished within `timeout_seconds` aborts the NCCL communicator (ncclCommAbort) and the
-// job (comm::abort_job, exit 5) with a message naming the operation.
+// only once the kernels queued before it wrote them, without a device-wide sync), records
+// a start event, runs, then records a completion event. Its Work handle polls those events
+// and ncclCommGetAsyncError. The timeout counts from when the stream reaches the
+// collective (the first poll that finds the start event complete), not from when the host
+// queued it, so GPU compute ahead of it is not counted: at half the timeout it warns, and a
+// collective that has not finished within `timeout_seconds` aborts the NCCL communicator
+// (ncclCommAbort) and the job (comm::abort_job, exit 5) with a message naming the
+// operation. Before the stream runs it, a nonblocking call that NCCL has not yet taken
+// (ncclInProgress: joining or connecting peers) is timed on the host from the call.
 //
 // With survive_failures (on_failure = shrink) a lost peer ends only the communicator: a
 // timeout, an asynchronous error that says a peer or its network went away (ncclRemoteError,
@@ -38,6 +42,8 @@
 #include "mirrored/comm/communicator.h"
 
 namespace mirrored::comm {
+
+class CollectiveClock;  // when the stream reached a collective (nccl_communicator.cpp)
 
 class NcclCommunicator final : public Communicator {
  public:
@@ -79,7 +85,8 @@ class NcclCommunicator final : public Communicator {
   friend class NcclWork;
   void* staging(size_t bytes);  // device scratch (and its pinned host twin) for host buffers
   void stage_in(void* dev, const void* host, size_t bytes);
-  void stage_out_and_wait(void* host, const void* dev, size_t bytes, const char* operation, size_t count);
+  void stage_out_and_wait(void* host, const void* dev, size_t bytes, const char* operation, size_t count,
+                          CollectiveClock& clock);
 
   int device_ = 0;
   double timeout_ = 0.0;

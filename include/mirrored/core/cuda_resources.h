@@ -19,6 +19,12 @@ namespace mirrored {
 // Makes `device` current for the calling thread (each thread has its own current device).
 void set_cuda_device(int device);
 
+// After cudaEventQuery or cudaStreamQuery answered cudaErrorNotReady: the runtime keeps that
+// answer as the thread's last error, and the next launch check (cudaGetLastError, see
+// MIRRORED_CUDA_CHECK_LAUNCH) would report it as the launch's failure. This takes it back;
+// any other error found there is thrown. Every poll of an event or stream calls it.
+void clear_not_ready();
+
 class CudaStream {
  public:
   CudaStream() = default;
@@ -54,7 +60,9 @@ class CudaEvent {
   void record(cudaStream_t stream) const;
   // Work queued on `stream` after this call waits for the recorded work (no host wait).
   void make_wait(cudaStream_t stream) const;
-  bool done() const;  // cudaEventQuery: true when the recorded work has finished
+  // cudaEventQuery: true when the recorded work has finished; a not-ready answer is cleared
+  // from the thread's last error (clear_not_ready).
+  bool done() const;
   void synchronize() const;
 
  private:

@@ -277,7 +277,10 @@ void attention_backward(const Tensor& qkv, const Tensor& probs, const Tensor& do
 // log-sum-exp of its scaled scores, all that backward needs besides qkv and out: it
 // recomputes the probabilities. dqkv [B, T, 3C] is overwritten; `workspace` as for
 // layer_norm_backward (B H T floats on a GPU). On the CPU, the bits do not depend on the
-// thread count or the SIMD width.
+// thread count or the SIMD width. Head sizes (C / H) up to kMaxAttentionHeadSize, on every
+// device alike: the GPU kernel keeps a query row's vectors in registers, and the CPU refuses
+// what the GPU cannot run, so a model that trains on one device trains on the other.
+inline constexpr int64_t kMaxAttentionHeadSize = 128;
 void fused_attention_forward(const Tensor& qkv, int64_t heads, Tensor& out, Tensor& lse);
 void fused_attention_backward(const Tensor& qkv, const Tensor& out, const Tensor& lse, const Tensor& dout,
                               int64_t heads, Tensor& dqkv, Tensor& workspace);

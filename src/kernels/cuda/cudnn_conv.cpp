@@ -1,5 +1,6 @@
 // Convolution through cuDNN: algorithms chosen once per shape and context, deterministic
-// FMA ones only, under a workspace cap, sharing the context's workspace.
+// ones only, run in FMA math (no TF32 tensor cores), under a workspace cap, sharing the
+// context's workspace.
 #include <algorithm>
 #include <map>
 #include <mutex>
@@ -31,38 +32,60 @@ size_t workspace_limit(Context& ctx) {
 }
 
 // Why candidate `p` cannot run here (null when it can); when it can, its workspace is
-// allocated and `bytes` holds its size.
-template <typename Perf, typename WorkspaceSize>
+// allocated and `bytes` holds its size. `trial(algo, workspace, bytes)` runs the pass once
+// on scratch tensors: cuDNN checks at the call whether the algorithm has a kernel for this
+// shape in FMA math, so a candidate that has none is passed over here, not in a step.
+template <typename Perf, typename WorkspaceSize, typename Trial>
 const char* unusable(Context& ctx, cudnnConvolutionDescriptor_t conv, const Perf& p, size_t limit,
-                     WorkspaceSize workspace_size, size_t* bytes) {
+                     WorkspaceSize workspace_size, Trial trial, size_t* bytes) {
   if (p.status != CUDNN_STATUS_SUCCESS) return cudnnGetErrorString(p.status);
   if (p.determinism != CUDNN_DETERMINISTIC) return "not deterministic";
-  // FMA only: cuDNN's default math lets float32 run on TF32 tensor cores, which breaks the
-  // agreement with the CPU kernels.
-  if (p.mathType != CUDNN_FMA_MATH) return "tensor-core math";
-  if (cudnnSetConvolutionMathType(conv, p.mathType) != CUDNN_STATUS_SUCCESS) return "math type refused";
+  // cuDNN 9's math types (cudnnMathType_t): TENSOR_OP_MATH and TENSOR_OP_MATH_ALLOW_CONVERSION
+  // ask for tensor cores, which for float32 means TF32 (10-bit mantissas) and would break the
+  // agreement with the CPU kernels: refused. DEFAULT_MATH and FMA_MATH candidates are kept:
+  // the heuristics may label a float32 candidate DEFAULT_MATH even when the descriptor asked
+  // for FMA, and every candidate is then run with the descriptor in CUDNN_FMA_MATH, which
+  // restricts cuDNN to FMA kernels (a candidate that has none fails the workspace query or
+  // its first run below, and the next one is taken).
+  if (p.mathType == CUDNN_TENSOR_OP_MATH || p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)
+    return "tensor-core math";
+  if (cudnnSetConvolutionMathType(conv, CUDNN_FMA_MATH) != CUDNN_STATUS_SUCCESS) return "FMA math refused";
   if (workspace_size(p.algo, bytes) != CUDNN_STATUS_SUCCESS) return "no workspace size";
   if (*bytes > limit) return "workspace over the limit";
+  void* workspace = nullptr;
   try {
-    ctx.workspace_of_size(*bytes);
+    workspace = ctx.workspace_of_size(*bytes);
   } catch (const Error&) {
     (void)cudaGetLastError();  // an out-of-memory error is not sticky: the next one may fit
     return "workspace allocation failed";
   }
+  if (trial(p.algo, workspace, *bytes) != CUDNN_STATUS_SUCCESS) return "refused in FMA math at a trial run";
   return nullptr;
 }
 
+// Scratch tensors of a plan's shapes for the trial runs, zeroed (the values do not matter;
+// zeros keep the trial quick and finite). Freed once the algorithms are chosen.
+struct TrialTensors {
+  DeviceBuffer x, w, y;
+  TrialTensors(int device, const Conv2dShape& s, int64_t out_h, int64_t out_w, cudaStream_t stream)
+      : x(static_cast<size_t>(s.n * s.c * s.h * s.w) * sizeof(float), device),
+        w(static_cast<size_t>(s.k * s.c * s.r * s.s) * sizeof(float), device),
+        y(static_cast<size_t>(s.n * s.k * out_h * out_w) * sizeof(float), device) {
+    for (const DeviceBuffer* b : {&x, &w, &y}) MIRRORED_CUDA_CHECK(cudaMemsetAsync(b->data(), 0, b->bytes(), stream));
+  }
+};
+
 // The first usable candidate of one pass (cuDNN lists them fastest, or most promising,
 // first), with its workspace allocated and its size in `memory`.
-template <typename Perf, typename WorkspaceSize>
+template <typename Perf, typename WorkspaceSize, typename Trial>
 Perf first_usable(Context& ctx, cudnnConvolutionDescriptor_t conv, const std::vector<Perf>& perfs, int returned,
-                  WorkspaceSize workspace_size, const char* pass, const Conv2dShape& shape) {
+                  WorkspaceSize workspace_size, Trial trial, const char* pass, const Conv2dShape& shape) {
   const size_t limit = workspace_limit(ctx);
   std::string passed_over;
   for (int i = 0; i < returned; ++i) {
     Perf p = perfs[static_cast<size_t>(i)];
     size_t bytes = 0;
-    if (const char* why = unusable(ctx, conv, p, limit, workspace_size, &bytes)) {
+    if (const char* why = unusable(ctx, conv, p, limit, workspace_size, trial, &bytes)) {
       passed_over += str_cat(" algo ", static_cast<int>(p.algo), ": ", why, ";");
       continue;
     }
@@ -106,6 +129,8 @@ void Conv2dPlan::choose_algorithms(AlgoSearch search) {
   const auto x = x_desc_.get(), y = y_desc_.get();
   const auto w = w_desc_;
   const auto conv = conv_desc_;
+  const TrialTensors scratch(device_, shape_, out_h_, out_w_, ctx.stream());
+  const float one = 1.0f, zero = 0.0f;
   int returned = 0;
 
   std::vector<cudnnConvolutionFwdAlgoPerf_t> fwd(kCandidates);
@@ -117,6 +142,10 @@ void Conv2dPlan::choose_algorithms(AlgoSearch search) {
       ctx, conv, fwd, returned,
       [&](cudnnConvolutionFwdAlgo_t algo, size_t* bytes) {
         return cudnnGetConvolutionForwardWorkspaceSize(handle, x, w, conv, y, algo, bytes);
+      },
+      [&](cudnnConvolutionFwdAlgo_t algo, void* workspace, size_t bytes) {
+        return cudnnConvolutionForward(handle, &one, x, scratch.x.data(), w, scratch.w.data(), conv, algo, workspace,
+                                       bytes, &zero, y, scratch.y.data());
       },
       "forward", shape_);
 
@@ -130,6 +159,10 @@ void Conv2dPlan::choose_algorithms(AlgoSearch search) {
       [&](cudnnConvolutionBwdDataAlgo_t algo, size_t* bytes) {
         return cudnnGetConvolutionBackwardDataWorkspaceSize(handle, w, y, conv, x, algo, bytes);
       },
+      [&](cudnnConvolutionBwdDataAlgo_t algo, void* workspace, size_t bytes) {
+        return cudnnConvolutionBackwardData(handle, &one, w, scratch.w.data(), y, scratch.y.data(), conv, algo,
+                                            workspace, bytes, &zero, x, scratch.x.data());
+      },
       "backward-data", shape_);
 
   std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> bwd_filter(kCandidates);
@@ -142,6 +175,10 @@ void Conv2dPlan::choose_algorithms(AlgoSearch search) {
       [&](cudnnConvolutionBwdFilterAlgo_t algo, size_t* bytes) {
         return cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, x, y, conv, w, algo, bytes);
       },
+      [&](cudnnConvolutionBwdFilterAlgo_t algo, void* workspace, size_t bytes) {
+        return cudnnConvolutionBackwardFilter(handle, &one, x, scratch.x.data(), y, scratch.y.data(), conv, algo,
+                                              workspace, bytes, &zero, w, scratch.w.data());
+      },
       "backward-filter", shape_);
 
   fwd_algo_ = fwd_choice.algo;
@@ -149,6 +186,8 @@ void Conv2dPlan::choose_algorithms(AlgoSearch search) {
   bwd_filter_algo_ = filter_choice.algo;
   // Every chosen algorithm runs in FMA math, the descriptor's for all three passes.
   MIRRORED_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_desc_, CUDNN_FMA_MATH));
+  // The trial runs read and write `scratch`: done before it is freed.
+  MIRRORED_CUDA_CHECK(cudaStreamSynchronize(ctx.stream()));
   workspace_bytes_ = std::max({fwd_choice.memory, data_choice.memory, filter_choice.memory});
   ctx.workspace_of_size(workspace_bytes_);  // allocate now, not in the first step
 }

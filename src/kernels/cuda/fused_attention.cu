@@ -8,12 +8,18 @@
 //             dQ over the keys at or before it (the scores recomputed in both), so every
 //             sum has one owner and a fixed order: no atomics, the same bits every run.
 // The exponentials are softmax_exp, the CPU's formula (transformer_math.h). Head sizes up
-// to kMaxHead; each row's vectors live in registers, sized by the head size rounded up.
+// to kMaxAttentionHeadSize (kernels.h: the same limit on the CPU); each row's vectors live
+// in registers, sized by the head size rounded up to 32, 64 or 128.
+// Grids: x counts blocks of kRows rows, y the (batch, head) pairs. Grid y holds at most
+// 65,535 blocks, so more pairs than that are launched in chunks (over_pair_chunks), each
+// kernel told the first pair of its chunk.
+#include <algorithm>
 #include <cmath>
 
 #include "cuda_kernels.h"
 #include "mirrored/core/cuda_check.h"
 #include "mirrored/core/error.h"
+#include "mirrored/kernels/kernels.h"
 #include "mirrored/kernels/transformer_math.h"
 
 namespace mirrored::kernels::cuda {
@@ -21,7 +27,8 @@ namespace {
 
 constexpr int kRows = 64;      // threads per block, one row each
 constexpr int kKeyTile = 32;   // rows of a shared-memory tile
-constexpr int kMaxHead = 128;
+constexpr int kMaxHead = static_cast<int>(kMaxAttentionHeadSize);
+constexpr int64_t kMaxGridY = 65535;  // CUDA's limit on gridDim.y
 
 struct Head {
   int64_t t, c, hs;
@@ -41,9 +48,10 @@ __device__ void load_tile(const float* base, int64_t stride, int64_t first, cons
 }
 
 template <int kHead>
-__global__ void forward_kernel(const float* qkv, Head head, int64_t heads, float* out, float* lse) {
+__global__ void forward_kernel(const float* qkv, Head head, int64_t heads, int64_t first_pair, float* out, float* lse) {
   __shared__ float ks[kKeyTile][kHead], vs[kKeyTile][kHead];
-  const int64_t b = blockIdx.y / heads, h = blockIdx.y % heads;
+  const int64_t pair = first_pair + blockIdx.y;
+  const int64_t b = pair / heads, h = pair % heads;
   const int64_t row = blockIdx.x * int64_t{kRows} + threadIdx.x;
   const int64_t block_last = min(head.t - 1, blockIdx.x * int64_t{kRows} + kRows - 1);
   const float* base = qkv + b * head.t * 3 * head.c + h * head.hs;
@@ -92,7 +100,7 @@ __global__ void forward_kernel(const float* qkv, Head head, int64_t heads, float
 #pragma unroll
   for (int d = 0; d < kHead; ++d)
     if (d < head.hs) dst[d] = o[d] * inv;
-  lse[blockIdx.y * head.t + row] = row_max + logf(row_sum);
+  lse[pair * head.t + row] = row_max + logf(row_sum);
 }
 
 // delta[(b, h), r] = dO[r] . O[r] over the head's channels.
@@ -110,10 +118,11 @@ __global__ void delta_kernel(const float* out, const float* dout, int64_t rows, 
 // One thread per key row j: dV[j] = sum_{r >= j} P[r][j] dO[r], dK[j] = scale sum dS[r][j] Q[r].
 template <int kHead>
 __global__ void key_grad_kernel(const float* qkv, const float* dout, const float* lse, const float* delta, Head head,
-                                int64_t heads, float* dqkv) {
+                                int64_t heads, int64_t first_pair, float* dqkv) {
   __shared__ float qs[kKeyTile][kHead], dos[kKeyTile][kHead];
   __shared__ float lses[kKeyTile], deltas[kKeyTile];
-  const int64_t b = blockIdx.y / heads, h = blockIdx.y % heads;
+  const int64_t pair = first_pair + blockIdx.y;
+  const int64_t b = pair / heads, h = pair % heads;
   const int64_t key = blockIdx.x * int64_t{kRows} + threadIdx.x;
   const int64_t block_first = blockIdx.x * int64_t{kRows};
   const float* base = qkv + b * head.t * 3 * head.c + h * head.hs;
@@ -133,8 +142,8 @@ __global__ void key_grad_kernel(const float* qkv, const float* dout, const float
     load_tile<kHead>(dbase, head.c, r0, head, dos);
     for (int i = threadIdx.x; i < kKeyTile; i += blockDim.x) {
       const int64_t r = r0 + i;
-      lses[i] = r < head.t ? lse[blockIdx.y * head.t + r] : 0.0f;
-      deltas[i] = r < head.t ? delta[blockIdx.y * head.t + r] : 0.0f;
+      lses[i] = r < head.t ? lse[pair * head.t + r] : 0.0f;
+      deltas[i] = r < head.t ? delta[pair * head.t + r] : 0.0f;
     }
     __syncthreads();
     if (key >= head.t) continue;
@@ -169,9 +178,10 @@ __global__ void key_grad_kernel(const float* qkv, const float* dout, const float
 // One thread per query row r: dQ[r] = scale sum_{j <= r} dS[r][j] K[j].
 template <int kHead>
 __global__ void query_grad_kernel(const float* qkv, const float* dout, const float* lse, const float* delta, Head head,
-                                  int64_t heads, float* dqkv) {
+                                  int64_t heads, int64_t first_pair, float* dqkv) {
   __shared__ float ks[kKeyTile][kHead], vs[kKeyTile][kHead];
-  const int64_t b = blockIdx.y / heads, h = blockIdx.y % heads;
+  const int64_t pair = first_pair + blockIdx.y;
+  const int64_t b = pair / heads, h = pair % heads;
   const int64_t row = blockIdx.x * int64_t{kRows} + threadIdx.x;
   const int64_t block_last = min(head.t - 1, blockIdx.x * int64_t{kRows} + kRows - 1);
   const float* base = qkv + b * head.t * 3 * head.c + h * head.hs;
@@ -183,8 +193,8 @@ __global__ void query_grad_kernel(const float* qkv, const float* dout, const flo
     dO[d] = in ? dout[(b * head.t + row) * head.c + h * head.hs + d] : 0.0f;
     dq[d] = 0.0f;
   }
-  const float row_lse = row < head.t ? lse[blockIdx.y * head.t + row] : 0.0f;
-  const float row_delta = row < head.t ? delta[blockIdx.y * head.t + row] : 0.0f;
+  const float row_lse = row < head.t ? lse[pair * head.t + row] : 0.0f;
+  const float row_delta = row < head.t ? delta[pair * head.t + row] : 0.0f;
   for (int64_t j0 = 0; j0 <= block_last; j0 += kKeyTile) {
     __syncthreads();
     load_tile<kHead>(base + head.c, 3 * head.c, j0, head, ks);
@@ -212,12 +222,19 @@ __global__ void query_grad_kernel(const float* qkv, const float* dout, const flo
 
 Head head_of(int64_t t, int64_t c, int64_t heads) {
   const int64_t hs = c / heads;
+  // The dispatching layer refuses these on every device first (kernels.h); this guards the
+  // register arrays below.
   MIRRORED_CHECK(hs <= kMaxHead, "fused attention on the GPU: head size ", hs, " above ", kMaxHead);
   return Head{t, c, hs, 1.0f / std::sqrt(static_cast<float>(hs))};
 }
 
-dim3 row_grid(int64_t t, int64_t pairs) {
-  return dim3(static_cast<unsigned>((t + kRows - 1) / kRows), static_cast<unsigned>(pairs));
+// Calls launch(grid, first_pair) for the (batch, head) pairs in chunks of at most kMaxGridY,
+// each grid kRows-row blocks along x and the chunk's pairs along y.
+template <class Launch>
+void over_pair_chunks(int64_t t, int64_t pairs, Launch&& launch) {
+  const auto row_blocks = static_cast<unsigned>((t + kRows - 1) / kRows);
+  for (int64_t first = 0; first < pairs; first += kMaxGridY)
+    launch(dim3(row_blocks, static_cast<unsigned>(std::min(kMaxGridY, pairs - first))), first);
 }
 
 // Runs fn.template operator()<kHead> with kHead the head size rounded up to 32, 64 or 128.
@@ -235,9 +252,11 @@ void fused_attention_forward(Context& ctx, const float* qkv, int64_t b_len, int6
   if (b_len == 0 || t_len == 0) return;
   const Head head = head_of(t_len, c, heads);
   with_head_size(head.hs, [&]<int kHead>() {
-    forward_kernel<kHead><<<row_grid(t_len, b_len * heads), kRows, 0, ctx.stream()>>>(qkv, head, heads, out, lse);
+    over_pair_chunks(t_len, b_len * heads, [&](dim3 grid, int64_t first_pair) {
+      forward_kernel<kHead><<<grid, kRows, 0, ctx.stream()>>>(qkv, head, heads, first_pair, out, lse);
+      MIRRORED_CUDA_CHECK_LAUNCH("fused_attention forward_kernel");
+    });
   });
-  MIRRORED_CUDA_CHECK_LAUNCH("fused_attention forward_kernel");
 }
 
 int64_t fused_attention_backward_workspace_floats(int64_t b, int64_t t, int64_t heads) { return b * heads * t; }
@@ -251,12 +270,15 @@ void fused_attention_backward(Context& ctx, const float* qkv, const float* out, 
                                                                                    workspace);
   MIRRORED_CUDA_CHECK_LAUNCH("fused_attention delta_kernel");
   with_head_size(head.hs, [&]<int kHead>() {
-    key_grad_kernel<kHead><<<row_grid(t_len, b_len * heads), kRows, 0, ctx.stream()>>>(qkv, dout, lse, workspace,
-                                                                                       head, heads, dqkv);
-    query_grad_kernel<kHead><<<row_grid(t_len, b_len * heads), kRows, 0, ctx.stream()>>>(qkv, dout, lse, workspace,
-                                                                                         head, heads, dqkv);
+    over_pair_chunks(t_len, b_len * heads, [&](dim3 grid, int64_t first_pair) {
+      key_grad_kernel<kHead><<<grid, kRows, 0, ctx.stream()>>>(qkv, dout, lse, workspace, head, heads, first_pair,
+                                                               dqkv);
+      MIRRORED_CUDA_CHECK_LAUNCH("fused_attention key_grad_kernel");
+      query_grad_kernel<kHead><<<grid, kRows, 0, ctx.stream()>>>(qkv, dout, lse, workspace, head, heads, first_pair,
+                                                                 dqkv);
+      MIRRORED_CUDA_CHECK_LAUNCH("fused_attention query_grad_kernel");
+    });
   });
-  MIRRORED_CUDA_CHECK_LAUNCH("fused_attention gradient kernels");
 }
 
 }  // namespace mirrored::kernels::cuda
