@@ -75,7 +75,6 @@ class NcclCommunicator final : public Communicator {
                                                 DataType type) override;
 
   int device() const { return device_; }
-  double timeout_seconds() const { return timeout_; }
 
   // NCCL's version as an integer (e.g. 22809 for 2.28.9).
   static int version();
