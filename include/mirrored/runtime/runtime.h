@@ -41,7 +41,8 @@ struct RuntimeOptions {
   DeviceChoice device = DeviceChoice::kCpu;
   bool print_cluster_table = false;
   // A blocking collective that takes longer aborts the job (exit 5), naming the ranks that
-  // did not arrive. <= 0: wait forever.
+  // did not arrive; with survive_failures the watchdog revokes instead, and the survivors
+  // shrink past the silent ranks (on_timeout()). <= 0: wait forever.
   double collective_timeout_s = 300.0;
   // Each rank's threads on cores of their own unless the launcher bound them
   // (core_binding.h); kOff leaves the process mask alone.
