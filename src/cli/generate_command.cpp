@@ -9,7 +9,7 @@
 //
 // The window: the model sees at most `context` tokens. It starts with the prompt's newest
 // `context`; when a new token would overflow it, it restarts from its newest half, so with
-// the key/value cache (nn/gpt_decoder.h) a token costs one position (plus, once per half a
+// the key/value cache (nn/text_generation.h, nn/gpt_decoder.h) a token costs one position (plus, once per half a
 // context, a refill of half a context) rather than a pass over the whole window. Without the
 // cache every token runs the whole window through Model::forward, over the same windows, so
 // both give the same tokens up to float rounding (a test holds them to it).
@@ -23,16 +23,16 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
-#include <numeric>
-#include <optional>
+#include <string>
+#include <vector>
 
 #include "commands.h"
 #include "parse_options.h"
 #include "mirrored/checkpoint/saved_model.h"
 #include "mirrored/core/error.h"
 #include "mirrored/core/rng.h"
-#include "mirrored/nn/gpt_decoder.h"
+#include "mirrored/io/npy_file.h"
+#include "mirrored/nn/text_generation.h"
 
 namespace mirrored::cli {
 namespace po = boost::program_options;
@@ -107,88 +107,16 @@ LoadedModel load_model(const GenerateArgs& args) {
   return {spec, checkpoint::load_saved_model(saved, inputs), std::move(tokenizer)};
 }
 
-// One token from `logits` [V]: the most likely at temperature 0, else a draw from the
-// softmax of logits / temperature restricted to the top_k most likely (ties keep the lower
-// token id, so the choice is a function of the logits and the generator alone).
-int32_t sample_token(const float* logits, int64_t vocab, double temperature, int64_t top_k, Rng& rng) {
-  std::vector<int32_t> order(static_cast<size_t>(vocab));
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
-  if (temperature == 0.0) return order.front();
-  const size_t keep = top_k > 0 ? static_cast<size_t>(std::min(top_k, vocab)) : order.size();
-  std::vector<double> weights(keep);
-  const double top = logits[order.front()];
-  double total = 0.0;
-  for (size_t i = 0; i < keep; ++i) total += weights[i] = std::exp((logits[order[i]] - top) / temperature);
-  double u = static_cast<double>(rng.uniform()) * total;
-  for (size_t i = 0; i < keep; ++i) {
-    if (u < weights[i]) return order[i];
-    u -= weights[i];
+// The prompt's logits as --logits_out asks, with the command's name on its errors.
+void write_prompt_logits(const std::string& path, const std::vector<float>& logits, int64_t rows, int64_t vocab) {
+  try {
+    io::write_npy_f32(path, logits, rows, vocab);
+  } catch (const InputError& e) {
+    throw InputError(str_cat("generate: ", e.what()), e.code());
+  } catch (const Error& e) {
+    throw Error(e.code(), str_cat("generate: ", e.what()));
   }
-  return order[keep - 1];
 }
-
-// float32 [rows, cols] as NumPy's .npy (format 1.0): the magic, a header dict padded to a
-// multiple of 64 bytes, then the values little-endian.
-void write_npy(const std::string& path, const std::vector<float>& values, int64_t rows, int64_t cols) {
-  std::string header = str_cat("{'descr': '<f4', 'fortran_order': False, 'shape': (", rows, ", ", cols, "), }");
-  header.append(63 - (10 + header.size()) % 64, ' ');
-  header += '\n';
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw InputError(str_cat("generate: cannot open '", path, "' for writing"), ExitCode::kUsage);
-  const auto length = static_cast<uint16_t>(header.size());
-  out.write("\x93NUMPY\x01\x00", 8);
-  out.write(reinterpret_cast<const char*>(&length), 2);
-  out << header;
-  out.write(reinterpret_cast<const char*>(values.data()), static_cast<std::streamsize>(values.size() * sizeof(float)));
-  if (!out.flush()) throw Error(ExitCode::kFailure, str_cat("generate: cannot write '", path, "'"));
-}
-
-// The next-token logits of the window tokens[start, end), by one of the two paths. The first
-// call also returns every window position's logits in `all` when asked.
-class NextTokenLogits {
- public:
-  NextTokenLogits(LoadedModel& loaded, bool cached) : loaded_(loaded), vocab_(loaded.spec.vocab) {
-    if (cached) {
-      decoder_.emplace(loaded.model.parameters(), loaded.spec);
-    } else {
-      window_ = Tensor({1, loaded.spec.context}, DType::kI32);
-    }
-  }
-
-  const float* operator()(const std::vector<int32_t>& tokens, size_t start, std::vector<float>* all) {
-    const size_t end = tokens.size();
-    if (decoder_) {
-      // A new window start invalidates every cached position (they hold absolute positions).
-      if (start != cache_start_) {
-        decoder_->reset();
-        cache_start_ = start;
-      }
-      const std::vector<float>* logits = nullptr;
-      for (size_t i = start + static_cast<size_t>(decoder_->position()); i < end; ++i) {
-        logits = &decoder_->step(tokens[i]);
-        if (all) all->insert(all->end(), logits->begin(), logits->end());
-      }
-      MIRRORED_CHECK(logits != nullptr, "no new token for the cache");
-      return logits->data();
-    }
-    const int64_t n = static_cast<int64_t>(end - start);
-    int32_t* ids = window_.data<int32_t>();
-    std::fill(ids, ids + loaded_.spec.context, 0);
-    std::copy(tokens.begin() + static_cast<std::ptrdiff_t>(start), tokens.end(), ids);
-    // Causal attention: the padding after position n - 1 cannot change its logits.
-    const Tensor& logits = loaded_.model.forward(window_, nn::Mode::kEval);  // [1, context, vocab]
-    if (all) all->assign(logits.data<float>(), logits.data<float>() + n * vocab_);
-    return logits.data<float>() + (n - 1) * vocab_;
-  }
-
- private:
-  LoadedModel& loaded_;
-  int64_t vocab_;
-  std::optional<nn::GptDecoder> decoder_;
-  size_t cache_start_ = SIZE_MAX;
-  Tensor window_;
-};
 
 }  // namespace
 
@@ -205,7 +133,7 @@ int generate_command(const Args& args) {
                        ExitCode::kUsage);
   const size_t keep = std::max<size_t>(1, context / 2);  // what a full window restarts from
   size_t start = sequence.size() > context ? sequence.size() - context : 0;
-  NextTokenLogits next_logits(loaded, options.kv_cache);
+  nn::NextTokenLogits next_logits(loaded.model, loaded.spec, options.kv_cache);
   Rng rng(options.seed);
   std::fwrite(options.prompt.data(), 1, options.prompt.size(), stdout);
   std::vector<float> prompt_logits;
@@ -216,7 +144,7 @@ int generate_command(const Args& args) {
     const float* logits = next_logits(sequence, start, first ? &prompt_logits : nullptr);
     if (first) {
       const int64_t rows = static_cast<int64_t>(prompt_logits.size()) / loaded.spec.vocab;
-      write_npy(options.logits_out, prompt_logits, rows, loaded.spec.vocab);
+      write_prompt_logits(options.logits_out, prompt_logits, rows, loaded.spec.vocab);
       std::string ids;  // what another implementation must be fed to compare
       for (size_t k = start; k < sequence.size(); ++k) ids += str_cat(ids.empty() ? "" : ",", sequence[k]);
       std::fprintf(stderr, "generate: logits [%lld, %lld] of the window's tokens %s written to %s\n",
@@ -224,7 +152,7 @@ int generate_command(const Args& args) {
                    options.logits_out.c_str());
       if (options.tokens == 0) break;
     }
-    const int32_t next = sample_token(logits, loaded.spec.vocab, options.temperature, options.top_k, rng);
+    const int32_t next = nn::sample_token(logits, loaded.spec.vocab, options.temperature, options.top_k, rng);
     sequence.push_back(next);
     const std::string& text = loaded.tokenizer.token_bytes(next);
     std::fwrite(text.data(), 1, text.size(), stdout);

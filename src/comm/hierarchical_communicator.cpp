@@ -74,7 +74,7 @@ void HierarchicalCommunicator::allreduce(void* buffer, size_t count, DataType ty
     MIRRORED_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buffer, n, mpi_type, mpi_op, leaders_));
   // 3. the leader hands the result to its node
   if (node_size_ > 1) MIRRORED_MPI_CHECK(MPI_Bcast(buffer, n, mpi_type, 0, node_));
-  divide_for_mean(buffer, count, type, op, size_);
+  mean_from_sum(buffer, count, type, op, size_);
 }
 
 class HierarchicalAllreduceWork final : public Work {
@@ -127,7 +127,7 @@ class HierarchicalAllreduceWork final : public Work {
         if (comm_.node_size_ > 1) MIRRORED_MPI_CHECK(MPI_Ibcast(buffer_, n_, mpi_type_, 0, comm_.node_, &request_));
         break;
       case Stage::kDone:
-        divide_for_mean(buffer_, count_, type_, op_, comm_.size_);
+        mean_from_sum(buffer_, count_, type_, op_, comm_.size_);
         break;
     }
   }

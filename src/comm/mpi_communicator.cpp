@@ -43,8 +43,8 @@ MpiCommunicator::~MpiCommunicator() {
 
 namespace {
 // A nonblocking MPI collective: its requests (one, or a send and a receive), the arrays MPI
-// reads until it completes, and the division that turns a summed piece into a mean once it
-// has.
+// reads until it completes, and the multiplication by 1/size() that turns a summed piece
+// into a mean once it has (comm/mean.h).
 class MpiWork final : public Work {
  public:
   struct Mean {
@@ -89,7 +89,7 @@ class MpiWork final : public Work {
   }
 
   void finish() {
-    divide_for_mean(mean_.buffer, mean_.count, mean_.type, mean_.op, mean_.ranks);
+    mean_from_sum(mean_.buffer, mean_.count, mean_.type, mean_.op, mean_.ranks);
     done_ = true;
   }
 
@@ -135,7 +135,7 @@ void MpiCommunicator::allreduce(void* buffer, size_t count, DataType type, Reduc
   const MPI_Op mpi_op = mpi_reduce_op(type, op);
   CollectiveWatchdog::Scope watch(watchdog_, {"allreduce", count, type, channel_});
   MIRRORED_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buffer, mpi_count(count), mpi_datatype(type), mpi_op, comm_));
-  divide_for_mean(buffer, count, type, op, size_);
+  mean_from_sum(buffer, count, type, op, size_);
 }
 
 std::unique_ptr<Work> MpiCommunicator::allreduce_async(void* buffer, size_t count, DataType type, ReduceOp op) {

@@ -88,7 +88,7 @@ class RingReduceScatter final : public Work {
   }
   void finish() {
     const size_t mine = pieces_.counts[static_cast<size_t>(rank_)];
-    divide_for_mean(piece(rank_), mine, type_, op_, size_);
+    mean_from_sum(piece(rank_), mine, type_, op_, size_);
     if (result_ != nullptr && mine > 0) std::memcpy(result_, piece(rank_), mine * element_bytes_);
     done_ = true;
   }

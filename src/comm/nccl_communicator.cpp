@@ -36,7 +36,7 @@ ncclDataType_t to_nccl(DataType type) {
   return ncclFloat32;
 }
 
-// kMean travels as a sum (see the header); the division follows.
+// kMean travels as a sum (see the header); the multiplication by 1/size() follows.
 ncclRedOp_t to_nccl(ReduceOp op) {
   switch (op) {
     case ReduceOp::kSum:
@@ -214,8 +214,8 @@ class NcclWork final : public Work {
       state_.check_deadline(operation_, count_, clock_->waited(), warned_);
       return false;
     }
-    // The sum is complete; a mean's division queued now on the compute stream is ordered
-    // before any later kernel that reads the buffer.
+    // The sum is complete; a mean's scaling (times 1.0f / ranks) queued now on the compute
+    // stream is ordered before any later kernel that reads the buffer.
     if (op_ == ReduceOp::kMean && ranks_ > 1)
       kernels::scale(static_cast<float*>(buffer_), static_cast<int64_t>(count_), Device::cuda(state_.device),
                      1.0f / static_cast<float>(ranks_));
@@ -337,7 +337,7 @@ void NcclCommunicator::allreduce(void* buffer, size_t count, DataType type, Redu
   auto clock = s.enqueue(
       "allreduce", count, [&] { return ncclAllReduce(dev, dev, count, to_nccl(type), to_nccl(op), s.comm, s.stream.get()); });
   stage_out_and_wait(buffer, dev, bytes, "allreduce", count, *clock);
-  divide_for_mean(buffer, count, type, op, size_);
+  mean_from_sum(buffer, count, type, op, size_);
 }
 
 void NcclCommunicator::broadcast(void* buffer, size_t count, DataType type, int root) {

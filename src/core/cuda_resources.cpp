@@ -40,7 +40,6 @@ CudaStream& CudaStream::operator=(CudaStream&& other) noexcept {
   }
   return *this;
 }
-void CudaStream::synchronize() const { MIRRORED_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
 CudaEvent::CudaEvent(int device, bool timing) {
   set_cuda_device(device);

@@ -32,11 +32,6 @@ void Timeline::add(const std::string& name, const char* category, int64_t start_
   events_.push_back({name, category, start_us, end_us, thread});
 }
 
-size_t Timeline::size() const {
-  std::lock_guard lock(mutex_);
-  return events_.size();
-}
-
 std::string Timeline::trace_events(int pid) const {
   std::lock_guard lock(mutex_);
   std::ostringstream out;

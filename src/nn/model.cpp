@@ -1,10 +1,37 @@
 #include "mirrored/nn/model.h"
 
+#include <chrono>
 #include <sstream>
 
 #include "mirrored/kernels/kernels.h"
 
 namespace mirrored::nn {
+namespace {
+
+// Reports one layer's forward or backward to the model's LayerTimer, when one is set.
+class LayerClock {
+ public:
+  LayerClock(LayerTimer* timer, size_t layer, bool backward) : timer_(timer), layer_(layer), backward_(backward) {
+    if (timer_) {
+      timer_->begin(layer_, backward_);
+      start_ = std::chrono::steady_clock::now();
+    }
+  }
+  ~LayerClock() {
+    if (timer_)
+      timer_->end(layer_, backward_, std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
+  }
+  LayerClock(const LayerClock&) = delete;
+  LayerClock& operator=(const LayerClock&) = delete;
+
+ private:
+  LayerTimer* timer_;
+  size_t layer_;
+  bool backward_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace
 
 void Model::add(std::unique_ptr<Layer> layer) {
   MIRRORED_CHECK(!built_, "add() after build()");
@@ -62,7 +89,10 @@ const Tensor& Model::forward(const Tensor& x, Mode mode) {
   static const std::string kForward = "forward";
   Timeline::Span span(timeline_, kForward, "forward");
   const Tensor* out = &x;
-  for (auto& layer : layers_) out = &layer->forward(*out, mode);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const LayerClock clock(layer_timer_, i, /*backward=*/false);
+    out = &layers_[i]->forward(*out, mode);
+  }
   return *out;
 }
 
@@ -73,6 +103,7 @@ void Model::backward(const Tensor& dloss_dout, const GradReadyHook& on_grads_rea
     // Nothing upstream of layer 0 wants the gradient of the model's input.
     {
       Timeline::Span span(timeline_, backward_span_names_[i], "backward");
+      const LayerClock clock(layer_timer_, i, /*backward=*/true);
       grad = &layers_[i]->backward(*grad, /*need_input_grad=*/i > 0);
     }
     if (on_grads_ready) on_grads_ready(i);

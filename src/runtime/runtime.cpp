@@ -19,16 +19,16 @@
 #include "mirrored/comm/local_communicator.h"
 #include "mirrored/comm/mpi_communicator.h"
 #include "mirrored/comm/mpi_tuning.h"
-#include "mirrored/core/cuda_memory.h"
 #include "mirrored/core/log.h"
 #include "mirrored/core/process.h"
 #include "mirrored/runtime/device_choice.h"
+#include "device_agreement.h"
+#include "device_bootstrap.h"
+#include "mpi_start.h"
+#include "ulfm_switches.h"
 
 #ifdef MIRRORED_WITH_CUDA
-#include <cuda_runtime.h>
-
 #include "mirrored/comm/nccl_communicator.h"
-#include "mirrored/core/cuda_check.h"
 #endif
 
 namespace mirrored::runtime {
@@ -37,54 +37,6 @@ bool env_set(const char* name) {
   const char* value = std::getenv(name);
   return value && *value;
 }
-
-Launch launch_from_env(Launch requested) {
-  const char* value = std::getenv("MIRRORED_LAUNCH");
-  if (requested != Launch::kAuto || !value || !*value) return requested;
-  const std::string choice = value;
-  if (choice == "mpi") return Launch::kMpi;
-  if (choice == "local") return Launch::kLocal;
-  if (choice == "auto") return Launch::kAuto;
-  throw InputError(str_cat("MIRRORED_LAUNCH='", choice, "': expected one of auto, mpi, local"), ExitCode::kUsage);
-}
-
-// A name for the physical GPU that survives CUDA_VISIBLE_DEVICES renumbering (each rank
-// may see its own GPU as device 0): the UUID, else the PCI bus id.
-std::string physical_gpu_id(int index) {
-#ifdef MIRRORED_WITH_CUDA
-  cudaDeviceProp props{};
-  MIRRORED_CUDA_CHECK(cudaGetDeviceProperties(&props, index));
-  std::string id = "GPU-";
-  static const char* hex = "0123456789abcdef";
-  for (char byte : props.uuid.bytes) {
-    id += hex[(static_cast<unsigned char>(byte) >> 4) & 0xf];
-    id += hex[static_cast<unsigned char>(byte) & 0xf];
-  }
-  return id;
-#else
-  return str_cat("cuda:", index);
-#endif
-}
-
-// Two ranks of one communicator on the same GPU would serialise and, under NCCL, fail at
-// init. Collective; empty when every GPU rank has its own GPU, else names the first clash
-// (identically on every rank). CPU ranks send an empty id.
-std::string gpu_sharing(comm::Communicator& world, const Cluster& cluster, const std::string& my_gpu) {
-  const auto gpus = world.allgather_strings(my_gpu.empty() ? std::string() : cluster.host() + "|" + my_gpu);
-  for (size_t a = 0; a < gpus.size(); ++a) {
-    for (size_t b = a + 1; b < gpus.size(); ++b) {
-      if (gpus[a].empty() || gpus[a] != gpus[b]) continue;
-      const auto& pa = cluster.placements()[a];
-      const auto& pb = cluster.placements()[b];
-      return str_cat("ranks ", a, " and ", b, " on ", pa.host, " would share one GPU (", pa.device, " and ", pb.device,
-                     " are both ", gpus[a].substr(gpus[a].find('|') + 1),
-                     "): run one rank per GPU, or give each rank its own with CUDA_VISIBLE_DEVICES or "
-                     "MIRRORED_CUDA_DEVICE");
-    }
-  }
-  return {};
-}
-
 }  // namespace
 
 bool Runtime::launched_by_mpi() {
@@ -102,117 +54,68 @@ void Runtime::identify_from_launcher() {
                         read({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"}, 1), local_hostname()});
 }
 
+// The steps of the distributed bootstrap in their fixed order (DESIGN.md): MPI and the world
+// communicator (or a world of one), this process's identity, the cluster table, core
+// binding, the device every rank agrees on, then the GPU's context and NCCL over the world.
 Runtime::Runtime(int& argc, char**& argv, RuntimeOptions options)
     : survive_failures_(options.survive_failures), collective_timeout_s_(options.collective_timeout_s),
       trace_collectives_(options.trace_collectives),
       wants_device_communicator_(options.device_communicator) {
   // Before MPI_Init, which may add variables of its own.
   const LauncherEnv launcher = LauncherEnv::from_environment();
-  Launch launch = launch_from_env(options.launch);
-  if (launch == Launch::kAuto) launch = launched_by_mpi() ? Launch::kMpi : Launch::kLocal;
-
-  if (launch == Launch::kMpi) {
-    int initialized = 0;
-    MIRRORED_MPI_CHECK(MPI_Initialized(&initialized));
-    MIRRORED_CHECK(!initialized, "MPI is already initialised: only the Runtime may start it");
-    // Communication runs on its own thread while the main thread computes and also calls
-    // collectives (loss reduction), so every thread may call MPI.
-    int thread_level = 0;
-    nonblocking_allreduce_ = comm::choose_nonblocking_allreduce_algorithm();
-    if (survive_failures_) {
-      // A stopped or hung rank, or a whole node's, is declared failed within half the
-      // collective timeout, before the watchdog's revoke at the full one.
-      comm::enable_failure_detector(
-          comm::detection_seconds(options.collective_timeout_s, std::max(1, launcher.mpirun_local_size)));
-      comm::skip_finalize_fence();   // a host's ranks lost, its daemon not
-      comm::ignore_broken_pipes();   // a write to a lost peer must not end a survivor
-    }
-    MIRRORED_MPI_CHECK(MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &thread_level));
-    owns_mpi_ = true;
-    if (thread_level < MPI_THREAD_MULTIPLE) {
-      rank_warning(str_cat("MPI provides thread level ", thread_level,
-                           " (< MPI_THREAD_MULTIPLE): communication will not overlap with compute"));
-    }
-    job_comm_ = MPI_COMM_WORLD;
-    if (survive_failures_) {
-      // Every rank reads the same binary and launcher variables: all refuse alike.
-      // Under srun --mpi=pmix, Slurm's PMIx plugin answers a dead rank by killing the whole
-      // job step (SIGKILL), --kill-on-bad-exit=0 or not (it.slurm_shrink): nothing to survive.
-      if (launcher.kind == LauncherEnv::Kind::kSlurm)
-        throw Error(ExitCode::kUsage,
-                    "on_failure = shrink cannot work under srun: Slurm's PMIx plugin kills the whole job step "
-                    "when a rank dies (also with --kill-on-bad-exit=0); launch with `mpirun --with-ft ulfm` "
-                    "inside the allocation (slurm/train-cpu.sbatch and slurm/train.sbatch do so for "
-                    "on_failure = shrink unless MIRRORED_LAUNCHER=srun)",
-                    true);
-      const std::string missing = comm::fault_tolerance().missing();
-      if (!missing.empty()) throw Error(ExitCode::kUsage, "on_failure = shrink: " + missing, true);
-      // Failures come back as error codes (comm::PeerFailure), for the world and for every
-      // communicator duplicated from it (the watchdog's among them), instead of ending the job.
-      MIRRORED_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
-      // Started by `mirrored rank-agent` (the launch scripts): a lost node's daemon, which
-      // makes Open MPI's runtime end the job, need not end the survivors.
-      comm::watch_runtime_connection();
-    }
-    watchdog_ = std::make_unique<comm::CollectiveWatchdog>(job_comm_, options.collective_timeout_s,
-                                                           options.trace_collectives, on_timeout());
-    // Under mpirun this process's parent is Open MPI's daemon (prted, or mpirun itself), or
-    // the rank agent it started in the rank's place.
-    if (launcher.kind == LauncherEnv::Kind::kOpenMpi) launcher_daemon_ = static_cast<int64_t>(getppid());
-    watchdog_->set_launcher_daemon(launcher_daemon_);
-    world_ = std::make_unique<comm::MpiCommunicator>(job_comm_, watchdog_.get(), "world");
-  } else {
+  if (resolve_launch(options.launch) == Launch::kMpi)
+    start_mpi_world(argc, argv, launcher);
+  else
     world_ = std::make_unique<comm::LocalCommunicator>();
-  }
   set_process_identity({world_->rank(), world_->size(), local_hostname()});
-  if (survive_failures_ && owns_mpi_) {
-    pids_ = world_->allgather_value<int64_t>(static_cast<int64_t>(getpid()));
-    first_world_rank_ = world_->rank();
-    for (int r = 0; r < world_->size(); ++r) first_world_ranks_.push_back(r);
-  }
-  cluster_ = Cluster::discover(*world_, launcher);
-  if (watchdog_) {
-    std::vector<std::string> hosts;
-    for (const auto& placement : cluster_.placements()) hosts.push_back(placement.host);
-    watchdog_->set_hosts(std::move(hosts));
-  }
+  if (survive_failures_ && owns_mpi_) remember_rank_processes();
+  discover_cluster(launcher);
   core_binding_ = bind_cores(options.bind_cores, *world_, cluster_);
   device_ = choose_device(options.device, cluster_);
-  if (options.device != DeviceChoice::kCpu) {
-    cluster_.gather_devices(*world_, device_.str());
-    const std::string clash = gpu_sharing(*world_, cluster_, device_.is_cuda() ? physical_gpu_id(device_.index) : "");
-    if (!clash.empty() && options.device == DeviceChoice::kCuda) throw Error(ExitCode::kUsage, clash, true);
-    // auto: GPUs only when every rank has its own; a mixed job would mix communicators.
-    const int all_gpu = world_->allreduce_value<int32_t>(device_.is_cuda() && clash.empty() ? 1 : 0,
-                                                         comm::ReduceOp::kMin);
-    if (!all_gpu && device_.is_cuda()) {
-      chief_info(clash.empty() ? "device = auto: not every rank has a GPU; computing on the CPU"
-                               : "device = auto: " + clash + "; computing on the CPU");
-      device_ = Device::cpu();
-    } else if (options.device == DeviceChoice::kAuto && all_gpu) {
-      chief_info("device = auto: one GPU per rank (device = cpu to compute on the CPU)");
-    } else if (options.device == DeviceChoice::kAuto && !device_.is_cuda() && world_->rank() == 0) {
-      std::string reason;
-      cuda_device_count(&reason);
-      chief_info(str_cat("device = auto: no usable GPU on rank 0 (", reason.empty() ? "none visible" : reason,
-                         "); computing on the CPU"));
-    }
-  }
+  if (options.device != DeviceChoice::kCpu) device_ = agree_on_devices(options.device, device_, *world_, cluster_);
   cluster_.gather_devices(*world_, device_.str());
   if (device_.is_cuda()) {
-#ifdef MIRRORED_WITH_CUDA
-    MIRRORED_CUDA_CHECK(cudaSetDevice(device_.index));
-    device_context_ = std::make_unique<kernels::DeviceContext>(device_.index);
-    // A world of one has nothing to exchange: no NCCL communicator, so a NCCL that cannot
-    // start in this runtime (a sandbox) can only stop jobs of several ranks.
-    if (options.device_communicator && world_->size() > 1)
-      device_comm_ = std::make_unique<comm::NcclCommunicator>(*world_, device_.index, options.collective_timeout_s,
-                                                              survive_failures_);
-    else if (options.device_communicator)
-      device_comm_ = std::make_unique<comm::LocalCommunicator>();
-#endif
+    device_context_ = start_device_context(device_.index);
+    if (wants_device_communicator_)
+      device_comm_ = start_device_communicator(*world_, device_.index, collective_timeout_s_, survive_failures_);
   }
   if (options.print_cluster_table) chief_info(cluster_.table());
+}
+
+void Runtime::start_mpi_world(int& argc, char**& argv, const LauncherEnv& launcher) {
+  refuse_started_mpi();
+  // What MPI reads at MPI_Init.
+  nonblocking_allreduce_ = comm::choose_nonblocking_allreduce_algorithm();
+  if (survive_failures_) switch_on_ulfm_before_mpi_init(collective_timeout_s_, launcher);
+  init_mpi_thread_multiple(argc, argv);
+  owns_mpi_ = true;
+  job_comm_ = MPI_COMM_WORLD;
+  if (survive_failures_) switch_on_ulfm_after_mpi_init(launcher);
+  start_watchdog(launcher);
+  world_ = std::make_unique<comm::MpiCommunicator>(job_comm_, watchdog_.get(), "world");
+}
+
+void Runtime::start_watchdog(const LauncherEnv& launcher) {
+  watchdog_ = std::make_unique<comm::CollectiveWatchdog>(job_comm_, collective_timeout_s_, trace_collectives_,
+                                                         on_timeout());
+  // Under mpirun this process's parent is Open MPI's daemon (prted, or mpirun itself), or
+  // the rank agent it started in the rank's place.
+  if (launcher.kind == LauncherEnv::Kind::kOpenMpi) launcher_daemon_ = static_cast<int64_t>(getppid());
+  watchdog_->set_launcher_daemon(launcher_daemon_);
+}
+
+void Runtime::remember_rank_processes() {
+  pids_ = world_->allgather_value<int64_t>(static_cast<int64_t>(getpid()));
+  first_world_rank_ = world_->rank();
+  for (int r = 0; r < world_->size(); ++r) first_world_ranks_.push_back(r);
+}
+
+void Runtime::discover_cluster(const LauncherEnv& launcher) {
+  cluster_ = Cluster::discover(*world_, launcher);
+  if (!watchdog_) return;
+  std::vector<std::string> hosts;
+  for (const auto& placement : cluster_.placements()) hosts.push_back(placement.host);
+  watchdog_->set_hosts(std::move(hosts));
 }
 
 comm::Communicator& Runtime::gradient_communicator(Allreduce how) {

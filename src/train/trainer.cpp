@@ -1,7 +1,6 @@
 #include "mirrored/train/trainer.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -44,19 +43,6 @@ struct Interval {
   PhaseSeconds compute{};
   int64_t compute_steps = 0;
 };
-
-// Test-only: MIRRORED_TEST_EXTRA_COLLECTIVE=R:S makes rank R issue a barrier at the log point
-// of step S that no other rank issues, a deliberately mismatched collective order for the
-// watchdog's and `mirrored trace`'s verdicts (tests/integration/collective_verdicts.sh).
-void issue_extra_collective_for_test(comm::Communicator& comm, int64_t step) {
-  static const char* const spec = std::getenv("MIRRORED_TEST_EXTRA_COLLECTIVE");
-  if (!spec) return;
-  int rank = -1;
-  long long at = -1;
-  if (std::sscanf(spec, "%d:%lld", &rank, &at) != 2 || rank != comm.rank() || at != step) return;
-  comm::CallSite site("test: extra barrier");
-  comm.barrier();
-}
 
 // A step phase's slot among the scored phases; -1 for the all-reduce (waiting for peers).
 int scored_phase(StepPhase phase) {
@@ -363,7 +349,6 @@ void Trainer::log_point(int64_t epoch) {
   point.epoch = epoch;
   // The interval's losses come to the host here: on a GPU the one wait for the step.
   const int64_t first = interval.first_index, last = interval.first_index + interval.steps;
-  issue_extra_collective_for_test(s.strategy.communicator(), point.step);
   {
     comm::CallSite site("log point loss");
     if (s.strategy.reduction() == distribute::Reduction::kInvariant) {

@@ -3,12 +3,14 @@
 # 1. SIGUSR2 on a running job: the rank writes trace/rank-<r>.jsonl and keeps training.
 # 2. A rank stopped with SIGSTOP: exit 5 at the timeout, dumps from the reachable ranks, and
 #    `mirrored trace` names the stopped rank and the collective it did not join, first line.
-# 3. A deliberately mismatched collective order (rank 1 issues an extra barrier at the log
-#    point of step 4; a test-only switch): the timeout message and `mirrored trace` both
-#    name rank 1 and both operations.
+# 3. A deliberately mismatched collective order: train_with_extra_barrier (tests/tools/) trains
+#    as `mirrored train` does, and its rank 1 issues one barrier more at the end of step 4
+#    while rank 0 goes on to the log point's loss all-reduce. The timeout message and
+#    `mirrored trace` both name rank 1 and both operations.
 # 4. (ULFM builds) the mismatch with on_failure = shrink: the watchdog revokes rather than
 #    aborts, every rank is still alive after the shrink, and the job ends with exit 5.
 source "$(dirname "$0")/lib.sh"
+: "${TRAIN_WITH_EXTRA_BARRIER:?TRAIN_WITH_EXTRA_BARRIER must point at the train_with_extra_barrier tool}"
 require_data
 timeout_s=3
 base=(train --data.train "$DATA_DIR/train.h5" --data.test "$DATA_DIR/test.h5" --model.hidden 32 --batch_size 48
@@ -56,8 +58,8 @@ grep -qE "^  rank 2( on [^ ]+)?: " "$WORK/stopped.trace" || fail "the trace has 
 # --- 3: a mismatched collective order -------------------------------------------------------
 out="$WORK/mismatch"
 status=0
-MIRRORED_TEST_EXTRA_COLLECTIVE=1:4 timeout -k 5 60 mpirun --allow-run-as-root --oversubscribe --bind-to none \
-  -x MIRRORED_TEST_EXTRA_COLLECTIVE -np 2 "$MIRRORED" "${base[@]}" --epochs 1 --max_steps 20 --log_every 2 \
+timeout -k 5 60 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 \
+  "$TRAIN_WITH_EXTRA_BARRIER" 1 4 "${base[@]:1}" --epochs 1 --max_steps 20 --log_every 2 \
   --out "$out" >"$WORK/mismatch.log" 2>&1 || status=$?
 ((status == 5)) || { tail -20 "$WORK/mismatch.log"; fail "the mismatched run exited $status, expected 5"; }
 grep -a "collective timeout" "$WORK/mismatch.log" |
@@ -74,9 +76,9 @@ head -1 "$WORK/mismatch.trace" |
 # still ends (exit 5) saying why, instead of going on into the same timeout again.
 if grep -q "^  ulfm  *available (" <<<"$("$MIRRORED" info 2>/dev/null)"; then
   status=0
-  MIRRORED_TEST_EXTRA_COLLECTIVE=1:4 timeout -k 5 60 mpirun --with-ft ulfm --allow-run-as-root --oversubscribe \
-    --bind-to none -x MIRRORED_TEST_EXTRA_COLLECTIVE -np 2 "$MIRRORED" "${base[@]}" --epochs 1 --max_steps 20 \
-    --log_every 2 --on_failure shrink --out "$WORK/mismatch_shrink" >"$WORK/mismatch_shrink.log" 2>&1 || status=$?
+  timeout -k 5 60 mpirun --with-ft ulfm --allow-run-as-root --oversubscribe --bind-to none -np 2 \
+    "$TRAIN_WITH_EXTRA_BARRIER" 1 4 "${base[@]:1}" --epochs 1 --max_steps 20 --log_every 2 --on_failure shrink \
+    --out "$WORK/mismatch_shrink" >"$WORK/mismatch_shrink.log" 2>&1 || status=$?
   ((status == 5)) && grep -aq "a collective timed out, but no rank was lost: every rank is alive" "$WORK/mismatch_shrink.log" ||
     { tail -20 "$WORK/mismatch_shrink.log"; fail "on_failure = shrink, mismatched collectives: exit $status, expected 5 saying no rank was lost"; }
   echo "ok: with on_failure = shrink the mismatch still ends the job (exit 5): no rank was lost"

@@ -80,8 +80,11 @@ class Communicator {
   virtual std::string backend() const = 0;  // "mpi", "mpi-hierarchical", "local", "nccl": for messages
   virtual Capabilities capabilities() const = 0;
 
-  // In place. kMean is defined for floating types only: the sum over ranks, then divided
-  // by size() (never each input divided first, whose rounding differs).
+  // In place. kMean is defined for floating types only: the sum over ranks, then that sum
+  // times 1/size(), the reciprocal rounded to the buffer's type (bf16: the sum widened to
+  // float, times 1.0f/size(), rounded to bf16 once). That product may differ from
+  // sum / size() in the last bit; every backend forms it the same way (comm/mean.h).
+  // Never each input scaled before the sum, whose rounding differs more.
   virtual void allreduce(void* buffer, size_t count, DataType type, ReduceOp op) = 0;
   // Starts an all-reduce and returns its handle at once. The default runs the blocking
   // one and returns a completed handle (backends without a nonblocking path). Handles of
@@ -102,7 +105,7 @@ class Communicator {
   //
   // Reduce-scatter: `send` holds the full buffer on every rank; rank r receives in `recv`
   // (counts[rank()] elements, not overlapping `send`) the reduction over ranks of its piece.
-  // kMean as for allreduce: the sum, then one division. MPI runs it as a ring of
+  // kMean as for allreduce: the sum, then times 1/size(). MPI runs it as a ring of
   // point-to-point messages (mpi_ring_reduce_scatter.h says why); NCCL uses
   // ncclReduceScatter for equal counts and one ncclReduce per piece otherwise.
   virtual std::unique_ptr<Work> reduce_scatter_async(const void* send, void* recv, const std::vector<size_t>& counts,

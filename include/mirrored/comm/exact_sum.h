@@ -49,7 +49,6 @@ struct ExactSumLayout {
 class ExactSum {
  public:
   explicit ExactSum(ExactSumLayout layout);
-  const ExactSumLayout& layout() const { return layout_; }
 
   // out[i] = the sum of terms[t][i] over this rank's terms and every other rank's, rounded
   // to float once per segment's grid. `terms` may be empty on a rank (it contributes

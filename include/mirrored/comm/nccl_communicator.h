@@ -30,9 +30,9 @@
 // survivors' recovery, which bootstraps a new one over the shrunk world. Such a
 // communicator is aborted, not finalised, when it goes (its peers may be gone).
 //
-// kMean is the sum followed by a division on the compute stream once the sum completed
-// (ncclAvg would scale every input by 1/n before summing: other rounding than the
-// contract's, which MPI backends follow). Device buffers of float only.
+// kMean is the sum, then the sum times 1.0f / size() on the compute stream once the sum
+// completed (ncclAvg would scale every input by 1/n before summing: other rounding than
+// the contract's, which MPI backends follow; comm/mean.h). Device buffers of float only.
 //
 // The blocking Communicator interface takes device or host buffers; host buffers (small
 // scalars, strings) are staged through device memory. allreduce_async takes device
@@ -75,7 +75,6 @@ class NcclCommunicator final : public Communicator {
                                                 DataType type) override;
 
   int device() const { return device_; }
-  double timeout_seconds() const { return timeout_; }
 
   // NCCL's version as an integer (e.g. 22809 for 2.28.9).
   static int version();

@@ -38,7 +38,6 @@ class CudaStream {
 
   cudaStream_t get() const { return stream_; }
   int device() const { return device_; }
-  void synchronize() const;
 
  private:
   cudaStream_t stream_ = nullptr;

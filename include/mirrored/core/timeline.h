@@ -21,7 +21,6 @@ class Timeline {
   int64_t now_us() const;
   // Thread-safe. `category` must be a string literal.
   void add(const std::string& name, const char* category, int64_t start_us, int64_t end_us);
-  size_t size() const;
 
   // The recorded spans as comma-separated trace event objects with pid = `pid`.
   std::string trace_events(int pid) const;

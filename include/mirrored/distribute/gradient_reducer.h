@@ -111,7 +111,8 @@ class GradientReducer {
   GradientReducer& operator=(const GradientReducer&) = delete;
 
   // Gradients of the next backward are summed over `micro_batches` backward passes before
-  // they are averaged (gradient accumulation): the result is divided by replicas x that.
+  // they are averaged (gradient accumulation): the sum over replicas is multiplied by
+  // 1.0f / (replicas x micro_batches), the reciprocal rounded to float.
   void begin_step(int micro_batches = 1);
   // During the last backward of a step: called as each layer's gradients become final.
   void on_layer_ready(size_t layer_index);

@@ -84,8 +84,6 @@ class ShardCopies {
   void settle_after_failure();
 
   int distance() const { return distance_; }
-  int keeper() const { return keeper_; }
-  int ward() const { return ward_; }
   // Floats sent (and received) by one exchange.
   size_t floats_per_exchange() const { return shard_piece_floats(plan_, rank_, state_.size()); }
   // Every copy this rank holds: its own shard, its previous one and its ward's (the last

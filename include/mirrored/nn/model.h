@@ -7,6 +7,7 @@
 
 #include "mirrored/core/timeline.h"
 #include "mirrored/nn/layer.h"
+#include "mirrored/nn/part_timer.h"
 
 namespace mirrored::nn {
 
@@ -50,6 +51,10 @@ class Model {
   std::string summary() const;  // one line per layer: index, kind, output shape, #params
   // Records forward and per-layer backward spans while the timeline is recording.
   void set_timeline(Timeline* timeline) { timeline_ = timeline; }
+  // Times every layer's forward and backward (nullptr: off; `mirrored bench layers`).
+  void set_layer_timer(LayerTimer* timer) { layer_timer_ = timer; }
+  // Layer `index`'s output for one sample, as build() found it.
+  const Shape& layer_output_shape(size_t index) const { return layer_output_shapes_.at(index); }
 
  private:
   std::vector<std::unique_ptr<Layer>> layers_;
@@ -60,6 +65,7 @@ class Model {
   Device device_;
   bool built_ = false;
   Timeline* timeline_ = nullptr;
+  LayerTimer* layer_timer_ = nullptr;
   std::vector<std::string> backward_span_names_;  // "backward 3.linear", built once
   // On the heap so that the layers' pointers to it survive moving the Model.
   std::unique_ptr<RunContext> context_ = std::make_unique<RunContext>();

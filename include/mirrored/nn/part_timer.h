@@ -1,11 +1,23 @@
 #pragma once
-// Time spent in the parts of a composite layer (a transformer block's layer norms,
-// projections, attention core, ...), for `mirrored bench layers`. A layer that supports it
-// takes a PartTimer and wraps each part in timed_part(); with no timer set (training,
-// evaluation) that is one null test per part, and nothing is timed.
+// Time spent in each layer of a model and in the parts of a composite layer (a transformer
+// block's layer norms, projections, attention core, ...), for `mirrored bench layers`, which
+// times the same Model::forward and Model::backward that a training step calls. The model
+// takes a LayerTimer; a layer that supports it takes a PartTimer and wraps each part in
+// timed_part(). With no timer set (training, evaluation) that is one null test per layer
+// or part, and nothing is timed.
 #include <chrono>
+#include <cstddef>
 
 namespace mirrored::nn {
+
+class LayerTimer {
+ public:
+  virtual ~LayerTimer() = default;
+  // Layer `layer` (its index in the model) is about to run its forward, or its backward.
+  virtual void begin(size_t layer, bool backward) = 0;
+  // ... and it ran for `seconds`.
+  virtual void end(size_t layer, bool backward, double seconds) = 0;
+};
 
 class PartTimer {
  public:

@@ -34,9 +34,8 @@ class Optimizer {
   void skip_when(const Tensor* flag) { skip_flag_ = flag; }
 
   // The part of the arena this optimizer updates and holds state for (all of it unless
-  // sharded), and its ranges with their weight decay.
+  // sharded).
   ArenaRange shard() const { return shard_; }
-  const std::vector<UpdateRange>& ranges() const { return ranges_; }
   // Bytes of optimizer state held here.
   int64_t state_bytes();
 

@@ -47,7 +47,6 @@ class Cluster {
   void gather_devices(comm::Communicator& world, const std::string& my_device);
   // "launcher: ..." then "rank  host  local_rank  node  device" rows, one per rank.
   std::string table() const;
-  const std::string& launcher() const { return launcher_; }
 
  private:
   int rank_ = 0;

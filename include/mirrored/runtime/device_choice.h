@@ -39,7 +39,8 @@ struct DevicePick {
 //  3. One visible device: device 0, whatever the local rank (one GPU per task).
 //  4. Otherwise device `local_rank`, when it is visible; else no device.
 // Two ranks on one GPU (rule 3 under a plain mpirun on a one-GPU node) is not decided here:
-// the runtime compares the physical GPUs of all ranks after the choice.
+// the runtime compares the physical GPUs of all ranks after the choice
+// (src/runtime/device_agreement.h).
 DevicePick pick_cuda_device(const DeviceQuery& query);
 
 // This rank's device for `choice`: the CPU for kCpu; for kAuto, the picked GPU or the CPU;

@@ -41,7 +41,8 @@ struct RuntimeOptions {
   DeviceChoice device = DeviceChoice::kCpu;
   bool print_cluster_table = false;
   // A blocking collective that takes longer aborts the job (exit 5), naming the ranks that
-  // did not arrive. <= 0: wait forever.
+  // did not arrive; with survive_failures the watchdog revokes instead, and the survivors
+  // shrink past the silent ranks (on_timeout()). <= 0: wait forever.
   double collective_timeout_s = 300.0;
   // Each rank's threads on cores of their own unless the launcher bound them
   // (core_binding.h); kOff leaves the process mask alone.
@@ -128,6 +129,16 @@ class Runtime {
   static void identify_from_launcher();
 
  private:
+  // Steps of the constructor (runtime.cpp), in the order it takes them.
+  // MPI_Init with what must precede and follow it, the watchdog, the world communicator.
+  void start_mpi_world(int& argc, char**& argv, const LauncherEnv& launcher);
+  // The collective watchdog over job_comm_, told which process launched this rank.
+  void start_watchdog(const LauncherEnv& launcher);
+  // survive_failures: every rank's process id and launcher rank (pids_, first_world_ranks_).
+  void remember_rank_processes();
+  // The cluster table, and the watchdog told every rank's host.
+  void discover_cluster(const LauncherEnv& launcher);
+
   void exit_if_finalize_hangs() const;
   // What the watchdog does at a collective timeout: with survive_failures, revoke (the
   // survivors shrink past the silent ranks); otherwise abort the job.

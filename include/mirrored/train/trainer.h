@@ -1,10 +1,11 @@
 #pragma once
 // The training loop, written against the strategy API a library user would use for a
-// custom loop. Set-up (data, model, optimizer, resume) happens in the constructor; fit()
-// runs the steps (train_step.h, the one step of the project), a log point every
-// `log_every` steps, and an evaluation at each epoch end (or every `eval_every` steps).
-// The data, images or tokens, sits behind TrainingData (training_data.h). Everything around the loop is
-// a Callback: `mirrored train` adds the standard ones (app/run_training.h), `bench train`
+// custom loop. Set-up (data, model, optimizer) happens in the constructor; fit() first
+// resumes from the run's checkpoint when configured (or starts from init_from), then runs
+// the steps (train_step.h, the one step of the project), a log point every `log_every`
+// steps, and an evaluation at each epoch end (or every `eval_every` steps). The data,
+// images or tokens, sits behind TrainingData (training_data.h). Everything around the loop
+// is a Callback: `mirrored train` adds the standard ones (app/run_training.h), `bench train`
 // a timing one.
 #include <cstdint>
 #include <memory>

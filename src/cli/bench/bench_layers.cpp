@@ -1,9 +1,10 @@
 // mirrored bench layers --config FILE [--steps N] [--warmup N] [--KEY VALUE ...]
 //
 // Where a step's compute goes, layer by layer: builds the configured model on this
-// process alone (no replicas, no optimizer), runs forward, the loss and backward over a
-// batch of the training data (images, or for model = gpt the first token windows of
-// data.train), and times each layer's forward and backward; a composite layer's time (a
+// process alone (no replicas, no optimizer), runs Model::forward, the loss and
+// Model::backward (the calls of a training step) over a batch of the training data (images,
+// or for model = gpt the first token windows of data.train), and times each layer's
+// forward and backward through the model's LayerTimer; a composite layer's time (a
 // transformer block's) is broken down into the parts it reports (Layer::parts). Each layer
 // and part reports its FLOPs (Layer::forward_flops); where they are matrix products the
 // time is set against them and against this machine's sgemm rate at the same thread
@@ -119,45 +120,38 @@ std::string table_row(std::string row, const std::string& shape_text, double f, 
 }
 
 // Every layer's forward and backward times over the timed steps (one sample a step), its
-// parts' through the PartTimer, and the loss's.
-struct LayerTimes {
+// parts' through the PartTimer, and the loss's, taken while Model::forward and
+// Model::backward run as in a training step.
+class LayerTimes final : public nn::LayerTimer {
+ public:
+  explicit LayerTimes(size_t layers) : forward(layers), backward(layers) {}
+  void begin(size_t layer, bool backward_pass) override { parts.start(layer, backward_pass); }
+  void end(size_t layer, bool backward_pass, double seconds) override {
+    if (timed) (backward_pass ? backward : forward)[layer].push_back(seconds);
+  }
+
+  bool timed = false;  // false during the warm-up steps
   std::vector<std::vector<double>> forward, backward;
-  std::vector<Shape> output_shapes;  // one sample
   std::vector<double> loss;
   StepPartTimes parts;
 };
 
 void time_layers(nn::Model& model, const train::HostBatch& data, const StepCounts& counts, LayerTimes& times) {
-  const size_t layers = model.num_layers();
-  times.forward.assign(layers, {});
-  times.backward.assign(layers, {});
-  times.output_shapes.assign(layers, {});
-  for (size_t i = 0; i < layers; ++i) model.layer(i).set_part_timer(&times.parts);
+  model.set_layer_timer(&times);
+  for (size_t i = 0; i < model.num_layers(); ++i) model.layer(i).set_part_timer(&times.parts);
   nn::CrossEntropyLoss loss;
   Tensor mean_loss({1});
   for (int64_t step = 0; step < counts.warmup + counts.steps; ++step) {
-    const bool timed = step >= counts.warmup;
-    const Tensor* x = &data.inputs;
-    for (size_t i = 0; i < layers; ++i) {
-      times.parts.start(i, false);
-      Stopwatch clock;
-      x = &model.layer(i).forward(*x, nn::Mode::kTrain);
-      if (timed) times.forward[i].push_back(clock.seconds());
-      times.output_shapes[i] = Shape(x->shape().begin() + 1, x->shape().end());
-    }
+    times.timed = step >= counts.warmup;
+    const Tensor& output = model.forward(data.inputs, nn::Mode::kTrain);
     Stopwatch loss_clock;
-    loss.forward_to(*x, data.targets, mean_loss);
-    if (timed) times.loss.push_back(loss_clock.seconds());
-    const Tensor* grad = &loss.grad();
-    for (size_t i = layers; i-- > 0;) {
-      times.parts.start(i, true);
-      Stopwatch clock;
-      grad = &model.layer(i).backward(*grad, i > 0);
-      if (timed) times.backward[i].push_back(clock.seconds());
-    }
-    times.parts.finish_step(timed);
+    loss.forward_to(output, data.targets, mean_loss);
+    if (times.timed) times.loss.push_back(loss_clock.seconds());
+    model.backward(loss.grad());
+    times.parts.finish_step(times.timed);
   }
-  for (size_t i = 0; i < layers; ++i) model.layer(i).set_part_timer(nullptr);
+  for (size_t i = 0; i < model.num_layers(); ++i) model.layer(i).set_part_timer(nullptr);
+  model.set_layer_timer(nullptr);
 }
 
 // The table: a row per layer and per part it reports, then the totals.
@@ -173,7 +167,8 @@ void print_table(nn::Model& model, const LayerTimes& times, int64_t batch, int n
     total_s += f + b;
     total_flops += flops;
     if (flops > 0) gemm_s += f + b;
-    chief_print(table_row(str_cat("  ", i, ".", layer.kind()), shape_str(times.output_shapes[i]), f, b, flops, sgemm));
+    chief_print(table_row(str_cat("  ", i, ".", layer.kind()), shape_str(model.layer_output_shape(i)), f, b, flops,
+                          sgemm));
     for (const nn::LayerPart& part : layer.parts(batch)) {
       const auto* part_times = times.parts.times(i, part.name);
       if (!part_times) continue;
@@ -218,7 +213,7 @@ int bench_layers(int&, char**&, const Args& args) {
   // sgemm measured on both sides of the layers, so a machine whose speed drifts (shared
   // hosts) is compared against its mean speed over the run.
   const double sgemm_before = sgemm_gflops();
-  LayerTimes times;
+  LayerTimes times(model.num_layers());
   time_layers(model, data, counts, times);
   const double sgemm_after = sgemm_gflops();
   const double sgemm = 0.5 * (sgemm_before + sgemm_after);

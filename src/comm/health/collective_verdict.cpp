@@ -43,122 +43,183 @@ int64_t last_sequence(const RankTrace& rank, const std::string& communicator) {
     if (r.communicator == communicator) last = std::max(last, static_cast<int64_t>(r.sequence));
   return last;
 }
-}  // namespace
 
-Verdict trace_verdict(const std::vector<RankTrace>& ranks) {
-  Verdict verdict;
-  const RankTrace* oldest_rank = nullptr;
-  const CollectiveRecord* oldest = nullptr;
-  int present = 0;
+// ", step 12", or "" when the rank's step is unknown.
+std::string step_suffix(const RankTrace& rank) { return rank.step >= 0 ? str_cat(", step ", rank.step) : ""; }
+
+int ranks_present(const std::vector<RankTrace>& ranks) {
+  return static_cast<int>(std::count_if(ranks.begin(), ranks.end(), [](const RankTrace& r) { return r.present; }));
+}
+
+// The collective a verdict is about: the one started longest ago, by start time, of those
+// still in flight on any rank that left a dump. Both null when none is in flight.
+struct OldestInFlight {
+  const RankTrace* rank = nullptr;
+  const CollectiveRecord* record = nullptr;
+};
+
+OldestInFlight oldest_in_flight(const std::vector<RankTrace>& ranks) {
+  OldestInFlight oldest;
   for (const auto& rank : ranks) {
     if (!rank.present) continue;
-    ++present;
     for (const auto& r : rank.records)
-      if (!r.completed() && (!oldest || r.start_us < oldest->start_us)) {
-        oldest = &r;
-        oldest_rank = &rank;
-      }
+      if (!r.completed() && (!oldest.record || r.start_us < oldest.record->start_us)) oldest = {&rank, &r};
   }
-  if (present == 0) {
-    verdict.headline = "no trace: no rank left a dump (trace/rank-<r>.jsonl)";
-    return verdict;
-  }
+  return oldest;
+}
+
+Verdict no_trace_verdict() {
+  Verdict verdict;
+  verdict.headline = "no trace: no rank left a dump (trace/rank-<r>.jsonl)";
+  return verdict;
+}
+
+// Nothing in flight: each rank's count of collectives and its last one.
+Verdict idle_verdict(const std::vector<RankTrace>& ranks) {
+  Verdict verdict;
+  verdict.kind = VerdictKind::kIdle;
+  verdict.headline = "no collective in flight: every collective the ranks recorded completed";
   std::vector<int> absent;
   for (const auto& rank : ranks)
     if (!rank.present) absent.push_back(rank.rank);
+  if (!absent.empty()) verdict.headline += str_cat("; no dump from ranks ", rank_set(absent));
+  for (const auto& rank : ranks)
+    if (rank.present)
+      verdict.details.push_back(str_cat(rank_name(rank), ": ", rank.records.size(), " collectives recorded",
+                                        rank.records.empty() ? "" : ", last " + describe_collective(rank.records.back()),
+                                        step_suffix(rank)));
+  return verdict;
+}
 
-  if (!oldest) {
-    verdict.kind = VerdictKind::kIdle;
-    verdict.headline = "no collective in flight: every collective the ranks recorded completed";
-    if (!absent.empty()) verdict.headline += str_cat("; no dump from ranks ", rank_set(absent));
-    for (const auto& rank : ranks)
-      if (rank.present)
-        verdict.details.push_back(str_cat(rank_name(rank), ": ", rank.records.size(), " collectives recorded",
-                                          rank.records.empty() ? "" : ", last " + describe_collective(rank.records.back()),
-                                          rank.step >= 0 ? str_cat(", step ", rank.step) : ""));
-    return verdict;
-  }
-
-  // Every rank's part in that collective: joined (with what it ran), or not yet there.
-  const std::string& communicator = oldest->communicator;
-  const uint64_t sequence = oldest->sequence;
+// Every rank's part in one collective: joined it (grouped by the fingerprint of what it
+// ran), or not there (no dump, or no record of that sequence number); a line per rank.
+struct Attendance {
   std::map<uint64_t, std::vector<const RankTrace*>> by_fingerprint;
-  std::vector<int> missing;
   std::vector<int> joined;
+  std::vector<int> missing;
+  std::vector<std::string> details;
+};
+
+Attendance attendance(const std::vector<RankTrace>& ranks, const std::string& communicator, uint64_t sequence) {
+  Attendance a;
   for (const auto& rank : ranks) {
     if (!rank.present) {
-      missing.push_back(rank.rank);
-      verdict.details.push_back(str_cat(rank_name(rank), ": no dump (stopped, dead or unreachable)"));
-      continue;
-    }
-    if (const CollectiveRecord* r = find(rank, communicator, sequence)) {
-      by_fingerprint[r->fingerprint].push_back(&rank);
-      joined.push_back(rank.rank);
-      verdict.details.push_back(str_cat(rank_name(rank), ": ", r->completed() ? "completed " : "waiting in ",
-                                        describe_collective(*r), rank.step >= 0 ? str_cat(", step ", rank.step) : ""));
+      a.missing.push_back(rank.rank);
+      a.details.push_back(str_cat(rank_name(rank), ": no dump (stopped, dead or unreachable)"));
+    } else if (const CollectiveRecord* r = find(rank, communicator, sequence)) {
+      a.by_fingerprint[r->fingerprint].push_back(&rank);
+      a.joined.push_back(rank.rank);
+      a.details.push_back(str_cat(rank_name(rank), ": ", r->completed() ? "completed " : "waiting in ",
+                                  describe_collective(*r), step_suffix(rank)));
     } else {
-      missing.push_back(rank.rank);
+      a.missing.push_back(rank.rank);
       const int64_t last = last_sequence(rank, communicator);
-      verdict.details.push_back(str_cat(rank_name(rank), ": not there; its last collective on ", communicator, " was ",
-                                        last < 0 ? std::string("none recorded") : str_cat("#", last),
-                                        rank.step >= 0 ? str_cat(", step ", rank.step) : ""));
+      a.details.push_back(str_cat(rank_name(rank), ": not there; its last collective on ", communicator, " was ",
+                                  last < 0 ? std::string("none recorded") : str_cat("#", last), step_suffix(rank)));
     }
   }
-  const std::string collective = str_cat("collective #", sequence, " on ", communicator);
+  return a;
+}
 
-  if (by_fingerprint.size() > 1) {
-    verdict.kind = VerdictKind::kMismatch;
-    // Name the ranks that differ from the group holding the rank with the oldest call.
-    const uint64_t reference = find(*oldest_rank, communicator, sequence)->fingerprint;
-    // Groups in the order of their lowest rank, so rank 0's call comes first.
-    std::vector<std::pair<uint64_t, std::vector<const RankTrace*>>> ordered(by_fingerprint.begin(),
-                                                                            by_fingerprint.end());
-    std::sort(ordered.begin(), ordered.end(),
-              [](const auto& a, const auto& b) { return a.second.front()->rank < b.second.front()->rank; });
-    std::vector<std::string> groups;
-    for (const auto& [fingerprint, group] : ordered) {
-      std::vector<int> members;
-      for (const RankTrace* rank : group) {
-        members.push_back(rank->rank);
-        if (fingerprint != reference) verdict.ranks.push_back(rank->rank);
-      }
-      groups.push_back(str_cat(ranks_phrase(members), " ran ", what_ran(*find(*group.front(), communicator, sequence))));
+// The judged collective, as the verdicts below name it: "collective #28 on world".
+struct Judged {
+  const RankTrace& oldest_rank;  // the rank whose call of it started first
+  const CollectiveRecord& oldest;
+  std::string name;
+};
+
+// Ranks ran different collectives at one sequence number: each group and what it ran, in
+// the order of their lowest rank (rank 0's call first); the ranks outside the group of the
+// oldest call are the ones named.
+Verdict mismatch_verdict(const Attendance& a, const Judged& judged) {
+  Verdict verdict;
+  verdict.kind = VerdictKind::kMismatch;
+  verdict.details = a.details;
+  const std::string& communicator = judged.oldest.communicator;
+  const uint64_t sequence = judged.oldest.sequence;
+  const uint64_t reference = find(judged.oldest_rank, communicator, sequence)->fingerprint;
+  std::vector<std::pair<uint64_t, std::vector<const RankTrace*>>> ordered(a.by_fingerprint.begin(),
+                                                                          a.by_fingerprint.end());
+  std::sort(ordered.begin(), ordered.end(),
+            [](const auto& x, const auto& y) { return x.second.front()->rank < y.second.front()->rank; });
+  std::vector<std::string> groups;
+  for (const auto& [fingerprint, group] : ordered) {
+    std::vector<int> members;
+    for (const RankTrace* rank : group) {
+      members.push_back(rank->rank);
+      if (fingerprint != reference) verdict.ranks.push_back(rank->rank);
     }
-    verdict.headline = str_cat("mismatch at ", collective, ": ", join(groups, "; "),
-                               " (every rank must issue the same collectives in the same order)");
-    return verdict;
+    groups.push_back(str_cat(ranks_phrase(members), " ran ", what_ran(*find(*group.front(), communicator, sequence))));
   }
-  const std::string what = what_ran(*oldest);
-  if (!missing.empty()) {
-    verdict.kind = VerdictKind::kMissing;
-    verdict.ranks = missing;
-    verdict.headline = str_cat(ranks_phrase(missing), " did not join ", collective, ": ", what, "; ",
-                               ranks_phrase(joined), " joined it");
-    return verdict;
-  }
-  // Everyone joined. A rank that the watchdogs stopped hearing from is stuck inside it.
-  std::vector<int> silent, waiting;
+  verdict.headline = str_cat("mismatch at ", judged.name, ": ", join(groups, "; "),
+                             " (every rank must issue the same collectives in the same order)");
+  return verdict;
+}
+
+Verdict missing_verdict(const Attendance& a, const Judged& judged) {
+  Verdict verdict;
+  verdict.kind = VerdictKind::kMissing;
+  verdict.details = a.details;
+  verdict.ranks = a.missing;
+  verdict.headline = str_cat(ranks_phrase(a.missing), " did not join ", judged.name, ": ", what_ran(judged.oldest),
+                             "; ", ranks_phrase(a.joined), " joined it");
+  return verdict;
+}
+
+// The ranks any dump (the chief's) says the watchdogs stopped hearing from, ascending.
+std::vector<int> silent_ranks(const std::vector<RankTrace>& ranks) {
+  std::vector<int> silent;
   for (const auto& rank : ranks)
     for (const int r : rank.silent)
       if (std::find(silent.begin(), silent.end(), r) == silent.end()) silent.push_back(r);
   std::sort(silent.begin(), silent.end());
-  if (!silent.empty()) {
-    for (const int r : joined)
-      if (!std::binary_search(silent.begin(), silent.end(), r)) waiting.push_back(r);
-    verdict.kind = VerdictKind::kSilent;
-    verdict.ranks = silent;
-    verdict.headline = str_cat(ranks_phrase(silent), " stopped responding inside ", collective, ": ", what, "; ",
-                               ranks_phrase(waiting), waiting.size() == 1 ? " waits in it" : " wait in it");
-    return verdict;
-  }
+  return silent;
+}
+
+// Everyone joined, and the `silent` ranks are stuck inside it; the others wait there.
+Verdict silent_verdict(const Attendance& a, const Judged& judged, const std::vector<int>& silent) {
+  Verdict verdict;
+  verdict.kind = VerdictKind::kSilent;
+  verdict.details = a.details;
+  verdict.ranks = silent;
+  std::vector<int> waiting;
+  for (const int r : a.joined)
+    if (!std::binary_search(silent.begin(), silent.end(), r)) waiting.push_back(r);
+  verdict.headline = str_cat(ranks_phrase(silent), " stopped responding inside ", judged.name, ": ",
+                             what_ran(judged.oldest), "; ", ranks_phrase(waiting),
+                             waiting.size() == 1 ? " waits in it" : " wait in it");
+  return verdict;
+}
+
+// Everyone joined and answers: name the slowest rank's last completed step.
+Verdict all_waiting_verdict(const std::vector<RankTrace>& ranks, const Attendance& a, const Judged& judged) {
+  Verdict verdict;
   verdict.kind = VerdictKind::kAllWaiting;
+  verdict.details = a.details;
   const RankTrace* slowest = nullptr;
   for (const auto& rank : ranks)
     if (rank.present && rank.step >= 0 && (!slowest || rank.step < slowest->step)) slowest = &rank;
-  verdict.headline = str_cat("all ranks are alive and waiting in the same ", collective, ": ", what);
+  verdict.headline = str_cat("all ranks are alive and waiting in the same ", judged.name, ": ", what_ran(judged.oldest));
   if (slowest) verdict.headline += str_cat("; the slowest rank's last completed step: rank ", slowest->rank, " at step ",
                                            slowest->step);
   return verdict;
+}
+}  // namespace
+
+// The first verdict that applies, in this order: ranks ran different collectives at the
+// judged one's number; ranks did not join it; ranks went silent inside it; all wait in it.
+Verdict trace_verdict(const std::vector<RankTrace>& ranks) {
+  if (ranks_present(ranks) == 0) return no_trace_verdict();
+  const OldestInFlight oldest = oldest_in_flight(ranks);
+  if (!oldest.record) return idle_verdict(ranks);
+  const Attendance a = attendance(ranks, oldest.record->communicator, oldest.record->sequence);
+  const Judged judged{*oldest.rank, *oldest.record,
+                      str_cat("collective #", oldest.record->sequence, " on ", oldest.record->communicator)};
+  if (a.by_fingerprint.size() > 1) return mismatch_verdict(a, judged);
+  if (!a.missing.empty()) return missing_verdict(a, judged);
+  const std::vector<int> silent = silent_ranks(ranks);
+  if (!silent.empty()) return silent_verdict(a, judged, silent);
+  return all_waiting_verdict(ranks, a, judged);
 }
 
 std::string collective_mismatch(const CollectiveRecord& mine, const std::string& me, const CollectiveRecord& theirs,

@@ -51,7 +51,6 @@ CallSite::~CallSite() {
 }
 
 const char* CallSite::current_what() { return t_site_what; }
-int64_t CallSite::current_index() { return t_site_index; }
 
 uint64_t collective_fingerprint(const char* channel_name, const char* operation, size_t count, DataType type,
                                 const char* site, int64_t site_index) {

@@ -61,9 +61,6 @@ CollectiveWatchdog::Scope::Scope(CollectiveWatchdog* watchdog, const CollectiveC
   if (watchdog_) slot_ = watchdog_->begin(call);
 }
 
-CollectiveWatchdog::Scope::Scope(CollectiveWatchdog* watchdog, const char* operation, size_t count)
-    : Scope(watchdog, CollectiveCall{operation, count, DataType::kU8, 0}) {}
-
 CollectiveWatchdog::Scope::~Scope() {
   if (watchdog_) watchdog_->end(slot_);
 }

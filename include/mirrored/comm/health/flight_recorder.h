@@ -31,7 +31,6 @@ class CallSite {
   CallSite(const CallSite&) = delete;
   CallSite& operator=(const CallSite&) = delete;
   static const char* current_what();  // "" when no site is set
-  static int64_t current_index();
 
  private:
   const char* previous_what_;

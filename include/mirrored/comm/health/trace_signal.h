@@ -17,7 +17,6 @@ class TraceDumpSignal {
   ~TraceDumpSignal();
   TraceDumpSignal(const TraceDumpSignal&) = delete;
   TraceDumpSignal& operator=(const TraceDumpSignal&) = delete;
-  bool installed() const { return installed_; }
 
  private:
   bool installed_ = false;

@@ -53,7 +53,6 @@ class CollectiveWatchdog {
   CollectiveWatchdog(const CollectiveWatchdog&) = delete;
   CollectiveWatchdog& operator=(const CollectiveWatchdog&) = delete;
 
-  double timeout_seconds() const { return timeout_; }
   // Host of every rank (the cluster table), so messages say where a missing rank runs.
   // Until it is set, ranks are named by number only.
   void set_hosts(std::vector<std::string> hosts);
@@ -80,8 +79,6 @@ class CollectiveWatchdog {
   class Scope {
    public:
     Scope(CollectiveWatchdog* watchdog, const CollectiveCall& call);
-    // A collective on no particular channel, of unknown type (channel 0's numbering).
-    Scope(CollectiveWatchdog* watchdog, const char* operation, size_t count);
     ~Scope();
     Scope(const Scope&) = delete;
     Scope& operator=(const Scope&) = delete;
