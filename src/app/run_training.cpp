@@ -59,7 +59,7 @@ train::TrainSummary run_training(const config::TrainConfig& config, runtime::Run
   // on_failure = shrink: each lost rank ends one Trainer; the survivors recover (elastic/shrink_recovery.h)
   // and the next Trainer goes on from the recovered step. Otherwise the first failure ends the job.
   for (;;) {
-    std::optional<StateAfterFailure> snapshot;
+    std::optional<checkpoint::ReplicaSnapshot> snapshot;
     try {
       arm_trace_dumps(runtime, current);
       Trainer trainer(current, runtime);
@@ -73,7 +73,7 @@ train::TrainSummary run_training(const config::TrainConfig& config, runtime::Run
         if (!shrink) throw;
         since_failure.reset();
         rank_warning(str_cat("a peer failed: ", failure.what()));
-        snapshot = trainer.state_after_failure();
+        snapshot = trainer.snapshot();
       }
     } catch (const comm::PeerFailure& failure) {  // while a Trainer was being built or torn down
       if (!shrink) throw;

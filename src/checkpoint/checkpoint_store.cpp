@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "mirrored/core/error.h"
 
 namespace mirrored::checkpoint {
 namespace fs = std::filesystem;
@@ -51,19 +50,6 @@ std::vector<std::string> list_checkpoints(const std::string& dir) {
 
 bool checkpoint_step(const config::TrainConfig& config, int64_t step) {
   return config.checkpoint_every_steps > 0 && step > 0 && step % config.checkpoint_every_steps == 0;
-}
-
-std::string write_checkpoint_file(const config::TrainConfig& config, int64_t step, const io::Checkpoint& checkpoint) {
-  const std::string dir = checkpoint_dir(config);
-  std::error_code error;
-  fs::create_directories(dir, error);
-  if (error)
-    throw Error(ExitCode::kCheckpoint, str_cat("cannot create checkpoint directory '", dir, "': ", error.message()));
-  const std::string path = (fs::path(dir) / checkpoint_file_name(step)).string();
-  io::write_checkpoint(path, checkpoint);
-  const auto all = list_checkpoints(dir);
-  for (size_t i = static_cast<size_t>(config.checkpoint_keep); i < all.size(); ++i) fs::remove(all[i], error);
-  return path;
 }
 
 }  // namespace mirrored::checkpoint

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "mirrored/checkpoint/checkpoint_store.h"
+#include "mirrored/checkpoint/checkpoint_writer.h"
 #include "mirrored/checkpoint/run_directory.h"
 #include "mirrored/core/error.h"
 #include "mirrored/core/log.h"
@@ -43,7 +45,7 @@ std::string describe_lost(const runtime::Membership& membership) {
 // any survivor finished. A survivor that completed the interrupted step's all-reduce
 // before the failure reached it holds that step's update, which is the one every replica
 // would have applied. Returns the step; `state` (the chief's) is the state of that step.
-int64_t recover_replicated(comm::Communicator& world, const std::optional<train::StateAfterFailure>& snapshot,
+int64_t recover_replicated(comm::Communicator& world, const std::optional<checkpoint::ReplicaSnapshot>& snapshot,
                            io::Checkpoint& state) {
   const auto steps = world.allgather_value<int64_t>(snapshot ? snapshot->checkpoint.step : -1);
   const int64_t step = *std::max_element(steps.begin(), steps.end());
@@ -73,7 +75,7 @@ int64_t recover_replicated(comm::Communicator& world, const std::optional<train:
 // sends it to the chief, which puts the whole state together. When a shard's owner and
 // keeper are both lost, nothing is written: the run ends, naming them.
 int64_t recover_sharded(comm::Communicator& world, const runtime::Membership& membership,
-                        const config::TrainConfig& config, const train::StateAfterFailure& snapshot,
+                        const config::TrainConfig& config, const checkpoint::ReplicaSnapshot& snapshot,
                         io::Checkpoint& state) {
   // Every survivor's copies, as (shard, step, optimizer steps) triples.
   constexpr size_t kMaxPieces = 3;
@@ -153,7 +155,7 @@ int64_t recover_sharded(comm::Communicator& world, const runtime::Membership& me
 }  // namespace
 
 Recovery recover_after_failure(const config::TrainConfig& config, runtime::Runtime& runtime,
-                               const std::optional<train::StateAfterFailure>& snapshot) {
+                               const std::optional<checkpoint::ReplicaSnapshot>& snapshot) {
   Recovery recovery;
   recovery.membership = runtime.shrink_after_failure();
   comm::Communicator& world = runtime.world();
@@ -177,17 +179,9 @@ Recovery recover_after_failure(const config::TrainConfig& config, runtime::Runti
       state.step_in_epoch = step % state.steps_per_epoch;
     }
     // The chief writes it like any checkpoint (atomic; `checkpoint.keep` newest kept).
-    const std::string dir = checkpoint::checkpoint_dir(config);
-    path = (fs::path(dir) / checkpoint::checkpoint_file_name(step)).string();
-    if (chief) {
-      std::error_code error;
-      fs::create_directories(dir, error);
-      if (error)
-        throw Error(ExitCode::kCheckpoint, str_cat("cannot create checkpoint directory '", dir, "': ", error.message()));
-      io::write_checkpoint(path, state);
-      const auto all = checkpoint::list_checkpoints(dir);
-      for (size_t i = static_cast<size_t>(config.checkpoint_keep); i < all.size(); ++i) fs::remove(all[i], error);
-    }
+    checkpoint::CheckpointWriter writer(config);
+    path = writer.path(step);
+    if (chief) writer.write(state);
     world.barrier();  // the file exists before anyone resumes from it
   } else {
     // No state survived in memory where it can be put together (the failure came while a

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "mirrored/checkpoint/checkpoint_writer.h"
 #include "mirrored/core/log.h"
 #include "mirrored/kernels/kernels.h"
 #include "mirrored/train/non_finite_guard.h"
@@ -329,7 +330,7 @@ void Checkpointer::save(TrainContext& ctx, int64_t step) {
   if (!ctx.strategy.is_chief()) return;
   io::Checkpoint checkpoint = capture_checkpoint(ctx, step);
   checkpoint.optimizer_state = std::move(optimizer_state);
-  const std::string path = checkpoint::write_checkpoint_file(ctx.config, step, checkpoint);
+  const std::string path = ctx.checkpoints->write(checkpoint);
   chief_verbose(str_cat("  checkpoint ", path));
 }
 

@@ -1,12 +1,11 @@
 #pragma once
 // Where a run's checkpoints live and which there are: <out>/checkpoints/ckpt-<step>.h5
-// (train/checkpointer.h takes them; resume = auto continues from the newest that verifies).
+// (checkpoint_writer.h writes them; resume = auto continues from the newest that verifies).
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "mirrored/config/config.h"
-#include "mirrored/io/checkpoint_file.h"
 
 namespace mirrored::checkpoint {
 
@@ -19,11 +18,5 @@ std::vector<std::string> list_checkpoints(const std::string& dir);
 // True when `config` asks for a checkpoint after `step` steps by step count (the trainer
 // makes such a step a log point).
 bool checkpoint_step(const config::TrainConfig& config, int64_t step);
-
-// The chief's write of `checkpoint` as the checkpoint of `step`: creates checkpoint_dir(config),
-// writes the file atomically (io::write_checkpoint) and removes all but the newest
-// `checkpoint.keep`. Returns the file's path. Error(kCheckpoint) when the directory cannot
-// be created.
-std::string write_checkpoint_file(const config::TrainConfig& config, int64_t step, const io::Checkpoint& checkpoint);
 
 }  // namespace mirrored::checkpoint

@@ -38,7 +38,7 @@ struct Recovery {
 // when the failure came before a Trainer existed; the newest checkpoint is used then).
 // Throws Error(kTooFewReplicas) after writing the checkpoint when the run cannot go on.
 Recovery recover_after_failure(const config::TrainConfig& config, runtime::Runtime& runtime,
-                               const std::optional<train::StateAfterFailure>& snapshot);
+                               const std::optional<checkpoint::ReplicaSnapshot>& snapshot);
 
 // Reports a recovery once the first step after it has completed: a progress line, and the
 // record {"kind": "membership", "step", "world_size", "lost": [{"rank", "host"}],

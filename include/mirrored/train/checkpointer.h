@@ -48,8 +48,9 @@ class Checkpointer final : public Callback {
  public:
   void on_log(TrainContext& ctx, const LogPoint& point) override;
   void on_epoch_end(TrainContext& ctx, const EpochEnd& end) override;
-  // Collective: the chief writes the checkpoint of `step` now (and prunes old ones).
-  // Public for callbacks that must checkpoint out of schedule (preemption).
+  // Collective: the chief writes the checkpoint of `step` now, through the run's writer
+  // (ctx.checkpoints: it prunes old ones). Public for callbacks that must checkpoint out of
+  // schedule (preemption).
   void save(TrainContext& ctx, int64_t step);
 };
 
