@@ -137,10 +137,10 @@ Recovery ElasticRun::recover_once(const std::optional<checkpoint::ReplicaSnapsho
 Membership ElasticRun::agree_on_new_world() {
   const std::vector<runtime::JobMember> before = runtime_.job_members();
   runtime_.revoke_communicators();
-  const runtime::ShrunkJob shrunk = runtime_.shrink_job();
   // Ranks are gone and every survivor agreed: should Open MPI's runtime now end the job (it
-  // does when it lost a node's daemon), this rank goes on without it.
-  if (shrunk.size() < shrunk.size_before) comm::outlive_runtime_after_loss();
+  // does when it lost a node's daemon), this rank goes on without it. Said the moment the
+  // shrink is agreed: the runtime ends the job within half a second of the loss.
+  const runtime::ShrunkJob shrunk = runtime_.shrink_job(comm::outlive_runtime_after_loss);
   const Membership membership = membership_after(before, shrunk);
   if (membership.lost.empty()) end_job_nobody_lost();
   runtime_.rebuild_communicators(world_of(shrunk));

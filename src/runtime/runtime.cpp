@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <functional>
 #include <initializer_list>
 #include <thread>
 
@@ -300,11 +301,15 @@ std::vector<JobMember> Runtime::job_members() const {
   return members;
 }
 
-ShrunkJob Runtime::shrink_job() {
+ShrunkJob Runtime::shrink_job(const std::function<void()>& when_ranks_lost) {
   MIRRORED_CHECK(owns_mpi_ && survive_failures_, "shrink_job needs an MPI job with survive_failures");
   ++shrinks_;
   if (members_.empty()) members_ = job_members();
   MPI_Comm survivors = comm::shrink_communicator(job_comm_);
+  int size_before = 0, size_after = 0;  // local calls, also on the revoked communicator
+  MPI_Comm_size(job_comm_, &size_before);
+  MPI_Comm_size(survivors, &size_after);
+  if (size_after < size_before && when_ranks_lost) when_ranks_lost();
   // Every survivor shrinks this one should another rank be lost, even before the rebuild.
   // The old one is freed with the communicators built over it, by the rebuild.
   free_job_communicator(replaced_job_comm_);  // a shrink whose rebuild never came

@@ -7,11 +7,12 @@
 //              comm::PeerFailure (a lost peer, seen by this rank or revoked by another)
 //              leaves it while it is built, trains or is torn down; what this replica
 //              holds is then snapshotted, without a collective (Trainer::snapshot)
-//   new world  every communicator revoked; the job shrunk to its live ranks; who was lost
-//              (membership.h); nobody lost: the job ends (exit 5); ranks lost: the
-//              survivors outlive the MPI runtime's end (comm/failure/runtime_loss.h); the
-//              communicators rebuilt over the survivors (runtime/runtime.h), the lowest
-//              survivor is the chief; a lost rank that is only stopped ended
+//   new world  every communicator revoked; the job shrunk to its live ranks, and when ranks
+//              are gone the survivors outlive the MPI runtime's end
+//              (comm/failure/runtime_loss.h); who was lost (membership.h); nobody lost: the
+//              job ends (exit 5); the communicators rebuilt over the survivors
+//              (runtime/runtime.h), the lowest survivor is the chief; a lost rank that is
+//              only stopped ended
 //   state      the survivors agree on the last completed step and put its state together
 //              from their snapshots (state_recovery.h); the run's checkpoint writer writes
 //              it as an ordinary checkpoint, so a requeued job can resume from it too

@@ -6,6 +6,7 @@
 // ~Runtime). Nothing else calls MPI_Init or ncclCommInitRank.
 #include <mpi.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -117,10 +118,13 @@ class Runtime {
   void revoke_communicators();
   // Collective over the live ranks of the job, after a comm::PeerFailure: shrinks the job
   // communicator to them (their order kept: MPIX_Comm_shrink, then MPIX_Comm_agree) and
-  // says who survived; job_members() follows the shrunk job from then on. The world and
-  // every communicator over it stay revoked (and the old watchdog runs) until
-  // rebuild_communicators(), which is the only call to make in between.
-  ShrunkJob shrink_job();
+  // says who survived; job_members() follows the shrunk job from then on. When ranks are
+  // gone, `when_ranks_lost` runs at once, as soon as the survivors have agreed, before
+  // anything else (the owner's answer to a loss that cannot wait: the MPI runtime ends a
+  // job that lost a node's daemon within half a second). The world and every communicator
+  // over it stay revoked (and the old watchdog runs) until rebuild_communicators(), which
+  // is the only call to make in between.
+  ShrunkJob shrink_job(const std::function<void()>& when_ranks_lost = {});
   // Collective over the job, after shrink_job(): frees the revoked communicators and builds
   // the world over the job ranks `world`, in that order (world rank i is job rank
   // world[i]), with the watchdog's communicator, the cluster table and, on GPUs, the NCCL
