@@ -2,14 +2,12 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <optional>
 
 #include "mirrored/app/run_training.h"
 
-#include "mirrored/comm/failure/fault_tolerance.h"
+#include "mirrored/checkpoint/checkpoint_writer.h"
 #include "mirrored/comm/health/trace_signal.h"
-#include "mirrored/core/log.h"
-#include "mirrored/elastic/shrink_recovery.h"
+#include "mirrored/elastic/elastic_run.h"
 #include "mirrored/train/checkpointer.h"
 #include "mirrored/train/preemption.h"
 #include "mirrored/train/progress.h"
@@ -50,65 +48,22 @@ void arm_trace_dumps(runtime::Runtime& runtime, const config::TrainConfig& confi
 
 train::TrainSummary run_training(const config::TrainConfig& config, runtime::Runtime& runtime,
                                  std::vector<std::unique_ptr<train::Callback>> extra) {
-  using namespace train;
-  const bool shrink = config.on_failure == config::OnFailure::kShrink;
-  config::TrainConfig current = config;
-  std::optional<elastic::Recovery> recovered;
-  Stopwatch since_failure;
   const comm::TraceDumpSignal trace_signal(config.preemption_signal == config::PreemptionSignal::kUsr2);
-  // on_failure = shrink: each lost rank ends one Trainer; the survivors recover (elastic/shrink_recovery.h)
-  // and the next Trainer goes on from the recovered step. Otherwise the first failure ends the job.
-  for (;;) {
-    std::optional<StateAfterFailure> snapshot;
-    try {
-      arm_trace_dumps(runtime, current);
-      Trainer trainer(current, runtime);
-      add_standard_callbacks(trainer, current);
-      if (recovered) trainer.add_callback(std::make_unique<elastic::MembershipReporter>(*recovered, since_failure));
-      for (auto& callback : extra) trainer.add_callback(std::move(callback));
-      extra.clear();
-      try {
-        return trainer.fit();
-      } catch (const comm::PeerFailure& failure) {
-        if (!shrink) throw;
-        since_failure.reset();
-        rank_warning(str_cat("a peer failed: ", failure.what()));
-        snapshot = trainer.state_after_failure();
-      }
-    } catch (const comm::PeerFailure& failure) {  // while a Trainer was being built or torn down
-      if (!shrink) throw;
-      if (!snapshot) {
-        since_failure.reset();
-        rank_warning(str_cat("a peer failed: ", failure.what()));
-      }
-    }
-    try {
-      // A peer lost during the recovery itself: shrink again and start the recovery over.
-      for (;;) {
-        try {
-          recovered = elastic::recover_after_failure(current, runtime, snapshot);
-          break;
-        } catch (const comm::PeerFailure& failure) {
-          rank_warning(str_cat("a peer failed during the recovery: ", failure.what()));
-        }
-      }
-    } catch (const Error& error) {
-      if (error.code() != ExitCode::kTooFewReplicas) throw;
-      // Every survivor ends alike and on its own (no MPI_Abort), so nothing outlives the job.
-      if (runtime.rank() == 0) rank_error(error.what());
-      TrainSummary summary;
-      summary.steps = recovered ? recovered->step : 0;
-      summary.too_few_replicas = true;
-      return summary;
-    }
-    current.uneven_batch_shares = true;  // the global batch stays; the survivors may split it unevenly
-    if (!recovered->checkpoint.empty()) {
-      current.resume = config::ResumeMode::kPath;
-      current.resume_path = recovered->checkpoint;
-    } else {
-      current.resume = config::ResumeMode::kAuto;
-    }
-  }
+  // One writer for the whole run: every Trainer's checkpoints and the recovery's go through it.
+  checkpoint::CheckpointWriter checkpoints(config);
+  // Each Trainer (a new one after each recovery from a lost rank) gets the standard
+  // callbacks; the first also gets `extra`.
+  const elastic::TrainerFactory make_trainer = [&](const config::TrainConfig& current) {
+    arm_trace_dumps(runtime, current);
+    train::TrainerOptions options;
+    options.checkpoints = &checkpoints;
+    auto trainer = std::make_unique<train::Trainer>(current, runtime, options);
+    add_standard_callbacks(*trainer, current);
+    for (auto& callback : extra) trainer->add_callback(std::move(callback));
+    extra.clear();
+    return trainer;
+  };
+  return elastic::ElasticRun(config, runtime, checkpoints).run(make_trainer);
 }
 
 }  // namespace mirrored::app

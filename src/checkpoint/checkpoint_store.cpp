@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "mirrored/core/error.h"
 
 namespace mirrored::checkpoint {
 namespace fs = std::filesystem;
@@ -53,17 +52,20 @@ bool checkpoint_step(const config::TrainConfig& config, int64_t step) {
   return config.checkpoint_every_steps > 0 && step > 0 && step % config.checkpoint_every_steps == 0;
 }
 
-std::string write_checkpoint_file(const config::TrainConfig& config, int64_t step, const io::Checkpoint& checkpoint) {
-  const std::string dir = checkpoint_dir(config);
-  std::error_code error;
-  fs::create_directories(dir, error);
-  if (error)
-    throw Error(ExitCode::kCheckpoint, str_cat("cannot create checkpoint directory '", dir, "': ", error.message()));
-  const std::string path = (fs::path(dir) / checkpoint_file_name(step)).string();
-  io::write_checkpoint(path, checkpoint);
-  const auto all = list_checkpoints(dir);
-  for (size_t i = static_cast<size_t>(config.checkpoint_keep); i < all.size(); ++i) fs::remove(all[i], error);
-  return path;
+bool save_at_log_point(const config::TrainConfig& config, int64_t step, int64_t steps_per_epoch,
+                       int64_t total_steps, bool stopping) {
+  const bool epoch_ends = step % steps_per_epoch == 0 || step >= total_steps || stopping;
+  return checkpoint_step(config, step) && !epoch_ends;
+}
+
+bool save_at_epoch_end(const config::TrainConfig& config, int64_t step, int64_t epoch, int64_t steps_per_epoch,
+                       int64_t total_steps, bool stopping) {
+  const bool enabled = config.checkpoint_every_steps > 0 || config.checkpoint_every_epochs > 0;
+  const bool whole_epoch = step % steps_per_epoch == 0;
+  const bool by_epoch =
+      whole_epoch && config.checkpoint_every_epochs > 0 && (epoch + 1) % config.checkpoint_every_epochs == 0;
+  const bool last = step >= total_steps || stopping;
+  return enabled && (by_epoch || checkpoint_step(config, step) || last);
 }
 
 }  // namespace mirrored::checkpoint

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <functional>
 #include <initializer_list>
 #include <thread>
 
@@ -158,8 +159,10 @@ Runtime::~Runtime() {
   if (owns_mpi_) {
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (job_comm_ != MPI_COMM_WORLD && job_comm_ != MPI_COMM_NULL && !finalized)
-      MIRRORED_MPI_LOG(MPI_Comm_free(&job_comm_));
+    if (!finalized) {
+      free_job_communicator(replaced_job_comm_);
+      free_job_communicator(job_comm_);
+    }
     if (!finalized && shrinks_ > 0) exit_if_finalize_hangs();
     if (!finalized) MIRRORED_MPI_LOG(MPI_Finalize());
   }
@@ -187,18 +190,64 @@ void Runtime::exit_if_finalize_hangs() const {
   }).detach();
 }
 
-Membership Runtime::shrink_after_failure() {
-  MIRRORED_CHECK(owns_mpi_ && survive_failures_, "shrink_after_failure needs an MPI job with survive_failures");
-  ++shrinks_;
+void Runtime::revoke_communicators() {
+  MIRRORED_CHECK(owns_mpi_ && survive_failures_, "revoke_communicators needs an MPI job with survive_failures");
   comm::revoke_tracked_communicators();
-  const Cluster before = cluster_;
+}
+
+std::vector<JobMember> Runtime::job_members() const {
+  if (!members_.empty() || pids_.empty()) return members_;
+  // Before the first shrink the world is the whole job, in job order.
+  std::vector<JobMember> members;
+  for (size_t r = 0; r < pids_.size(); ++r)
+    members.push_back({pids_[r], cluster_.placements().at(r).host, first_world_ranks_.at(r)});
+  return members;
+}
+
+ShrunkJob Runtime::shrink_job(const std::function<void()>& when_ranks_lost) {
+  MIRRORED_CHECK(owns_mpi_ && survive_failures_, "shrink_job needs an MPI job with survive_failures");
+  ++shrinks_;
+  if (members_.empty()) members_ = job_members();
   MPI_Comm survivors = comm::shrink_communicator(job_comm_);
-  // Ranks are gone and every survivor agreed: should Open MPI's runtime now end the job (it
-  // does when it lost a node's daemon), this rank goes on without it.
-  int before_size = 0, survivors_size = 0;  // local calls, also on the revoked communicator
-  MPI_Comm_size(job_comm_, &before_size);
-  MPI_Comm_size(survivors, &survivors_size);
-  if (survivors_size < before_size) comm::outlive_runtime_after_loss();
+  int size_before = 0, size_after = 0;  // local calls, also on the revoked communicator
+  MPI_Comm_size(job_comm_, &size_before);
+  MPI_Comm_size(survivors, &size_after);
+  if (size_after < size_before && when_ranks_lost) when_ranks_lost();
+  // Every survivor shrinks this one should another rank be lost, even before the rebuild.
+  // The old one is freed with the communicators built over it, by the rebuild.
+  free_job_communicator(replaced_job_comm_);  // a shrink whose rebuild never came
+  replaced_job_comm_ = job_comm_;
+  job_comm_ = survivors;
+  ShrunkJob shrunk;
+  shrunk.size_before = static_cast<int>(members_.size());
+  int size = 0;
+  MIRRORED_MPI_CHECK(MPI_Comm_rank(job_comm_, &shrunk.rank));
+  MIRRORED_MPI_CHECK(MPI_Comm_size(job_comm_, &size));
+  // Who each survivor is, by its rank in the first world, which never changes (a rank whose
+  // all-gather failed while others completed it still finds every survivor in its table).
+  int mine = first_world_rank_;
+  std::vector<int> first_ranks(static_cast<size_t>(size));
+  MIRRORED_MPI_CHECK(MPI_Allgather(&mine, 1, MPI_INT, first_ranks.data(), 1, MPI_INT, job_comm_));
+  std::vector<JobMember> members;
+  for (const int first_rank : first_ranks) {
+    const auto found = std::find_if(members_.begin(), members_.end(),
+                                    [&](const JobMember& member) { return member.first_world_rank == first_rank; });
+    MIRRORED_CHECK(found != members_.end(), "a survivor of the shrink, first-world rank ", first_rank,
+                   ", is not in the job");
+    shrunk.previous_rank.push_back(static_cast<int>(found - members_.begin()));
+    members.push_back(*found);
+  }
+  members_ = std::move(members);
+  return shrunk;
+}
+
+void Runtime::rebuild_communicators(const std::vector<int>& world) {
+  MIRRORED_CHECK(owns_mpi_ && survive_failures_ && shrinks_ > 0, "rebuild_communicators needs a shrink_job() first");
+  const int job_size = static_cast<int>(members_.size());
+  bool whole_job = static_cast<int>(world.size()) == job_size;
+  for (size_t i = 0; whole_job && i < world.size(); ++i) whole_job = world[i] == static_cast<int>(i);
+  MIRRORED_CHECK(whole_job, "rebuild_communicators: a world of ", world.size(), " rank(s) for a job of ", job_size,
+                 "; only the whole job, in job order, can be the world");
   // The old communicators are revoked: freeing them no longer waits for anyone. The
   // watchdog's stop() synchronises on its (revoked) communicator, which returns at once.
   hierarchical_gradients_.reset();
@@ -207,61 +256,23 @@ Membership Runtime::shrink_after_failure() {
   world_.reset();
   if (watchdog_) watchdog_->stop();
   watchdog_.reset();
-  if (job_comm_ != MPI_COMM_WORLD) MIRRORED_MPI_LOG(MPI_Comm_free(&job_comm_));
-  job_comm_ = survivors;
-
+  free_job_communicator(replaced_job_comm_);
+  // Tracked from now on (no thread of the old watchdog is left to revoke it on the old
+  // failure's news): a failure seen anywhere revokes it, so no survivor stays blocked in it.
+  comm::track_communicator(job_comm_);
   watchdog_ = std::make_unique<comm::CollectiveWatchdog>(job_comm_, collective_timeout_s_, trace_collectives_,
                                                          on_timeout());
   watchdog_->set_launcher_daemon(launcher_daemon_);
   world_ = std::make_unique<comm::MpiCommunicator>(job_comm_, watchdog_.get(), "world");
   set_process_identity({world_->rank(), world_->size(), local_hostname()});
-  // Who is gone: the ranks of the old table that no survivor held.
-  const auto old_ranks = world_->allgather_value<int32_t>(before.rank());
-  Membership membership;
-  membership.world_size = world_->size();
-  for (const auto& placement : before.placements())
-    if (std::find(old_ranks.begin(), old_ranks.end(), placement.rank) == old_ranks.end())
-      membership.lost.push_back({placement.rank, placement.host});
-  // Only the watchdog's revoke at a collective timeout leads here with every rank alive (a
-  // mismatched collective order, a rank hung in compute that MPI's detector still hears):
-  // shrinking changes nothing there, and going on would time out again.
-  // Every rank sees the same agreed world, so each ends alike and on its own: an MPI_Abort
-  // here can hang in the runtime after the revoke.
-  if (membership.lost.empty()) {
-    rank_error("a collective timed out, but no rank was lost: every rank is alive (a mismatched collective order, "
-               "or a rank hung in compute); shrinking cannot fix that, ending the job (the collective timeout "
-               "above names what stalled)");
-    const int status = static_cast<int>(ExitCode::kCommTimeout);
-    report_exit_status(status);
-    std::fflush(nullptr);
-    std::_Exit(status);
-  }
-  // No launcher variables: they describe the world before the shrink.
+  // No launcher variables: they describe the world the launcher started.
   cluster_ = Cluster::discover(*world_, LauncherEnv{});
-  // A lost rank that is only stopped would keep mpirun waiting forever: the lowest survivor
-  // on its host ends it. `pids_` is indexed by rank in the world before this shrink; the
-  // launcher's PMIx rank is the rank in the first world.
-  const auto first_ranks = world_->allgather_value<int32_t>(first_world_rank_);
-  std::vector<int64_t> pids;
-  for (const int32_t old_rank : old_ranks) pids.push_back(pids_.at(static_cast<size_t>(old_rank)));
-  for (auto& lost : membership.lost) {
-    const auto& placements = cluster_.placements();
-    const auto first_here = std::find_if(placements.begin(), placements.end(),
-                                         [&](const RankPlacement& p) { return p.host == lost.host; });
-    const int64_t pid = pids_.at(static_cast<size_t>(lost.rank));
-    if (first_here != placements.end() && first_here->rank == cluster_.rank() &&
-        comm::end_lost_process(pid, first_world_ranks_.at(static_cast<size_t>(lost.rank))))
-      rank_warning(str_cat("rank ", lost.rank, " (pid ", pid, " on ", lost.host,
-                           ") was still there, stopped or hung: ended it, so the job can end"));
-  }
-  first_world_ranks_.assign(first_ranks.begin(), first_ranks.end());
-  pids_ = std::move(pids);
   cluster_.gather_devices(*world_, device_.str());
   std::vector<std::string> hosts;
   for (const auto& placement : cluster_.placements()) hosts.push_back(placement.host);
   watchdog_->set_hosts(std::move(hosts));
 #ifdef MIRRORED_WITH_CUDA
-  // NCCL from a fresh bootstrap over the survivors' world (the id broadcast over MPI).
+  // NCCL from a fresh bootstrap over the new world (the id broadcast over MPI).
   if (device_.is_cuda() && wants_device_communicator_) {
     if (world_->size() > 1)
       device_comm_ = std::make_unique<comm::NcclCommunicator>(*world_, device_.index, collective_timeout_s_,
@@ -270,7 +281,14 @@ Membership Runtime::shrink_after_failure() {
       device_comm_ = std::make_unique<comm::LocalCommunicator>();
   }
 #endif
-  return membership;
+}
+
+// A job communicator a shrink made: untracked and freed. MPI_COMM_WORLD is MPI's own.
+void Runtime::free_job_communicator(MPI_Comm& comm) {
+  if (comm == MPI_COMM_NULL || comm == MPI_COMM_WORLD) return;
+  comm::untrack_communicator(comm);
+  MIRRORED_MPI_LOG(MPI_Comm_free(&comm));
+  comm = MPI_COMM_NULL;
 }
 
 void Runtime::abort_job(ExitCode code) { comm::abort_job(code); }

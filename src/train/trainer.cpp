@@ -81,6 +81,7 @@ struct Trainer::State {
   std::unique_ptr<optim::Optimizer> optimizer;
   nn::CrossEntropyLoss loss_fn;
   std::optional<checkpoint::RunDirectory> run_dir;
+  std::optional<checkpoint::CheckpointWriter> own_checkpoints;  // without TrainerOptions::checkpoints
   int64_t steps_per_epoch = 0;
   int64_t total_steps = 0;
   int64_t epochs = 0;
@@ -174,6 +175,8 @@ Trainer::Trainer(const config::TrainConfig& config, runtime::Runtime& runtime, T
   s.losses = StepLosses(s.model->parameters().flat_params().device(),
                         s.lib.accumulate_steps * s.model->virtual_replicas(), s.steps_per_epoch);
   s.ctx->guard = &*s.guard;
+  if (!options.checkpoints) s.own_checkpoints.emplace(s.config);
+  s.ctx->checkpoints = options.checkpoints ? options.checkpoints : &*s.own_checkpoints;
   // As many warm-up log points as the window: a run's first moments are uneven.
   s.stragglers.emplace(config.straggler_threshold, config.straggler_window, config.straggler_window);
   s.ctx->losses = &s.losses;
@@ -185,23 +188,24 @@ void Trainer::add_callback(std::unique_ptr<Callback> callback) { s_->callbacks.p
 distribute::MirroredStrategy& Trainer::strategy() { return s_->strategy; }
 distribute::DistributedModel& Trainer::model() { return *s_->model; }
 
-StateAfterFailure Trainer::state_after_failure() {
+checkpoint::ReplicaSnapshot Trainer::snapshot() {
   State& s = *s_;
-  StateAfterFailure state;
-  state.checkpoint = capture_checkpoint(*s.ctx, s.summary.steps);
+  checkpoint::ReplicaSnapshot snapshot;
+  snapshot.checkpoint = capture_checkpoint(*s.ctx, s.summary.steps);
   const distribute::ShardPlan& plan = s.model->shard_plan();
   if (!plan.sharded()) {
     for (const auto& [name, tensor] : s.optimizer->state())
-      state.checkpoint.optimizer_state.push_back({name, {static_cast<int64_t>(tensor->numel())}, tensor->to_vector()});
-    return state;
+      snapshot.checkpoint.optimizer_state.push_back({name, {static_cast<int64_t>(tensor->numel())}, tensor->to_vector()});
+    return snapshot;
   }
-  MIRRORED_CHECK(s.shard_copies.has_value(), "state_after_failure: sharded state without shard copies");
-  for (const auto& entry : s.optimizer->state()) state.checkpoint.optimizer_state.push_back({entry.first, {plan.numel()}, {}});
-  state.shards = plan.replicas();
-  state.keeper_distance = s.shard_copies->distance();
+  MIRRORED_CHECK(s.shard_copies.has_value(), "a snapshot of sharded optimizer state needs its shard copies");
+  for (const auto& entry : s.optimizer->state())
+    snapshot.checkpoint.optimizer_state.push_back({entry.first, {plan.numel()}, {}});
+  snapshot.shards = plan.replicas();
+  snapshot.keeper_distance = s.shard_copies->distance();
   s.shard_copies->settle_after_failure();
-  state.pieces = s.shard_copies->pieces();
-  return state;
+  snapshot.pieces = s.shard_copies->pieces();
+  return snapshot;
 }
 
 template <typename Fn>

@@ -1,7 +1,9 @@
 #pragma once
 // `mirrored train` as an application of the training loop (train/trainer.h): the Trainer
 // with the standard callbacks (metrics, TensorBoard, progress, console, final parameters,
-// checkpoints, preemption) plus `extra` ones.
+// checkpoints, preemption) plus `extra` ones, run by the owner of membership
+// (elastic/elastic_run.h), which goes on with a new Trainer after a lost rank under
+// on_failure = shrink. Composition only: every decision is the Trainer's or the owner's.
 #include <memory>
 #include <vector>
 

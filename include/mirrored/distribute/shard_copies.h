@@ -3,7 +3,7 @@
 // of the training state, its slice of the parameters and of every optimizer state tensor,
 // also lives on one other replica, its keeper, kept current every step. A lost replica's
 // shard survives on its keeper, and the survivors rebuild the whole state of the newest
-// step they all can (elastic/shrink_recovery.h) instead of going back to a checkpoint.
+// step they all can (elastic/state_recovery.h) instead of going back to a checkpoint.
 //
 // What each replica holds, every copy labelled with the step it belongs to:
 //   its own shard, live (the optimizer updates it in place);

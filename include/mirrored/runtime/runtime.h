@@ -6,6 +6,7 @@
 // ~Runtime). Nothing else calls MPI_Init or ncclCommInitRank.
 #include <mpi.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -54,21 +55,25 @@ struct RuntimeOptions {
   // <out>/trace on a timeout, a fatal error or SIGUSR2 (comm/health/flight_recorder.h). 0: off.
   size_t trace_collectives = 2000;
   // on_failure = shrink: a lost peer raises comm::PeerFailure from the collective that saw
-  // it (instead of ending the job), and shrink_after_failure() goes on with the survivors.
+  // it (instead of ending the job), and the membership primitives (revoke_communicators,
+  // shrink_job, rebuild_communicators) let the survivors go on.
   // Needs ULFM (comm/failure/fault_tolerance.h); refused at start-up, naming it, where it is missing.
   bool survive_failures = false;
 };
 
-// A rank the job lost, as it was known before the shrink.
-struct LostRank {
-  int rank = 0;
+// A process of the job, as the owner of membership (elastic/) needs to know it.
+struct JobMember {
+  int64_t pid = 0;           // its process id on `host`
   std::string host;
+  int first_world_rank = 0;  // its rank in the world the launcher started (the launcher's name for it)
 };
 
-// The job after a shrink: the survivors' world and who was lost.
-struct Membership {
-  int world_size = 0;
-  std::vector<LostRank> lost;
+// The job after Runtime::shrink_job(): its live ranks, in their old order.
+struct ShrunkJob {
+  int size_before = 0;             // ranks in the job before the shrink
+  int rank = 0;                    // this process's rank in the shrunk job
+  std::vector<int> previous_rank;  // per rank of the shrunk job: its rank in the job before
+  int size() const { return static_cast<int>(previous_rank.size()); }
 };
 
 class Runtime {
@@ -104,13 +109,33 @@ class Runtime {
   int rank() const { return cluster_.rank(); }
   int world_size() const { return cluster_.world_size(); }
 
-  // Collective over the survivors, after a comm::PeerFailure: revokes every communicator of
-  // the job (so no survivor stays blocked in one), shrinks the world to the live ranks
-  // (their order kept: the lowest survivor is the new rank 0, the chief), and rebuilds the
-  // world, the watchdog's and (on GPUs) the NCCL communicator over it; gradient
-  // communicators are rebuilt on their next request. References to the old communicators
-  // are invalid afterwards: whoever held one (a strategy, a reducer) is rebuilt too.
-  Membership shrink_after_failure();
+  // Membership primitives (survive_failures only). The owner of membership
+  // (elastic/elastic_run.h) decides who was lost, what happens to them and which ranks train
+  // in which order; these only carry it out. The job communicator holds every process of
+  // the job; the world and every communicator built over it, the ranks that train.
+  //
+  // Revokes every communicator the job tracks (comm/failure/fault_tolerance.h), so that no
+  // rank stays blocked in one.
+  void revoke_communicators();
+  // Collective over the live ranks of the job, after a comm::PeerFailure: shrinks the job
+  // communicator to them (their order kept: MPIX_Comm_shrink, then MPIX_Comm_agree) and
+  // says who survived; job_members() follows the shrunk job from then on. When ranks are
+  // gone, `when_ranks_lost` runs at once, as soon as the survivors have agreed, before
+  // anything else (the owner's answer to a loss that cannot wait: the MPI runtime ends a
+  // job that lost a node's daemon within half a second). The world and every communicator
+  // over it stay revoked (and the old watchdog runs) until rebuild_communicators(), which
+  // is the only call to make in between.
+  ShrunkJob shrink_job(const std::function<void()>& when_ranks_lost = {});
+  // Collective over the job, after shrink_job(): frees the revoked communicators and builds
+  // the world over the job ranks `world`, in that order (world rank i is job rank
+  // world[i]), with the watchdog's communicator, the cluster table and, on GPUs, the NCCL
+  // communicator (a fresh bootstrap); gradient communicators are built on their next
+  // request. References to the old communicators are invalid afterwards: whoever held one
+  // (a strategy, a reducer) is rebuilt too. `world` must list every job rank in job order
+  // (a world that leaves ranks of the job out, or orders them otherwise, is refused).
+  void rebuild_communicators(const std::vector<int>& world);
+  // Every process of the job by job rank (survive_failures only; empty otherwise).
+  std::vector<JobMember> job_members() const;
 
   // The status this process is about to exit with. After a shrink, Open MPI 5.0's
   // MPI_Finalize can wait for ever on the ranks the job lost (its closing fence counts
@@ -140,6 +165,7 @@ class Runtime {
   void discover_cluster(const LauncherEnv& launcher);
 
   void exit_if_finalize_hangs() const;
+  void free_job_communicator(MPI_Comm& comm);
   // What the watchdog does at a collective timeout: with survive_failures, revoke (the
   // survivors shrink past the silent ranks); otherwise abort the job.
   comm::CollectiveWatchdog::OnTimeout on_timeout() const {
@@ -153,13 +179,18 @@ class Runtime {
   bool wants_device_communicator_ = true;
   int shrinks_ = 0;
   int exit_status_ = 0;
-  // The job's communicator: MPI_COMM_WORLD, or the survivors' after a shrink (owned then).
+  // The job's communicator: MPI_COMM_WORLD, or the survivors' after a shrink (owned then;
+  // tracked once rebuilt over, so a failure revokes it too).
   MPI_Comm job_comm_ = MPI_COMM_NULL;
-  // survive_failures, by rank of job_comm_: every rank's process id and its rank in the
-  // world the launcher started (which names it in the launcher's variables).
+  // The job communicator a shrink replaced, freed with the communicators built over it.
+  MPI_Comm replaced_job_comm_ = MPI_COMM_NULL;
+  // survive_failures, by rank of job_comm_ at start-up: every rank's process id and its
+  // rank in the world the launcher started (which names it in the launcher's variables).
   std::vector<int64_t> pids_;
   std::vector<int32_t> first_world_ranks_;
   int32_t first_world_rank_ = 0;
+  // From the first shrink on: every process of the job, by job rank.
+  std::vector<JobMember> members_;
   int64_t launcher_daemon_ = 0;  // the parent that launched this rank (mpirun's daemon); 0: none
   std::string nonblocking_allreduce_;
   Cluster cluster_;

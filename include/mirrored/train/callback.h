@@ -14,6 +14,7 @@
 #include "mirrored/train/train_step.h"
 
 namespace mirrored::checkpoint {
+class CheckpointWriter;
 class RunDirectory;
 }  // namespace mirrored::checkpoint
 
@@ -40,6 +41,9 @@ struct TrainContext {
   // knowing.
   NonFiniteGuard* guard = nullptr;
   StepLosses* losses = nullptr;
+  // The run's one checkpoint writer (checkpoint/checkpoint_writer.h): every callback that
+  // saves the training state writes through it. Set by the Trainer.
+  checkpoint::CheckpointWriter* checkpoints = nullptr;
 };
 
 struct StepEnd {

@@ -1,7 +1,9 @@
 #pragma once
-// Checkpoints of a training run (TF's BackupAndRestore): the chief writes them to
-// <out>/checkpoints/ckpt-<step>.h5, keeps the newest `checkpoint.keep`, and a new run with
-// `resume = auto` continues from the newest one that verifies.
+// Checkpoints of a training run (TF's BackupAndRestore), as callbacks of the loop: the chief
+// writes them to <out>/checkpoints/ckpt-<step>.h5 through the run's one writer
+// (checkpoint/checkpoint_writer.h, which keeps the newest `checkpoint.keep`), when the
+// policy says (checkpoint/checkpoint_store.h), and a new run with `resume = auto` continues
+// from the one checkpoint/resume_policy.h chooses.
 //
 // A checkpoint is taken only at a log point (the trainer makes every checkpoint step one),
 // so the metrics interval is empty there and a resumed run logs exactly the records the
@@ -36,7 +38,8 @@ struct ResumePoint {
 };
 
 // Collective. Applies `config.resume`: the chief picks the newest checkpoint that reads,
-// verifies and fits this model, optimizer and data (warning about each one it skips),
+// verifies and fits this model, optimizer and data (checkpoint::choose_resume, warning
+// about each one it skips),
 // then broadcasts parameters, optimizer state and step to every replica, so workers need
 // no shared file system. No usable checkpoint where one was expected: InputError(kCheckpoint)
 // on every rank. With resume = auto, a newest checkpoint written with other values of the
@@ -48,8 +51,9 @@ class Checkpointer final : public Callback {
  public:
   void on_log(TrainContext& ctx, const LogPoint& point) override;
   void on_epoch_end(TrainContext& ctx, const EpochEnd& end) override;
-  // Collective: the chief writes the checkpoint of `step` now (and prunes old ones).
-  // Public for callbacks that must checkpoint out of schedule (preemption).
+  // Collective: the chief writes the checkpoint of `step` now, through the run's writer
+  // (ctx.checkpoints: it prunes old ones). Public for callbacks that must checkpoint out of
+  // schedule (preemption).
   void save(TrainContext& ctx, int64_t step);
 };
 

@@ -11,11 +11,11 @@
 #include <memory>
 #include <vector>
 
+#include "mirrored/checkpoint/checkpoint_writer.h"
+#include "mirrored/checkpoint/replica_snapshot.h"
 #include "mirrored/config/config.h"
 #include "mirrored/config/library_options.h"
-#include "mirrored/distribute/shard_copies.h"
 #include "mirrored/distribute/strategy.h"
-#include "mirrored/io/checkpoint_file.h"
 #include "mirrored/runtime/runtime.h"
 #include "mirrored/train/callback.h"
 
@@ -25,18 +25,9 @@ struct TrainerOptions {
   bool write_files = true;  // the run directory (config.ini, metrics) and resuming from its checkpoints
   bool evaluate = true;     // the test set at each epoch end and after training
   int64_t steps = 0;        // > 0: exactly this many steps, past `epochs` when needed (benchmarks)
-};
-
-// A replica's state after a failure (on_failure = shrink).
-struct StateAfterFailure {
-  // The run after the steps this replica completed, as a checkpoint: whole when every
-  // replica holds the whole state. Sharded, its parameters and optimizer state values
-  // are to be put together from the survivors' `pieces` (elastic/shard_recovery.h); the tensors'
-  // names and shapes are here.
-  io::Checkpoint checkpoint;
-  int shards = 0;                              // sharded: the world the state was cut for
-  int keeper_distance = 0;                     // sharded: rank r's copy is on rank r + this
-  std::vector<distribute::ShardPiece> pieces;  // sharded: the copies this replica holds
+  // The run's checkpoint writer, shared by the Trainers of one run (a shrink starts a new
+  // one); nullptr: the Trainer makes its own for config.out.
+  checkpoint::CheckpointWriter* checkpoints = nullptr;
 };
 
 class Trainer {
@@ -56,9 +47,11 @@ class Trainer {
   distribute::MirroredStrategy& strategy();
   distribute::DistributedModel& model();
 
-  // After a comm::PeerFailure left fit(): what this replica holds, taken without any
-  // collective (the job's communicators are revoked by then).
-  StateAfterFailure state_after_failure();
+  // What this replica holds after its last completed step (checkpoint/replica_snapshot.h),
+  // taken without any collective, so also after a comm::PeerFailure left fit() (the job's
+  // communicators are revoked by then). Sharded state is snapshotted from its shard copies,
+  // which exist under on_failure = shrink; without them Error.
+  checkpoint::ReplicaSnapshot snapshot();
 
  private:
   struct State;

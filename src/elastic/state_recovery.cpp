@@ -1,16 +1,12 @@
-#include "mirrored/elastic/shrink_recovery.h"
+#include "mirrored/elastic/state_recovery.h"
 
 #include <algorithm>
-#include <filesystem>
 
-#include "mirrored/checkpoint/run_directory.h"
+#include "mirrored/checkpoint/checkpoint_store.h"
 #include "mirrored/core/error.h"
-#include "mirrored/core/log.h"
 #include "mirrored/elastic/shard_recovery.h"
-#include "mirrored/train/checkpointer.h"
 
 namespace mirrored::elastic {
-namespace fs = std::filesystem;
 namespace {
 
 // Every float of a checkpoint in one vector (parameters, buffers, optimizer state), in the
@@ -32,18 +28,11 @@ void unflatten(const std::vector<float>& values, io::Checkpoint& checkpoint) {
   MIRRORED_CHECK(at == values.size(), "recovered state holds ", values.size(), " values, the model ", at);
 }
 
-std::string describe_lost(const runtime::Membership& membership) {
-  std::string text;
-  for (const auto& lost : membership.lost)
-    text += str_cat(text.empty() ? "" : ", ", "rank ", lost.rank, " (", lost.host, ")");
-  return text.empty() ? "no rank" : text;
-}
-
 // Replicated state (every survivor holds all of it): the last completed step is the most
 // any survivor finished. A survivor that completed the interrupted step's all-reduce
 // before the failure reached it holds that step's update, which is the one every replica
 // would have applied. Returns the step; `state` (the chief's) is the state of that step.
-int64_t recover_replicated(comm::Communicator& world, const std::optional<train::StateAfterFailure>& snapshot,
+int64_t recover_replicated(comm::Communicator& world, const std::optional<checkpoint::ReplicaSnapshot>& snapshot,
                            io::Checkpoint& state) {
   const auto steps = world.allgather_value<int64_t>(snapshot ? snapshot->checkpoint.step : -1);
   const int64_t step = *std::max_element(steps.begin(), steps.end());
@@ -72,8 +61,8 @@ int64_t recover_replicated(comm::Communicator& world, const std::optional<train:
 // owner's live or previous copy or its keeper's (distribute/shard_copies.h); each shard's holder
 // sends it to the chief, which puts the whole state together. When a shard's owner and
 // keeper are both lost, nothing is written: the run ends, naming them.
-int64_t recover_sharded(comm::Communicator& world, const runtime::Membership& membership,
-                        const config::TrainConfig& config, const train::StateAfterFailure& snapshot,
+int64_t recover_sharded(comm::Communicator& world, const Membership& membership,
+                        const config::TrainConfig& config, const checkpoint::ReplicaSnapshot& snapshot,
                         io::Checkpoint& state) {
   // Every survivor's copies, as (shard, step, optimizer steps) triples.
   constexpr size_t kMaxPieces = 3;
@@ -152,82 +141,26 @@ int64_t recover_sharded(comm::Communicator& world, const runtime::Membership& me
 
 }  // namespace
 
-Recovery recover_after_failure(const config::TrainConfig& config, runtime::Runtime& runtime,
-                               const std::optional<train::StateAfterFailure>& snapshot) {
-  Recovery recovery;
-  recovery.membership = runtime.shrink_after_failure();
-  comm::Communicator& world = runtime.world();
-  const bool chief = world.rank() == 0;
-
+RecoveredState recover_state(comm::Communicator& world, const Membership& membership,
+                             const config::TrainConfig& config,
+                             const std::optional<checkpoint::ReplicaSnapshot>& snapshot) {
   // Who holds what: the shards the state was cut into (0: replicated), -1 without state.
   const auto shards = world.allgather_value<int64_t>(snapshot ? snapshot->shards : -1);
   const bool chief_has_state = shards[0] >= 0;
   const bool sharded = *std::max_element(shards.begin(), shards.end()) > 0;
   // A sharded state needs every survivor's copies; a replicated one only the chief's.
   const bool all_have_state = *std::min_element(shards.begin(), shards.end()) >= 0;
-  int64_t step = -1;
-  std::string path;
-  if (chief_has_state && (!sharded || all_have_state)) {
-    io::Checkpoint state;
-    step = sharded ? recover_sharded(world, recovery.membership, config, *snapshot, state)
-                   : recover_replicated(world, snapshot, state);
-    if (chief) {
-      state.step = step;
-      state.epoch = step / state.steps_per_epoch;
-      state.step_in_epoch = step % state.steps_per_epoch;
-    }
-    // The chief writes it like any checkpoint (atomic; `checkpoint.keep` newest kept).
-    const std::string dir = checkpoint::checkpoint_dir(config);
-    path = (fs::path(dir) / checkpoint::checkpoint_file_name(step)).string();
-    if (chief) {
-      std::error_code error;
-      fs::create_directories(dir, error);
-      if (error)
-        throw Error(ExitCode::kCheckpoint, str_cat("cannot create checkpoint directory '", dir, "': ", error.message()));
-      io::write_checkpoint(path, state);
-      const auto all = checkpoint::list_checkpoints(dir);
-      for (size_t i = static_cast<size_t>(config.checkpoint_keep); i < all.size(); ++i) fs::remove(all[i], error);
-    }
-    world.barrier();  // the file exists before anyone resumes from it
-  } else {
-    // No state survived in memory where it can be put together (the failure came while a
-    // Trainer was being built): the newest checkpoint on disk is the way on.
-    chief_info("on_failure = shrink: no replica state to recover in memory; resuming from the newest checkpoint");
+  RecoveredState recovered;
+  if (!chief_has_state || (sharded && !all_have_state)) return recovered;
+  io::Checkpoint& state = recovered.checkpoint;
+  recovered.step = sharded ? recover_sharded(world, membership, config, *snapshot, state)
+                           : recover_replicated(world, snapshot, state);
+  if (world.rank() == 0) {
+    state.step = recovered.step;
+    state.epoch = recovered.step / state.steps_per_epoch;
+    state.step_in_epoch = recovered.step % state.steps_per_epoch;
   }
-  recovery.step = std::max<int64_t>(step, 0);
-  recovery.checkpoint = path;
-
-  const int survivors = recovery.membership.world_size;
-  const std::string lost = describe_lost(recovery.membership);
-  const std::string saved = path.empty() ? "the newest checkpoint in " + checkpoint::checkpoint_dir(config)
-                                         : "checkpoint " + path;
-  if (survivors < config.shrink_min_replicas)
-    throw Error(ExitCode::kTooFewReplicas,
-                str_cat("lost ", lost, ": ", survivors, " replica(s) left, fewer than shrink.min_replicas = ",
-                        config.shrink_min_replicas, "; ", saved, " holds step ", recovery.step,
-                        ". Start the job again at full size to resume from it (exit ",
-                        static_cast<int>(ExitCode::kTooFewReplicas), ")"),
-                true);
-  chief_info(str_cat("lost ", lost, ": going on with ", survivors, " replica(s) from step ", recovery.step,
-                     " (rank 0, the chief, is now on ", runtime.cluster().host(), ")"));
-  return recovery;
-}
-
-void MembershipReporter::on_step_end(train::TrainContext& ctx, const train::StepEnd&) {
-  if (reported_) return;
-  reported_ = true;
-  const double seconds = since_failure_.seconds();
-  std::vector<io::JsonRecord> lost;
-  for (const auto& rank : recovery_.membership.lost)
-    lost.push_back({{"rank", static_cast<int64_t>(rank.rank)}, {"host", rank.host}});
-  ctx.run_dir.log_metrics({{"kind", std::string("membership")},
-                           {"step", recovery_.step},
-                           {"world_size", static_cast<int64_t>(recovery_.membership.world_size)},
-                           {"lost", io::to_json_array(lost)},
-                           {"recovery_s", seconds}});
-  chief_info(str_cat("membership: ", recovery_.membership.world_size, " replica(s) after losing ",
-                     describe_lost(recovery_.membership), "; first step after recovery done ",
-                     fixed(seconds, 2), " s after the failure was detected"));
+  return recovered;
 }
 
 }  // namespace mirrored::elastic

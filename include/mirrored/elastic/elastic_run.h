@@ -1,0 +1,73 @@
+#pragma once
+// The one owner of membership, the way torchft's Manager owns quorum, errors and recovery.
+// It runs a training job's Trainers and, under on_failure = shrink, carries the job through
+// each lost rank; src/elastic/elastic_run.cpp reads as the cycle:
+//
+//   train      a Trainer from the caller's factory runs to its end, or until a
+//              comm::PeerFailure (a lost peer, seen by this rank or revoked by another)
+//              leaves it while it is built, trains or is torn down; what this replica
+//              holds is then snapshotted, without a collective (Trainer::snapshot)
+//   new world  every communicator revoked; the job shrunk to its live ranks, and when ranks
+//              are gone the survivors outlive the MPI runtime's end
+//              (comm/failure/runtime_loss.h); who was lost (membership.h); nobody lost: the
+//              job ends (exit 5); the communicators rebuilt over the survivors
+//              (runtime/runtime.h), the lowest survivor is the chief; a lost rank that is
+//              only stopped ended
+//   state      the survivors agree on the last completed step and put its state together
+//              from their snapshots (state_recovery.h); the run's checkpoint writer writes
+//              it as an ordinary checkpoint, so a requeued job can resume from it too
+//   go on      fewer than shrink.min_replicas survivors: each ends on its own
+//              (kTooFewReplicas, the checkpoint written); otherwise a new Trainer resumes
+//              from that checkpoint on the survivors with the same global batch (uneven
+//              shares allowed), and its first step writes the membership record
+// A peer lost during the recovery starts it over. Under on_failure = abort the first
+// PeerFailure goes to the caller, which ends the job.
+#include <functional>
+#include <memory>
+#include <optional>
+
+#include "mirrored/checkpoint/checkpoint_writer.h"
+#include "mirrored/checkpoint/replica_snapshot.h"
+#include "mirrored/comm/failure/fault_tolerance.h"
+#include "mirrored/config/config.h"
+#include "mirrored/core/timer.h"
+#include "mirrored/elastic/membership.h"
+#include "mirrored/runtime/runtime.h"
+#include "mirrored/train/trainer.h"
+
+namespace mirrored::elastic {
+
+// Builds a Trainer with its callbacks for `config` (the run's configuration, as the owner
+// adjusted it to resume after a recovery). Called once, and again after each recovery.
+using TrainerFactory = std::function<std::unique_ptr<train::Trainer>(const config::TrainConfig& config)>;
+
+class ElasticRun {
+ public:
+  // `checkpoints`: the run's checkpoint writer, the one its Trainers write through.
+  ElasticRun(const config::TrainConfig& config, runtime::Runtime& runtime, checkpoint::CheckpointWriter& checkpoints);
+
+  // Collective. Trains to the end with Trainers from `make_trainer` and returns the last
+  // one's summary; TrainSummary::too_few_replicas when the survivors could not go on.
+  train::TrainSummary run(const TrainerFactory& make_trainer);
+
+ private:
+  std::optional<train::TrainSummary> train(const TrainerFactory& make_trainer,
+                                           std::optional<checkpoint::ReplicaSnapshot>& snapshot);
+  void peer_failed(const comm::PeerFailure& failure);
+  std::optional<Recovery> recover(const std::optional<checkpoint::ReplicaSnapshot>& snapshot);
+  Recovery recover_once(const std::optional<checkpoint::ReplicaSnapshot>& snapshot);
+  Membership agree_on_new_world();
+  std::string write_recovered_state(const std::optional<checkpoint::ReplicaSnapshot>& snapshot,
+                                    const Membership& membership, int64_t& step);
+  void require_enough_replicas(const Recovery& recovery) const;
+  void go_on_from(const Recovery& recovery);
+
+  config::TrainConfig current_;  // what the next Trainer gets: the run's, set to resume after a recovery
+  runtime::Runtime& runtime_;
+  checkpoint::CheckpointWriter& checkpoints_;
+  const bool survive_failures_;
+  std::optional<Recovery> recovered_;  // the last recovery
+  Stopwatch since_failure_;            // from the last failure's detection
+};
+
+}  // namespace mirrored::elastic

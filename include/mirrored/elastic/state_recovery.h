@@ -1,0 +1,38 @@
+#pragma once
+// After a lost rank (on_failure = shrink): the training state the survivors put together
+// from their snapshots (checkpoint/replica_snapshot.h), on the new world's chief.
+//
+//   replicated state: the last completed step is the most steps any survivor finished (a
+//     rank may have completed the interrupted step's all-reduce before the failure reached
+//     it, and then holds that step's update, the one every replica would have applied); the
+//     lowest survivor holding that step sends its state to the chief;
+//   sharded optimizer state: the newest step at which every shard survives, on its owner
+//     or on its keeper (distribute/shard_copies.h), each shard from one holder
+//     (shard_recovery.h); a shard whose owner and keeper were both lost ends the run
+//     (kTooFewReplicas) with nothing written, naming them.
+#include <cstdint>
+#include <optional>
+
+#include "mirrored/checkpoint/replica_snapshot.h"
+#include "mirrored/comm/communicator.h"
+#include "mirrored/config/config.h"
+#include "mirrored/elastic/membership.h"
+#include "mirrored/io/checkpoint_file.h"
+
+namespace mirrored::elastic {
+
+struct RecoveredState {
+  int64_t step = -1;          // the step it holds; -1: no state survived where it can be put together
+  io::Checkpoint checkpoint;  // on the chief: the whole state of `step`, as a checkpoint; empty elsewhere
+};
+
+// Collective over the new world (`membership`: who was lost, named in errors). `snapshot`:
+// this rank's state (none when the failure came before a Trainer existed). No state when
+// the chief has none, or sharded state misses a survivor's copies: the newest checkpoint on
+// disk is then the way on. Throws Error(kTooFewReplicas) when a shard's owner and keeper
+// were both lost, naming them and checkpoint_dir(config).
+RecoveredState recover_state(comm::Communicator& world, const Membership& membership,
+                             const config::TrainConfig& config,
+                             const std::optional<checkpoint::ReplicaSnapshot>& snapshot);
+
+}  // namespace mirrored::elastic

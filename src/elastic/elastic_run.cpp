@@ -1,0 +1,195 @@
+#include "mirrored/elastic/elastic_run.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <numeric>
+
+#include "mirrored/comm/failure/runtime_loss.h"
+#include "mirrored/core/error.h"
+#include "mirrored/core/log.h"
+#include "mirrored/core/process.h"
+#include "mirrored/elastic/state_recovery.h"
+
+namespace mirrored::elastic {
+namespace {
+
+// The ranks that train after a shrink, as job ranks in world order: every survivor, in the
+// order it had, so the lowest survivor is the new chief.
+std::vector<int> world_of(const runtime::ShrunkJob& shrunk) {
+  std::vector<int> world(static_cast<size_t>(shrunk.size()));
+  std::iota(world.begin(), world.end(), 0);
+  return world;
+}
+
+// Only the watchdog's revoke at a collective timeout leads to a shrink with every rank alive
+// (a mismatched collective order, a rank hung in compute that MPI's detector still hears):
+// shrinking changes nothing there, and going on would time out again. Every rank sees the
+// same agreed job, so each ends alike and on its own: an MPI_Abort here can hang in the
+// runtime after the revoke.
+[[noreturn]] void end_job_nobody_lost() {
+  rank_error("a collective timed out, but no rank was lost: every rank is alive (a mismatched collective order, "
+             "or a rank hung in compute); shrinking cannot fix that, ending the job (the collective timeout "
+             "above names what stalled)");
+  const int status = static_cast<int>(ExitCode::kCommTimeout);
+  report_exit_status(status);
+  std::fflush(nullptr);
+  std::_Exit(status);
+}
+
+// A lost rank that is only stopped would keep mpirun waiting for ever: the lowest survivor
+// on its host ends it (only a process of this job with that rank: comm::end_lost_process).
+void end_stopped_ranks(const std::vector<runtime::JobMember>& before, const runtime::ShrunkJob& shrunk,
+                       const Membership& membership) {
+  for (const int rank : lost_ranks_to_end(before, shrunk, membership)) {
+    const runtime::JobMember& lost = before.at(static_cast<size_t>(rank));
+    if (comm::end_lost_process(lost.pid, lost.first_world_rank))
+      rank_warning(str_cat("rank ", rank, " (pid ", lost.pid, " on ", lost.host,
+                           ") was still there, stopped or hung: ended it, so the job can end"));
+  }
+}
+
+}  // namespace
+
+ElasticRun::ElasticRun(const config::TrainConfig& config, runtime::Runtime& runtime,
+                       checkpoint::CheckpointWriter& checkpoints)
+    : current_(config),
+      runtime_(runtime),
+      checkpoints_(checkpoints),
+      survive_failures_(config.on_failure == config::OnFailure::kShrink) {}
+
+// The cycle: train until a peer is lost, recover on the survivors, go on with a new Trainer.
+train::TrainSummary ElasticRun::run(const TrainerFactory& make_trainer) {
+  for (;;) {
+    std::optional<checkpoint::ReplicaSnapshot> snapshot;
+    if (std::optional<train::TrainSummary> summary = train(make_trainer, snapshot)) return *summary;
+    const std::optional<Recovery> recovery = recover(snapshot);
+    if (!recovery) {
+      train::TrainSummary summary;
+      summary.steps = recovered_ ? recovered_->step : 0;
+      summary.too_few_replicas = true;
+      return summary;
+    }
+    go_on_from(*recovery);
+  }
+}
+
+// One Trainer's life. Its summary, or nothing when a peer failed: `snapshot` then holds what
+// this replica had (none when the failure came while the Trainer was built or torn down).
+std::optional<train::TrainSummary> ElasticRun::train(const TrainerFactory& make_trainer,
+                                                     std::optional<checkpoint::ReplicaSnapshot>& snapshot) {
+  try {
+    std::unique_ptr<train::Trainer> trainer = make_trainer(current_);
+    if (recovered_) trainer->add_callback(std::make_unique<MembershipReporter>(*recovered_, since_failure_));
+    try {
+      return trainer->fit();
+    } catch (const comm::PeerFailure& failure) {
+      if (!survive_failures_) throw;
+      peer_failed(failure);
+      snapshot = trainer->snapshot();
+    }
+  } catch (const comm::PeerFailure& failure) {  // while a Trainer was being built or torn down
+    if (!survive_failures_) throw;
+    if (!snapshot) peer_failed(failure);
+  }
+  return std::nullopt;
+}
+
+void ElasticRun::peer_failed(const comm::PeerFailure& failure) {
+  since_failure_.reset();
+  rank_warning(str_cat("a peer failed: ", failure.what()));
+}
+
+// Collective over the survivors. Nothing when too few of them can go on: each then ends on
+// its own, without MPI_Abort, so nothing outlives the job.
+std::optional<Recovery> ElasticRun::recover(const std::optional<checkpoint::ReplicaSnapshot>& snapshot) {
+  try {
+    // A peer lost during the recovery itself: shrink again and start the recovery over.
+    for (;;) {
+      try {
+        return recover_once(snapshot);
+      } catch (const comm::PeerFailure& failure) {
+        rank_warning(str_cat("a peer failed during the recovery: ", failure.what()));
+      }
+    }
+  } catch (const Error& error) {
+    if (error.code() != ExitCode::kTooFewReplicas) throw;
+    if (runtime_.rank() == 0) rank_error(error.what());
+    return std::nullopt;
+  }
+}
+
+// New world, then state: what the next Trainer starts from.
+Recovery ElasticRun::recover_once(const std::optional<checkpoint::ReplicaSnapshot>& snapshot) {
+  Recovery recovery;
+  recovery.membership = agree_on_new_world();
+  int64_t step = -1;
+  recovery.checkpoint = write_recovered_state(snapshot, recovery.membership, step);
+  recovery.step = std::max<int64_t>(step, 0);
+  require_enough_replicas(recovery);
+  chief_info(str_cat("lost ", describe_lost(recovery.membership), ": going on with ", recovery.membership.world_size,
+                     " replica(s) from step ", recovery.step, " (rank 0, the chief, is now on ",
+                     runtime_.cluster().host(), ")"));
+  return recovery;
+}
+
+// Collective over the job's live ranks: who was lost, and the world the survivors go on in.
+Membership ElasticRun::agree_on_new_world() {
+  const std::vector<runtime::JobMember> before = runtime_.job_members();
+  runtime_.revoke_communicators();
+  // Ranks are gone and every survivor agreed: should Open MPI's runtime now end the job (it
+  // does when it lost a node's daemon), this rank goes on without it. Said the moment the
+  // shrink is agreed: the runtime ends the job within half a second of the loss.
+  const runtime::ShrunkJob shrunk = runtime_.shrink_job(comm::outlive_runtime_after_loss);
+  const Membership membership = membership_after(before, shrunk);
+  if (membership.lost.empty()) end_job_nobody_lost();
+  runtime_.rebuild_communicators(world_of(shrunk));
+  end_stopped_ranks(before, shrunk, membership);
+  return membership;
+}
+
+// Collective over the new world: the state of the last completed step, which the chief
+// writes as the checkpoint the run goes on from. Returns its path, or "" when no state
+// survived in memory where it can be put together (the newest checkpoint on disk is the
+// way on); `step`: the step written, -1 for none.
+std::string ElasticRun::write_recovered_state(const std::optional<checkpoint::ReplicaSnapshot>& snapshot,
+                                              const Membership& membership, int64_t& step) {
+  comm::Communicator& world = runtime_.world();
+  const RecoveredState state = recover_state(world, membership, current_, snapshot);
+  step = state.step;
+  if (state.step < 0) {
+    chief_info("on_failure = shrink: no replica state to recover in memory; resuming from the newest checkpoint");
+    return "";
+  }
+  if (world.rank() == 0) checkpoints_.write(state.checkpoint);
+  world.barrier();  // the file exists before anyone resumes from it
+  return checkpoints_.path(state.step);
+}
+
+// Below shrink.min_replicas survivors (the checkpoint is written by then): Error(kTooFewReplicas).
+void ElasticRun::require_enough_replicas(const Recovery& recovery) const {
+  const int survivors = recovery.membership.world_size;
+  if (survivors >= current_.shrink_min_replicas) return;
+  const std::string saved = recovery.checkpoint.empty() ? "the newest checkpoint in " + checkpoints_.dir()
+                                                        : "checkpoint " + recovery.checkpoint;
+  throw Error(ExitCode::kTooFewReplicas,
+              str_cat("lost ", describe_lost(recovery.membership), ": ", survivors,
+                      " replica(s) left, fewer than shrink.min_replicas = ", current_.shrink_min_replicas, "; ", saved,
+                      " holds step ", recovery.step, ". Start the job again at full size to resume from it (exit ",
+                      static_cast<int>(ExitCode::kTooFewReplicas), ")"),
+              true);
+}
+
+// The next Trainer resumes from the recovered checkpoint, on the new world.
+void ElasticRun::go_on_from(const Recovery& recovery) {
+  recovered_ = recovery;
+  current_.uneven_batch_shares = true;  // the global batch stays; the survivors may split it unevenly
+  if (!recovery.checkpoint.empty()) {
+    current_.resume = config::ResumeMode::kPath;
+    current_.resume_path = recovery.checkpoint;
+  } else {
+    current_.resume = config::ResumeMode::kAuto;
+  }
+}
+
+}  // namespace mirrored::elastic
