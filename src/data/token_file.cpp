@@ -53,8 +53,7 @@ std::string describe_type(hid_t type) {
 // 1 or 2 for uint8 / uint16 storage; the chunk length (0 when contiguous) into `chunk`.
 int token_width(const io::H5File& file, int64_t& chunk) {
   const std::string& path = file.path();
-  const io::H5Handle set(static_cast<hid_t>(h5_ok(H5Dopen2(file.id(), kTokensDataset, H5P_DEFAULT),
-                                                          "H5Dopen2", path)),
+  const io::H5Handle set(static_cast<hid_t>(h5_ok(H5Dopen2(file.id(), kTokensDataset, H5P_DEFAULT), "H5Dopen2", path)),
                          H5Dclose);
   const io::H5Handle type(static_cast<hid_t>(h5_ok(H5Dget_type(set.get()), "H5Dget_type", path)), H5Tclose);
   const bool is_unsigned = H5Tget_class(type.get()) == H5T_INTEGER && H5Tget_sign(type.get()) == H5T_SGN_NONE;

@@ -80,7 +80,8 @@ TEST(BlockCache, EvictsTheLeastRecentlyUsedBlock) {
 // one cache smaller than the data: every byte is right and the bound always holds.
 TEST(BlockCache, TheByteBoundHoldsForSeveralSourcesAndThreads) {
   LoggedSource log;
-  const std::vector<std::array<int64_t, 3>> shapes = {{1003, 3, 64}, {517, 8, 20}, {64, 100, 5}};  // items, bytes, block
+  // items, bytes per item, items per block
+  const std::vector<std::array<int64_t, 3>> shapes = {{1003, 3, 64}, {517, 8, 20}, {64, 100, 5}};
   std::vector<BlockSource> sources;
   for (size_t s = 0; s < shapes.size(); ++s)
     sources.push_back(log.make(static_cast<int>(s), shapes[s][0], shapes[s][1], shapes[s][2]));
@@ -155,7 +156,8 @@ TEST(BlockCache, ForEachBlockVisitsEveryBlockOnceInOrder) {
     seen.emplace_back(block.first_item(), block.items());
     EXPECT_EQ(block.bytes(), block.items() * 4);
     for (int64_t i = 0; i < block.items(); ++i)
-      for (int64_t k = 0; k < 4; ++k) wrong += block.data()[i * 4 + k] != std::byte{pattern(2, block.first_item() + i, k)};
+      for (int64_t k = 0; k < 4; ++k)
+        wrong += block.data()[i * 4 + k] != std::byte{pattern(2, block.first_item() + i, k)};
   });
   EXPECT_EQ(seen, (std::vector<std::pair<int64_t, int64_t>>{{0, 5}, {5, 5}, {10, 5}, {15, 5}, {20, 3}}));
   EXPECT_EQ(wrong, 0);
@@ -168,8 +170,10 @@ TEST(BlockCache, PrefetchAsksForAtMostHalfTheCapacity) {
   sources.push_back(log.make(1, 100, 1, 10));
   BlockCache cache(std::move(sources), {.capacity_bytes = 60, .prefetch = true});
   // Six blocks announced (one twice); half the capacity holds three.
-  const std::vector<ItemRange> ranges = {{.source = 1, .first = 0, .count = 15}, {.source = 0, .first = 5, .count = 1},
-                                         {.source = 1, .first = 12, .count = 1}, {.source = 0, .first = 90, .count = 20}};
+  const std::vector<ItemRange> ranges = {{.source = 1, .first = 0, .count = 15},
+                                         {.source = 0, .first = 5, .count = 1},
+                                         {.source = 1, .first = 12, .count = 1},
+                                         {.source = 0, .first = 90, .count = 20}};
   cache.prefetch(ranges);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (cache.stats().prefetch_loads < 3 && std::chrono::steady_clock::now() < deadline)
