@@ -56,7 +56,7 @@ void assemble_batch(const Dataset& dataset, std::span<const int64_t> indices, Te
     ImageCache::Sample cached;
     if (dataset.cache) cached = dataset.cache->sample(index);
     if (floats) {
-      const float* pixels = cached.block ? cached.block->floats.data() + cached.offset
+      const float* pixels = cached.block ? cached.block->as<float>() + cached.offset
                                          : dataset.float_images.data() + index * sample_numel;
       if (dataset.pixel_scale) {
         for (int64_t k = 0; k < sample_numel; ++k) out[k] = pixels[k] * *dataset.pixel_scale;
@@ -64,7 +64,7 @@ void assemble_batch(const Dataset& dataset, std::span<const int64_t> indices, Te
         for (int64_t k = 0; k < sample_numel; ++k) out[k] = pixels[k] / 255.0f;
       }
     } else {
-      const uint8_t* pixels = cached.block ? cached.block->bytes.data() + cached.offset
+      const uint8_t* pixels = cached.block ? cached.block->as<uint8_t>() + cached.offset
                                            : dataset.images.data() + index * sample_numel;
       for (int64_t k = 0; k < sample_numel; ++k) out[k] = byte_table[pixels[k]];
     }

@@ -87,12 +87,12 @@ std::shared_ptr<ImageCache> cached_pixels(const io::H5File& file, int64_t num_sa
                                             ImageCacheOptions{.cache_bytes = cache_bytes});
   if (floats) {
     detail::FloatPixelCheck check(file.path(), sample_numel, scaled);
-    cache->scan([&](int64_t first_sample, const ImageCache::Block& block) {
-      check.check(block.floats.data(), static_cast<int64_t>(block.floats.size()), first_sample * sample_numel);
+    cache->scan([&](const Block& block) {
+      check.check(block.as<float>(), block.items() * sample_numel, block.first_item() * sample_numel);
     });
     check.finish();
   } else {
-    cache->scan([](int64_t, const ImageCache::Block&) {});
+    cache->scan([](const Block&) {});
   }
   return cache;
 }

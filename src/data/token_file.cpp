@@ -1,10 +1,12 @@
 #include "mirrored/data/token_file.h"
 
 #include <algorithm>
+#include <memory>
 #include <vector>
 
+#include "hdf5_rows.h"
+#include "mirrored/data/block_cache.h"
 #include "mirrored/io/hdf5.h"
-#include "token_slab.h"
 
 namespace mirrored::data {
 namespace {
@@ -20,6 +22,15 @@ constexpr int64_t kScanTokens = int64_t{1} << 20;
 
 InputError problem(const std::string& path, const std::string& what) {
   return InputError(str_cat("'", path, "': ", what));
+}
+
+// Throws Error(kFailure) "HDF5 <call> failed on '<path>' /tokens" when `status` < 0.
+int64_t h5_ok(int64_t status, const char* call, const std::string& path) {
+  if (status < 0) {
+    H5Eclear2(H5E_DEFAULT);
+    throw Error(ExitCode::kFailure, str_cat("HDF5 ", call, " failed on '", path, "' ", kTokensDataset));
+  }
+  return status;
 }
 
 io::H5File open_file(const std::string& path) {
@@ -42,17 +53,16 @@ std::string describe_type(hid_t type) {
 // 1 or 2 for uint8 / uint16 storage; the chunk length (0 when contiguous) into `chunk`.
 int token_width(const io::H5File& file, int64_t& chunk) {
   const std::string& path = file.path();
-  const io::H5Handle set(static_cast<hid_t>(detail::h5_ok(H5Dopen2(file.id(), kTokensDataset, H5P_DEFAULT),
-                                                          "H5Dopen2", path)),
+  const io::H5Handle set(static_cast<hid_t>(h5_ok(H5Dopen2(file.id(), kTokensDataset, H5P_DEFAULT), "H5Dopen2", path)),
                          H5Dclose);
-  const io::H5Handle type(static_cast<hid_t>(detail::h5_ok(H5Dget_type(set.get()), "H5Dget_type", path)), H5Tclose);
+  const io::H5Handle type(static_cast<hid_t>(h5_ok(H5Dget_type(set.get()), "H5Dget_type", path)), H5Tclose);
   const bool is_unsigned = H5Tget_class(type.get()) == H5T_INTEGER && H5Tget_sign(type.get()) == H5T_SGN_NONE;
   const size_t size = H5Tget_size(type.get());
   if (!is_unsigned || (size != 1 && size != 2)) {
     throw problem(path, str_cat(kTokensDataset, " holds ", describe_type(type.get()),
                                 " values, expected uint8 or uint16 tokens"));
   }
-  const io::H5Handle create(static_cast<hid_t>(detail::h5_ok(H5Dget_create_plist(set.get()), "H5Dget_create_plist", path)),
+  const io::H5Handle create(static_cast<hid_t>(h5_ok(H5Dget_create_plist(set.get()), "H5Dget_create_plist", path)),
                             H5Pclose);
   chunk = 0;
   if (H5Pget_layout(create.get()) == H5D_CHUNKED) {
@@ -151,37 +161,47 @@ TokenFileInfo open_token_file(const std::string& path) {
   TokenFileInfo info = describe_token_file(path);
   // uint8 storage with the full byte vocabulary cannot hold a bad token: no pass needed.
   if (info.token_bytes == 1 && info.vocab_size == kByteVocabulary) return info;
-  const detail::TokenSlabReader reader(info);
-  std::vector<uint8_t> buffer(static_cast<size_t>(std::min(info.num_tokens, kScanTokens) * info.token_bytes));
-  for (int64_t offset = 0; offset < info.num_tokens; offset += kScanTokens) {
-    const int64_t count = std::min(kScanTokens, info.num_tokens - offset);
-    reader.read(offset, count, buffer.data());
-    for (int64_t i = 0; i < count; ++i) {
-      int64_t token = 0;
-      if (info.token_bytes == 1) {
-        token = buffer[static_cast<size_t>(i)];
-      } else {
-        uint16_t wide = 0;
-        std::copy_n(buffer.data() + 2 * i, 2, reinterpret_cast<uint8_t*>(&wide));
-        token = wide;
-      }
+  const auto rows = std::make_shared<const detail::Hdf5Rows>(path, kTokensDataset, "");
+  const BlockSource tokens = detail::row_blocks(rows, detail::native_unsigned(info.token_bytes), kScanTokens);
+  for_each_block(tokens, [&](const Block& block) {
+    for (int64_t i = 0; i < block.items(); ++i) {
+      const int64_t token = info.token_bytes == 1 ? int64_t{block.as<uint8_t>()[i]} : int64_t{block.as<uint16_t>()[i]};
       if (token >= info.vocab_size) {
-        throw problem(path, str_cat(kTokensDataset, "[", offset + i, "] = ", token, " is outside the vocabulary [0, ",
-                                    info.vocab_size, ") (attribute ", kVocabSize, " = ", info.vocab_size, ")"));
+        throw problem(path, str_cat(kTokensDataset, "[", block.first_item() + i, "] = ", token,
+                                    " is outside the vocabulary [0, ", info.vocab_size, ") (attribute ", kVocabSize,
+                                    " = ", info.vocab_size, ")"));
       }
     }
-  }
+  });
   return info;
 }
 
 namespace {
+
+// Creates /tokens [count] in `file` with `token_bytes`-wide unsigned storage (the io
+// layer's H5File writes uint8 only) and writes `data` (host byte order).
+void write_tokens_dataset(io::H5File& file, const void* data, int64_t count, int token_bytes) {
+  const std::string& path = file.path();
+  const hsize_t length = static_cast<hsize_t>(count);
+  const io::H5Handle space(static_cast<hid_t>(h5_ok(H5Screate_simple(1, &length, nullptr), "H5Screate_simple", path)),
+                           H5Sclose);
+  const hid_t stored_type = token_bytes == 1 ? H5T_STD_U8LE : H5T_STD_U16LE;
+  const io::H5Handle tokens(static_cast<hid_t>(h5_ok(H5Dcreate2(file.id(), kTokensDataset, stored_type, space.get(),
+                                                                H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                                                     "H5Dcreate2", path)),
+                            H5Dclose);
+  if (count > 0) {
+    h5_ok(H5Dwrite(tokens.get(), detail::native_unsigned(token_bytes), H5S_ALL, H5S_ALL, H5P_DEFAULT, data), "H5Dwrite",
+          path);
+  }
+}
 
 void write_tokens(const std::string& path, const void* data, int64_t count, int token_bytes,
                   const TokenFileAttributes& attributes) {
   MIRRORED_CHECK(attributes.vocab_size >= 1 && attributes.vocab_size <= (token_bytes == 1 ? kByteVocabulary : kMaxVocabulary),
                  "vocab_size ", attributes.vocab_size, " for ", token_bytes, "-byte tokens");
   io::H5File file(path, io::H5File::Access::kTruncate);
-  detail::write_tokens_dataset(file, data, count, token_bytes);
+  write_tokens_dataset(file, data, count, token_bytes);
   file.write_attribute(kTokenizer, attributes.tokenizer);
   file.write_attribute(kVocabSize, attributes.vocab_size);
   if (!attributes.source.empty()) file.write_attribute(kSource, attributes.source);

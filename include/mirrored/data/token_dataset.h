@@ -1,32 +1,22 @@
 #pragma once
 // A token file read in windows, for language-model training on data of any size. Reads go
-// through a bounded least-recently-used cache of fixed-size blocks of the file (each block
-// one HDF5 hyperslab read); a background thread loads the blocks of windows announced with
+// through the bounded block cache (block_cache.h): fixed-size blocks of the file, each one
+// HDF5 hyperslab read; a background thread loads the blocks of windows announced with
 // prefetch() while the caller works on the current ones. The cache never holds more than
 // its capacity (blocks being loaded included), so memory stays bounded however large the
 // file is. Every public member is safe to call from several threads when the HDF5 library
 // is built thread-safe (Debian's is); with one that is not, there is no prefetch thread and
 // the caller must read from one thread at a time.
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
-#include <list>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
-#include <thread>
-#include <unordered_map>
-#include <vector>
 
 #include "mirrored/core/tensor.h"
+#include "mirrored/data/block_cache.h"
 #include "mirrored/data/token_file.h"
 
 namespace mirrored::data {
-
-namespace detail {
-class TokenSlabReader;
-}
 
 struct TokenCacheOptions {
   // Bytes of file data the cache may hold; 0 means no bound (the whole file may become
@@ -38,14 +28,8 @@ struct TokenCacheOptions {
   bool prefetch = true;  // false: no background thread, prefetch() does nothing
 };
 
-struct TokenCacheStats {
+struct TokenCacheStats : BlockCacheStats {
   int64_t block_tokens = 0;
-  int64_t capacity_bytes = 0;       // the bound: resident + loading blocks never exceed it
-  int64_t resident_bytes = 0;       // now
-  int64_t peak_resident_bytes = 0;  // the most ever held at once
-  int64_t hits = 0;                 // read() found the block resident (or being prefetched)
-  int64_t misses = 0;               // read() had to load the block itself
-  int64_t prefetch_loads = 0;       // blocks the background thread loaded
 };
 
 class TokenDataset {
@@ -77,36 +61,10 @@ class TokenDataset {
   bool reads_from_any_thread() const { return hdf5_thread_safe_; }
 
  private:
-  using Block = std::vector<uint8_t>;  // block_tokens_ tokens as stored (1 or 2 bytes each)
-  struct Entry {
-    std::shared_ptr<const Block> data;      // null while being loaded
-    std::list<int64_t>::iterator recency;   // position in lru_ once loaded
-  };
-
-  int64_t block_count() const { return (info_.num_tokens + block_tokens_ - 1) / block_tokens_; }
-  int64_t block_bytes(int64_t index) const;
-  // The block, loaded on this thread if no other thread has it or is loading it. For the
-  // prefetch thread (`demand` false) a block being loaded elsewhere is left alone (null).
-  std::shared_ptr<const Block> block(int64_t index, bool demand);
-  void prefetch_loop();
-
   TokenFileInfo info_;
-  std::unique_ptr<detail::TokenSlabReader> reader_;
   int64_t block_tokens_ = 0;
-  int64_t capacity_bytes_ = 0;
   bool hdf5_thread_safe_ = false;
-
-  mutable std::mutex mutex_;
-  std::condition_variable loaded_;        // a block finished loading (or failed)
-  std::unordered_map<int64_t, Entry> blocks_;
-  std::list<int64_t> lru_;                // loaded blocks, most recently used first
-  int64_t resident_bytes_ = 0;
-  TokenCacheStats stats_;
-
-  std::condition_variable wanted_;        // new prefetch request, or stopping
-  std::deque<int64_t> pending_;           // blocks the prefetch thread should load
-  bool stopping_ = false;
-  std::thread prefetcher_;
+  std::unique_ptr<BlockCache> cache_;
 };
 
 // The trainer's entry point: the file at `path` behind a cache of `cache_mb` MiB (0: no
