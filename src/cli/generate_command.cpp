@@ -31,6 +31,7 @@
 #include "parse_options.h"
 #include "mirrored/checkpoint/saved_model.h"
 #include "mirrored/core/error.h"
+#include "mirrored/core/file_replacement.h"
 #include "mirrored/core/rng.h"
 #include "mirrored/nn/gpt_decoder.h"
 
@@ -134,14 +135,13 @@ void write_npy(const std::string& path, const std::vector<float>& values, int64_
   std::string header = str_cat("{'descr': '<f4', 'fortran_order': False, 'shape': (", rows, ", ", cols, "), }");
   header.append(63 - (10 + header.size()) % 64, ' ');
   header += '\n';
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw InputError(str_cat("generate: cannot open '", path, "' for writing"), ExitCode::kUsage);
+  FileReplacement out(path);
   const auto length = static_cast<uint16_t>(header.size());
   out.write("\x93NUMPY\x01\x00", 8);
-  out.write(reinterpret_cast<const char*>(&length), 2);
-  out << header;
-  out.write(reinterpret_cast<const char*>(values.data()), static_cast<std::streamsize>(values.size() * sizeof(float)));
-  if (!out.flush()) throw Error(ExitCode::kFailure, str_cat("generate: cannot write '", path, "'"));
+  out.write(&length, 2);
+  out.write(header);
+  out.write(values.data(), values.size() * sizeof(float));
+  out.commit();
 }
 
 // The next-token logits of the window tokens[start, end), by one of the two paths. The first

@@ -97,21 +97,19 @@ TokenFileAttributes tokenizer_attributes(const Tokenizer& tokenizer) {
 
 void write_split(const std::string& path, std::span<const uint8_t> text, const Tokenizer& tokenizer,
                  TokenFileAttributes attributes, const std::string& source, int64_t& tokens_written) {
-  const std::string temporary = path + ".tmp";
   attributes.source = source;
+  // write_token_file replaces `path` whole or not at all: an interrupted import leaves no
+  // half-written file under the final name.
   if (tokenizer.name() == kByteTokenizer) {
-    write_token_file(temporary, text, attributes);
+    write_token_file(path, text, attributes);
     tokens_written = static_cast<int64_t>(text.size());
   } else {
     const std::vector<int32_t> ids =
         tokenizer.encode(std::string_view(reinterpret_cast<const char*>(text.data()), text.size()));
     const std::vector<uint16_t> tokens(ids.begin(), ids.end());  // every id < vocab_size <= 65536
-    write_token_file(temporary, std::span<const uint16_t>(tokens), attributes);
+    write_token_file(path, std::span<const uint16_t>(tokens), attributes);
     tokens_written = static_cast<int64_t>(tokens.size());
   }
-  std::error_code error;
-  fs::rename(temporary, path, error);
-  if (error) throw Error(ExitCode::kFailure, str_cat("cannot rename '", temporary, "' to '", path, "': ", error.message()));
 }
 
 // The import's tokenizer: bytes, a model trained on the training text, or a given model
@@ -131,14 +129,8 @@ Tokenizer make_tokenizer(const TextImportOptions& options, std::span<const uint8
     throw InputError(str_cat("--tokenizer '", options.tokenizer, "': expected bytes, sentencepiece, or an existing "
                              "SentencePiece .model file"),
                      ExitCode::kUsage);
-  Tokenizer::load_sentencepiece(options.tokenizer);  // checked before it is copied
-  if (!fs::equivalent(options.tokenizer, model_path, error)) {
-    fs::copy_file(options.tokenizer, model_path, fs::copy_options::overwrite_existing, error);
-    if (error)
-      throw Error(ExitCode::kFailure, str_cat("cannot copy '", options.tokenizer, "' to '", model_path, "': ",
-                                              error.message()));
-  }
-  return Tokenizer::load_sentencepiece(model_path);
+  if (fs::equivalent(options.tokenizer, model_path, error)) return Tokenizer::load_sentencepiece(model_path);
+  return Tokenizer::copy_sentencepiece(options.tokenizer, model_path);
 }
 
 }  // namespace

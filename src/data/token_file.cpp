@@ -180,19 +180,19 @@ void write_tokens(const std::string& path, const void* data, int64_t count, int 
                   const TokenFileAttributes& attributes) {
   MIRRORED_CHECK(attributes.vocab_size >= 1 && attributes.vocab_size <= (token_bytes == 1 ? kByteVocabulary : kMaxVocabulary),
                  "vocab_size ", attributes.vocab_size, " for ", token_bytes, "-byte tokens");
-  io::H5File file(path, io::H5File::Access::kTruncate);
-  detail::write_tokens_dataset(file, data, count, token_bytes);
-  file.write_attribute(kTokenizer, attributes.tokenizer);
-  file.write_attribute(kVocabSize, attributes.vocab_size);
-  if (!attributes.source.empty()) file.write_attribute(kSource, attributes.source);
-  if (!attributes.tokenizer_model.empty()) file.write_attribute(kTokenizerModel, attributes.tokenizer_model);
-  if (!attributes.tokenizer_sha256.empty()) file.write_attribute(kTokenizerSha256, attributes.tokenizer_sha256);
-  if (!attributes.token_bytes.empty()) {
-    MIRRORED_CHECK(static_cast<int64_t>(attributes.token_bytes.size()) == attributes.vocab_size, "token_bytes of ",
-                   attributes.token_bytes.size(), " tokens for vocab_size ", attributes.vocab_size);
-    file.write_i64(kTokenBytesDataset, {attributes.vocab_size}, attributes.token_bytes.data());
-  }
-  file.flush();
+  io::write_hdf5_file(path, [&](io::H5File& file) {
+    detail::write_tokens_dataset(file, data, count, token_bytes);
+    file.write_attribute(kTokenizer, attributes.tokenizer);
+    file.write_attribute(kVocabSize, attributes.vocab_size);
+    if (!attributes.source.empty()) file.write_attribute(kSource, attributes.source);
+    if (!attributes.tokenizer_model.empty()) file.write_attribute(kTokenizerModel, attributes.tokenizer_model);
+    if (!attributes.tokenizer_sha256.empty()) file.write_attribute(kTokenizerSha256, attributes.tokenizer_sha256);
+    if (!attributes.token_bytes.empty()) {
+      MIRRORED_CHECK(static_cast<int64_t>(attributes.token_bytes.size()) == attributes.vocab_size, "token_bytes of ",
+                     attributes.token_bytes.size(), " tokens for vocab_size ", attributes.vocab_size);
+      file.write_i64(kTokenBytesDataset, {attributes.vocab_size}, attributes.token_bytes.data());
+    }
+  });
 }
 
 }  // namespace

@@ -7,8 +7,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "mirrored/core/tensor.h"
 #include "mirrored/core/error.h"
+#include "mirrored/core/file_replacement.h"
+#include "mirrored/core/tensor.h"
 
 namespace mirrored::io {
 namespace {
@@ -243,22 +244,12 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsTen
   header.append((8 - header.size() % 8) % 8, ' ');  // the data starts 8-byte aligned
 
   static_assert(std::endian::native == std::endian::little, "safetensors data is little-endian");
-  const std::string temporary = path + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    if (!out) throw Error(ExitCode::kFailure, str_cat("cannot open '", temporary, "' for writing"));
-    uint64_t length = header.size();
-    out.write(reinterpret_cast<const char*>(&length), 8);
-    out.write(header.data(), static_cast<std::streamsize>(header.size()));
-    for (const SafetensorsTensor& tensor : tensors)
-      out.write(reinterpret_cast<const char*>(tensor.values.data()),
-                static_cast<std::streamsize>(tensor.values.size() * sizeof(float)));
-    if (!out.flush()) throw Error(ExitCode::kFailure, str_cat("cannot write '", temporary, "'"));
-  }
-  std::error_code error;
-  fs::rename(temporary, path, error);
-  if (error)
-    throw Error(ExitCode::kFailure, str_cat("cannot rename '", temporary, "' to '", path, "': ", error.message()));
+  FileReplacement out(path);
+  const uint64_t length = header.size();
+  out.write(&length, 8);
+  out.write(header);
+  for (const SafetensorsTensor& tensor : tensors) out.write(tensor.values.data(), tensor.values.size() * sizeof(float));
+  out.commit();
 }
 
 SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {

@@ -70,7 +70,8 @@ struct TokenFileAttributes {
 };
 
 // Writes /tokens (contiguous storage, so any window is one read) and the attributes.
-// uint8 storage for `bytes`; uint16 storage for `tokens`. Replaces an existing file. The
+// uint8 storage for `bytes`; uint16 storage for `tokens`. Replaces an existing file, whole or
+// not at all (io::write_hdf5_file: Error(kWriteFailed) leaves it unchanged). The
 // values are written as given (open_token_file is where they are checked).
 void write_token_file(const std::string& path, std::span<const uint8_t> bytes, const TokenFileAttributes& attributes);
 void write_token_file(const std::string& path, std::span<const uint16_t> tokens, const TokenFileAttributes& attributes);
