@@ -15,27 +15,47 @@ namespace {
 
 namespace fs = std::filesystem;
 
-bool segment_match(std::string_view pattern, std::string_view text) {
-  if (pattern.empty()) return text.empty();
-  if (pattern[0] == '*') {
-    for (size_t skip = 0; skip <= text.size(); ++skip) {
-      if (segment_match(pattern.substr(1), text.substr(skip))) return true;
+// Glob matching without backtracking beyond the last star (as in Russ Cox's "Glob Matching
+// Can Be Simple And Fast Too"): a '*' that later fails to match is only ever retried by
+// growing what the most recent '*' swallowed, never by revisiting an earlier one, which is
+// enough because stars are all alike. So a match takes at most |pattern| x |text| steps
+// (a 63-character name against '*a*a*...*b' is ~1000 steps, where trying every way to
+// split the name among the stars took exponential time). `item` matches one pattern element
+// against one text element; `is_star` tells the star elements.
+template <typename Pattern, typename Text, typename IsStar, typename ItemMatch>
+bool star_match(const Pattern& pattern, const Text& text, IsStar is_star, ItemMatch item) {
+  size_t p = 0, t = 0;
+  size_t star_p = std::string_view::npos, star_t = 0;  // the last star, and where its match ends
+  while (p < pattern.size() || t < text.size()) {
+    if (p < pattern.size()) {
+      if (is_star(pattern[p])) {
+        star_p = p++;
+        star_t = t;
+        continue;
+      }
+      if (t < text.size() && item(pattern[p], text[t])) {
+        ++p;
+        ++t;
+        continue;
+      }
     }
-    return false;
+    // A mismatch: let the last star take one more element, if there is a star and text left.
+    if (star_p == std::string_view::npos || star_t >= text.size()) return false;
+    p = star_p + 1;
+    t = ++star_t;
   }
-  if (text.empty()) return false;
-  return (pattern[0] == '?' || pattern[0] == text[0]) && segment_match(pattern.substr(1), text.substr(1));
+  return true;
 }
 
+// One path segment: '*' any run of characters, '?' one character.
+bool segment_match(std::string_view pattern, std::string_view text) {
+  return star_match(pattern, text, [](char c) { return c == '*'; }, [](char p, char c) { return p == '?' || p == c; });
+}
+
+// Whole paths: a "**" segment matches any number of segments, zero included.
 bool segments_match(std::span<const std::string> pattern, std::span<const std::string> path) {
-  if (pattern.empty()) return path.empty();
-  if (pattern[0] == "**") {
-    for (size_t skip = 0; skip <= path.size(); ++skip) {
-      if (segments_match(pattern.subspan(1), path.subspan(skip))) return true;
-    }
-    return false;
-  }
-  return !path.empty() && segment_match(pattern[0], path[0]) && segments_match(pattern.subspan(1), path.subspan(1));
+  return star_match(pattern, path, [](const std::string& segment) { return segment == "**"; },
+                    [](const std::string& p, const std::string& segment) { return segment_match(p, segment); });
 }
 
 bool is_archive(const std::string& path) {

@@ -30,9 +30,10 @@ int64_t pick_block_tokens(const TokenFileInfo& info, const TokenCacheOptions& op
 
 }  // namespace
 
-TokenDataset::TokenDataset(const std::string& path, TokenCacheOptions options) : info_(open_token_file(path)) {
+TokenDataset::TokenDataset(const std::string& path, TokenCacheOptions options) {
+  // Validated through the very descriptor it is read through.
+  reader_ = detail::open_checked_token_file(path, info_);
   MIRRORED_CHECK(options.cache_bytes >= 0, "cache_bytes ", options.cache_bytes);
-  reader_ = std::make_unique<detail::TokenSlabReader>(info_);
   block_tokens_ = pick_block_tokens(info_, options);
   const int64_t block_size = block_tokens_ * info_.token_bytes;
   capacity_bytes_ = options.cache_bytes == 0 ? block_count() * block_size

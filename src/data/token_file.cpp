@@ -113,8 +113,19 @@ std::vector<int64_t> read_token_byte_lengths(const TokenFileInfo& info) {
 
 bool is_token_file(const std::string& path) { return open_file(path).exists(kTokensDataset); }
 
-TokenFileInfo describe_token_file(const std::string& path) {
-  const io::H5File file = open_file(path);
+namespace {
+
+// The tokenizer model must be a file of the token file's own folder: a name, not a path.
+void check_model_name(const std::string& path, const std::string& model) {
+  if (model.empty() || model == "." || model == ".." || model.find('/') != std::string::npos ||
+      model.find('\0') != std::string::npos)
+    throw problem(path, str_cat("attribute ", kTokenizerModel, " = '", model,
+                                "': expected the name of a file in the token file's own folder (no '/', not '.' or "
+                                "'..')"));
+}
+
+TokenFileInfo describe_open_file(const io::H5File& file) {
+  const std::string& path = file.path();
   if (!file.exists(kTokensDataset)) {
     throw problem(path, str_cat("dataset ", kTokensDataset, " is missing (expected uint8 or uint16 tokens [N])"));
   }
@@ -142,16 +153,19 @@ TokenFileInfo describe_token_file(const std::string& path) {
         throw problem(path, str_cat("attribute ", name, " is missing (expected it with ", kTokenizer, " = \"",
                                     info.tokenizer, "\": the tokenizer model's file name and SHA-256)"));
   }
-  if (file.has_attribute(kTokenizerModel)) info.tokenizer_model = file.read_string_attribute(kTokenizerModel);
+  if (file.has_attribute(kTokenizerModel)) {
+    info.tokenizer_model = file.read_string_attribute(kTokenizerModel);
+    check_model_name(path, info.tokenizer_model);
+  }
   if (file.has_attribute(kTokenizerSha256)) info.tokenizer_sha256 = file.read_string_attribute(kTokenizerSha256);
   return info;
 }
 
-TokenFileInfo open_token_file(const std::string& path) {
-  TokenFileInfo info = describe_token_file(path);
+// Every token within the vocabulary, read through `reader`, in bounded memory.
+void check_tokens(const TokenFileInfo& info, const detail::TokenSlabReader& reader) {
+  const std::string& path = info.path;
   // uint8 storage with the full byte vocabulary cannot hold a bad token: no pass needed.
-  if (info.token_bytes == 1 && info.vocab_size == kByteVocabulary) return info;
-  const detail::TokenSlabReader reader(info);
+  if (info.token_bytes == 1 && info.vocab_size == kByteVocabulary) return;
   std::vector<uint8_t> buffer(static_cast<size_t>(std::min(info.num_tokens, kScanTokens) * info.token_bytes));
   for (int64_t offset = 0; offset < info.num_tokens; offset += kScanTokens) {
     const int64_t count = std::min(kScanTokens, info.num_tokens - offset);
@@ -171,6 +185,23 @@ TokenFileInfo open_token_file(const std::string& path) {
       }
     }
   }
+}
+
+}  // namespace
+
+TokenFileInfo describe_token_file(const std::string& path) { return describe_open_file(open_file(path)); }
+
+std::unique_ptr<detail::TokenSlabReader> detail::open_checked_token_file(const std::string& path, TokenFileInfo& info) {
+  io::H5File file = open_file(path);
+  info = describe_open_file(file);
+  auto reader = std::make_unique<TokenSlabReader>(std::move(file), info);
+  check_tokens(info, *reader);
+  return reader;
+}
+
+TokenFileInfo open_token_file(const std::string& path) {
+  TokenFileInfo info;
+  detail::open_checked_token_file(path, info);
   return info;
 }
 

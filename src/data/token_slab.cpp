@@ -16,15 +16,14 @@ hid_t memory_type(int token_bytes) { return token_bytes == 1 ? H5T_NATIVE_UINT8 
 
 }  // namespace
 
-TokenSlabReader::TokenSlabReader(const TokenFileInfo& info) : path_(info.path), token_bytes_(info.token_bytes) {
+TokenSlabReader::TokenSlabReader(io::H5File file, const TokenFileInfo& info)
+    : path_(info.path), token_bytes_(info.token_bytes), file_(std::move(file)) {
   // Error stacks are per thread in a thread-safe HDF5; this reader may run on a prefetch
   // thread, whose failures are reported by exception, not printed.
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-  file_ = io::H5Handle(static_cast<hid_t>(h5_ok(H5Fopen(path_.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), "H5Fopen", path_)),
-                       H5Fclose);
   const io::H5Handle access(static_cast<hid_t>(h5_ok(H5Pcreate(H5P_DATASET_ACCESS), "H5Pcreate", path_)), H5Pclose);
   h5_ok(H5Pset_chunk_cache(access.get(), 0, 0, H5D_CHUNK_CACHE_W0_DEFAULT), "H5Pset_chunk_cache", path_);
-  tokens_ = io::H5Handle(static_cast<hid_t>(h5_ok(H5Dopen2(file_.get(), kTokensDataset, access.get()), "H5Dopen2", path_)),
+  tokens_ = io::H5Handle(static_cast<hid_t>(h5_ok(H5Dopen2(file_.id(), kTokensDataset, access.get()), "H5Dopen2", path_)),
                          H5Dclose);
 }
 

@@ -5,7 +5,9 @@
 #include <chrono>
 #include <cstdio>
 
+#include "mirrored/core/error.h"
 #include "mirrored/core/file_replacement.h"
+#include "mirrored/core/host_memory.h"
 #include "mirrored/core/fingerprint.h"
 #include "mirrored/core/log.h"
 #include "mirrored/core/strings.h"
@@ -71,7 +73,16 @@ std::string describe_collective(const CollectiveRecord& record) {
   return text + ")";
 }
 
-FlightRecorder::FlightRecorder(size_t capacity) : capacity_(capacity) { ring_.resize(capacity_); }
+const size_t FlightRecorder::kBytesPerCollective = sizeof(FlightRecorder::Entry);
+
+FlightRecorder::FlightRecorder(size_t capacity) : capacity_(capacity) {
+  if (capacity_ > static_cast<size_t>(kMaxRecordedCollectives))
+    throw InputError(str_cat("a flight recorder of ", capacity_, " collectives would take ",
+                             bytes_str(static_cast<double>(capacity_) * static_cast<double>(kBytesPerCollective)),
+                             " per rank; at most ", kMaxRecordedCollectives, " (trace.collectives)"),
+                     ExitCode::kUsage);
+  ring_.resize(capacity_);
+}
 
 int FlightRecorder::add_channel(const char* name) {
   std::lock_guard lock(mutex_);
