@@ -150,7 +150,8 @@ std::string RunStateReader::read_new_lines() {
                                                       "ignored"));
     warned_ = true;
   } else {
-    if (info.st_dev != device_ || info.st_ino != inode_) {  // a new file: read it from its start
+    // A new file (another inode, or one shorter than what was read): read it from its start.
+    if (info.st_dev != device_ || info.st_ino != inode_ || static_cast<uint64_t>(info.st_size) < offset_) {
       device_ = info.st_dev;
       inode_ = info.st_ino;
       offset_ = 0;

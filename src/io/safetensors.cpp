@@ -128,9 +128,10 @@ void read_exactly(int fd, uint64_t offset, void* out, uint64_t size, const std::
   }
 }
 
-// A header's text costs at least this many bytes per dimension of a shape ("0,"): with
-// kMaxDimensions per shape, and names and strings held once, parsing holds at most about
-// 4 bytes per header byte besides the header itself (test_file_bounds measures it).
+// What a header describes costs at most about 4 bytes per byte of its text: a dimension
+// (8 bytes) takes at least 2 ("0,"), a tensor's entry (~200 bytes) at least 51, names and
+// strings are held once; with the header itself, reading takes at most 6 bytes per header
+// byte (test_input_bounds measures it), and the header is at most the file's size.
 constexpr size_t kMaxDimensions = 64;
 constexpr int kMaxDepth = 16;
 

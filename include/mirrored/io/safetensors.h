@@ -28,8 +28,8 @@ class SafetensorsFile {
   // tile the data exactly, as Hugging Face's reader asks: none overlaps another, none leaves
   // a gap. InputError naming the file (and the tensor) otherwise: a truncated file, a header
   // that is not the format's JSON (io/json_text.h's strict rules), a dtype mirrored cannot
-  // read, a shape of more than 64 dimensions. Memory: the header (at most 100 MiB and the
-  // file's size) plus at most about 4 bytes per header byte for what it describes.
+  // read, a shape of more than 64 dimensions. Memory: at most 6 bytes per header byte, the
+  // header included (which is at most 100 MiB and the file's size).
   // The file stays open: read() reads through the descriptor checked here.
   explicit SafetensorsFile(const std::string& path);
 
