@@ -354,7 +354,11 @@ mirrored_interrupt() {
 # from its start (a TERM their agents held while the runtime was ending still reaches them).
 mirrored_relay_signal() {
   [[ "${MIRRORED_RANK_AGENT:-0}" == 1 && -n "${MIRRORED_RUN_STATE_FD:-}" ]] || return 0
-  printf '%s\n' "$1" >>"$(mirrored_state signals)" 2>/dev/null || true
+  local signals
+  signals=$(mirrored_state signals)
+  # Only a file of ours is read by the ranks: anything else under the name goes first.
+  if [[ -L "$signals" ]] || [[ -e "$signals" && ! -O "$signals" ]]; then rm -f -- "$signals"; fi
+  printf '%s\n' "$1" >>"$signals" 2>/dev/null || true
 }
 
 # mirrored_wait_launcher PID NAME: waits for the launcher PID (a child of this shell) and

@@ -94,7 +94,8 @@ void FileReplacement::fail(const std::string& what, int error) const {
 void FileReplacement::write(const void* data, size_t size) {
   MIRRORED_CHECK(fd_ >= 0 && !committed_, "write to '", target_, "' after commit");
   if (const int error = write_all(fd_, static_cast<const char*>(data), size); error != 0)
-    fail(str_cat("writing its temporary '", temporary_, "' failed after ", written_, " bytes"), error);
+    fail(str_cat("writing ", size, " bytes to its temporary '", temporary_, "' (", written_, " written before) failed"),
+         error);
   written_ += size;
 }
 
