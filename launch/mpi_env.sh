@@ -229,7 +229,7 @@ mirrored_exit_status() {
 # since). True when there were survivors. Only where the launch used the rank agent
 # (MIRRORED_RANK_AGENT=1), which is what lets ranks outlive the runtime.
 mirrored_wait_survivors() {
-  local launcher=$1 status alive ended tail_pid=""
+  local launcher=$1 status alive output ended tail_pid=""
   status=$(mirrored_state exit-status) alive=$(mirrored_state alive)
   [[ "${MIRRORED_RANK_AGENT:-0}" == 1 && ! -s "$status" ]] || return 1
   ended=$(date +%s)
@@ -240,7 +240,10 @@ mirrored_wait_survivors() {
   echo "warning: $launcher has exited: the MPI runtime ended the job after losing a node's daemon, but ranks" \
        "outlived it and go on without it; waiting for their chief's exit status in the run-state directory" \
        "(MIRRORED_RUN_STATE_DIR $MIRRORED_RUN_STATE_DIR; their output since the loss follows)" >&2
-  tail -n +1 -F "$(mirrored_state output)" 2>/dev/null >&2 &
+  output=$(mirrored_state output)
+  # Only a file of ours is shown (the ranks never write through anything else).
+  if [[ -L "$output" ]] || [[ -e "$output" && ! -O "$output" ]]; then rm -f -- "$output"; fi
+  tail -n +1 -F "$output" >&2 2>/dev/null &
   tail_pid=$!
   while [[ ! -s "$status" ]] && (($(date +%s) - $(mirrored_mtime "$alive") <= 5)); do sleep 0.2; done
   sleep 0.3  # the last lines

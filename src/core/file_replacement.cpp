@@ -140,7 +140,14 @@ bool is_replacement_temporary(std::string_view name, std::string_view target_nam
   return letters.find_first_not_of(std::string_view(kLetters, sizeof kLetters - 1)) == std::string_view::npos;
 }
 
-size_t remove_abandoned_temporaries(const std::string& folder, const std::function<bool(std::string_view)>& owned) {
+bool is_replacement_temporary_of(std::string_view name, const std::function<bool(std::string_view)>& owned) {
+  const size_t mark = name.rfind(kTemporaryMark);
+  return mark != std::string_view::npos && is_replacement_temporary(name, name.substr(0, mark)) &&
+         owned(name.substr(0, mark));
+}
+
+size_t remove_abandoned_temporaries(const std::string& folder,
+                                    const std::function<bool(std::string_view)>& is_temporary) {
   const int dir = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir < 0) return 0;
   DIR* listing = fdopendir(dir);
@@ -150,11 +157,7 @@ size_t remove_abandoned_temporaries(const std::string& folder, const std::functi
   }
   size_t removed = 0;
   while (const dirent* entry = readdir(listing)) {
-    const std::string_view name = entry->d_name;
-    const size_t mark = name.rfind(kTemporaryMark);
-    if (mark == std::string_view::npos || !is_replacement_temporary(name, name.substr(0, mark)) ||
-        !owned(name.substr(0, mark)))
-      continue;
+    if (!is_temporary(entry->d_name)) continue;
     // O_NOFOLLOW: a symlink under such a name is nobody's temporary (and is left alone).
     const int fd = openat(dir, entry->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) continue;

@@ -128,10 +128,32 @@ void write_checkpoint(const std::string& path, const Checkpoint& checkpoint) {
   }
 }
 
+namespace {
+
+// "ckpt-<digits>.h5", the checkpoint writer's targets (checkpoint/checkpoint_store.cpp).
+bool is_checkpoint_name(std::string_view name) {
+  constexpr std::string_view prefix = "ckpt-", suffix = ".h5";
+  if (name.size() <= prefix.size() + suffix.size() || name.substr(0, prefix.size()) != prefix ||
+      name.substr(name.size() - suffix.size()) != suffix)
+    return false;
+  const std::string_view digits = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+  return digits.find_first_not_of("0123456789") == std::string_view::npos;
+}
+
+// The writer's own temporaries: FileReplacement's "ckpt-N.h5.tmp.XXXXXX", and the
+// "ckpt-N.h5.tmp.<pid>" that versions before it left (HDF5's own lock held those while written).
+bool is_checkpoint_temporary(std::string_view name) {
+  if (is_replacement_temporary_of(name, is_checkpoint_name)) return true;
+  const size_t mark = name.rfind(".tmp.");
+  if (mark == std::string_view::npos || !is_checkpoint_name(name.substr(0, mark))) return false;
+  const std::string_view pid = name.substr(mark + 5);
+  return !pid.empty() && pid.size() <= 10 && pid.find_first_not_of("0123456789") == std::string_view::npos;
+}
+
+}  // namespace
+
 size_t remove_abandoned_checkpoint_temporaries(const std::string& dir) {
-  return remove_abandoned_temporaries(dir, [](std::string_view name) {
-    return name.size() > 3 && name.substr(name.size() - 3) == ".h5";
-  });
+  return remove_abandoned_temporaries(dir, is_checkpoint_temporary);
 }
 
 Checkpoint read_checkpoint(const std::string& path) {

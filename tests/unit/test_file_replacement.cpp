@@ -18,6 +18,7 @@
 #include "mirrored/checkpoint/run_directory.h"
 #include "mirrored/config/config.h"
 #include "mirrored/core/error.h"
+#include "mirrored/io/checkpoint_file.h"
 #include "mirrored/io/hdf5.h"
 #include "temp_dir.h"
 
@@ -203,13 +204,16 @@ TEST(FileReplacement, TheCleanUpRemovesOnlyAbandonedTemporariesOfItsOwnTargets) 
   // Not ours: other names, a symlink under our pattern.
   write(dir.file("other.h5.tmp.1"), "another writer's");
   write(dir.file("notes.txt.tmp.abcdef"), "another target's");
+  write(dir.file("final.h5.tmp.abcdef"), "not a checkpoint's");
   fs::create_symlink(dir.file("other.h5.tmp.1"), dir.file("ckpt-000000012.h5.tmp.abcdef"));
-  const auto checkpoints = [](std::string_view name) { return name.size() > 3 && name.substr(name.size() - 3) == ".h5"; };
-  EXPECT_EQ(remove_abandoned_temporaries(dir.path().string(), checkpoints), 1u);
+  write(dir.file("ckpt-000000002.h5.tmp.4242"), "an earlier version's leftover");
+  EXPECT_EQ(io::remove_abandoned_checkpoint_temporaries(dir.path().string()), 2u);
+  EXPECT_FALSE(fs::exists(dir.file("ckpt-000000002.h5.tmp.4242")));
   EXPECT_FALSE(fs::exists(abandoned));
   EXPECT_TRUE(fs::exists(alive.temporary()));
   EXPECT_TRUE(fs::exists(dir.file("other.h5.tmp.1")));
   EXPECT_TRUE(fs::exists(dir.file("notes.txt.tmp.abcdef")));
+  EXPECT_TRUE(fs::exists(dir.file("final.h5.tmp.abcdef")));
   EXPECT_TRUE(fs::is_symlink(dir.file("ckpt-000000012.h5.tmp.abcdef")));
   alive.commit();
   EXPECT_EQ(contents(dir.file("ckpt-000000008.h5")), "in progress");

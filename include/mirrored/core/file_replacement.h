@@ -67,10 +67,15 @@ void replace_file(const std::string& path, std::string_view bytes, mode_t mode =
 // ("<target_name>.tmp.XXXXXX").
 bool is_replacement_temporary(std::string_view name, std::string_view target_name);
 
-// Removes, from `folder`, the temporaries a FileReplacement left behind for targets whose
-// name `owned` accepts, and only those that no writer holds (its writer died mid-write):
-// never another program's file, never a write in progress, never a symlink. Returns how
-// many it removed; a missing folder has none.
-size_t remove_abandoned_temporaries(const std::string& folder, const std::function<bool(std::string_view)>& owned);
+// Whether `name` is a FileReplacement temporary of a target whose name `owned` accepts.
+bool is_replacement_temporary_of(std::string_view name, const std::function<bool(std::string_view)>& owned);
+
+// Removes, from `folder`, the files whose names `is_temporary` accepts (a writer's own
+// temporaries: is_replacement_temporary_of) and that no writer holds locked (their writer
+// died mid-write), and only plain files of this user: never a write in progress, never a
+// symlink, never a name the caller does not claim. Returns how many it removed; a missing
+// folder has none.
+size_t remove_abandoned_temporaries(const std::string& folder,
+                                    const std::function<bool(std::string_view)>& is_temporary);
 
 }  // namespace mirrored
