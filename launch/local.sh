@@ -3,8 +3,9 @@
 # usage: launch/local.sh NP PROGRAM [ARGS...]
 #   launch/local.sh 2 build/mirrored train --config launch/configs/fmnist_mlp.ini
 # Exit status: mirrored's (its chief's), else mpirun's; 9 when mpirun exited 0 but mirrored
-# did not finish (its chief wrote no status to MIRRORED_EXIT_STATUS_FILE: the MPI runtime
-# ended the job).
+# did not finish (its chief wrote no status to its run-state directory: the MPI runtime
+# ended the job); 130 after Ctrl-C (the first asks mirrored to write a checkpoint and stop,
+# the second stops it at once; the same command resumes).
 set -euo pipefail
 source "$(dirname "$0")/mpi_env.sh"
 np=$1
@@ -24,7 +25,8 @@ if ((np > $(nproc))); then flags+=(--oversubscribe); fi
 #   export OMPI_MCA_btl_base_verbose=30   # which transport each pair of ranks uses
 #   export OMPI_MCA_coll_base_verbose=10  # which collective algorithm runs
 #   export MIRRORED_LOCAL_RANK=0          # pin the local rank when a launcher hides it
-# mirrored's chief writes its exit status to a file of this run: mpirun's own status can be
-# 0 when Open MPI's runtime ended the job before mirrored finished (exit 9 then, saying so).
-mirrored_expect_exit_status "${TMPDIR:-/tmp}" "$1"
+# mirrored's chief writes its exit status to this run's run-state directory (a new one in
+# TMPDIR, mode 0700, or MIRRORED_RUN_STATE_DIR): mpirun's own status can be 0 when Open MPI's
+# runtime ended the job before mirrored finished (exit 9 then, saying so).
+mirrored_prepare_run_state "${TMPDIR:-/tmp}" "$1"
 mirrored_launch mpirun "${flags[@]}" "$@"

@@ -125,50 +125,93 @@ mirrored_slurm_launcher() {
 
 # mirrored's own exit status, seen through the launcher. With Open MPI 5.0, when a node is
 # lost with its daemon, the runtime ends the job and mpirun can exit 0 although mirrored
-# never finished. So the launch scripts hand the ranks MIRRORED_EXIT_STATUS_FILE, mirrored's
-# chief writes its exit status there at exit, and the script compares.
+# never finished. So the launch scripts hand the ranks a run-state directory
+# (MIRRORED_RUN_STATE_DIR), mirrored's chief writes its exit status there at exit, and the
+# script compares. Its files steer the job (src/core/run_state.h):
+#   exit-status      the chief's status        alive    touched by ranks that outlive mpirun
+#   output           their output since then   signals  what this script relays to them
+#   launcher-ended   this script's marker: it ended a launcher that lingered
+# It sits where the chief's node sees it (the working directory of a multi-node launch,
+# usually a shared file system others can write too), so: only this user may write it (a
+# directory of mode 0700, never a symlink), the ranks refuse one that is not, and this script
+# reaches its files through a descriptor opened once (/proc/$$/fd/N: a directory renamed
+# away and replaced afterwards is never used).
 #
-# mirrored_expect_exit_status DIR PROGRAM: when PROGRAM is mirrored, export
-# MIRRORED_EXIT_STATUS_FILE, a new empty file in DIR (one the chief's node must see at the
-# same path: the run's working directory for a multi-node launch), or the path already in
-# MIRRORED_EXIT_STATUS_FILE, emptied. Other programs do not write it: nothing to expect.
-mirrored_expect_exit_status() {
-  local dir=$1 program=$2
-  MIRRORED_EXIT_STATUS_OURS=0
-  [[ "$(basename "$program")" == mirrored ]] || { unset MIRRORED_EXIT_STATUS_FILE; return 0; }
+# mirrored_prepare_run_state DIR PROGRAM: when PROGRAM is mirrored, exports
+# MIRRORED_RUN_STATE_DIR, a new directory in DIR (mktemp -d: mode 0700), or the one the
+# variable names already (created 0700 when missing; refused when it is a symlink, not a
+# directory, not this user's or not of mode 0700), emptied of an earlier run's files.
+# Other programs write no status: nothing to expect.
+mirrored_prepare_run_state() {
+  local dir=$1 program=$2 problem
+  MIRRORED_RUN_STATE_OURS=0
+  [[ "$(basename "$program")" == mirrored ]] || { unset MIRRORED_RUN_STATE_DIR; return 0; }
   if [[ -n "${MIRRORED_EXIT_STATUS_FILE:-}" ]]; then
-    : >"$MIRRORED_EXIT_STATUS_FILE" ||
-      { echo "error: cannot write MIRRORED_EXIT_STATUS_FILE '$MIRRORED_EXIT_STATUS_FILE'" >&2; return 2; }
-  else
-    MIRRORED_EXIT_STATUS_FILE=$(mktemp "$dir/.mirrored-exit-status.XXXXXX") ||
-      { echo "error: cannot create a file in '$dir' for mirrored's exit status (set MIRRORED_EXIT_STATUS_FILE)" >&2; return 2; }
-    MIRRORED_EXIT_STATUS_OURS=1
+    echo "error: MIRRORED_EXIT_STATUS_FILE is no longer read; set MIRRORED_RUN_STATE_DIR to a directory only you" \
+         "can write (mode 0700), or leave both unset for a new one per run" >&2
+    return 2
   fi
-  # Exported with it: slurm/preemptible.sh, exec'd by the sbatch scripts, removes the file.
-  export MIRRORED_EXIT_STATUS_FILE MIRRORED_EXIT_STATUS_OURS
+  if [[ -n "${MIRRORED_RUN_STATE_DIR:-}" ]]; then
+    if [[ ! -e "$MIRRORED_RUN_STATE_DIR" && ! -L "$MIRRORED_RUN_STATE_DIR" ]]; then
+      mkdir -m 700 -- "$MIRRORED_RUN_STATE_DIR" ||
+        { echo "error: cannot create MIRRORED_RUN_STATE_DIR '$MIRRORED_RUN_STATE_DIR'" >&2; return 2; }
+    fi
+  else
+    MIRRORED_RUN_STATE_DIR=$(mktemp -d "$dir/.mirrored-run.XXXXXX") ||
+      { echo "error: cannot create a directory in '$dir' for mirrored's run state (set MIRRORED_RUN_STATE_DIR)" >&2; return 2; }
+    MIRRORED_RUN_STATE_OURS=1
+  fi
+  problem=$(mirrored_run_state_problem "$MIRRORED_RUN_STATE_DIR") &&
+    exec {MIRRORED_RUN_STATE_FD}<"$MIRRORED_RUN_STATE_DIR" &&
+    problem=$(mirrored_run_state_problem "/proc/$$/fd/$MIRRORED_RUN_STATE_FD") ||
+    { echo "error: MIRRORED_RUN_STATE_DIR '$MIRRORED_RUN_STATE_DIR': ${problem:-cannot open it}; refused" >&2; return 2; }
+  mirrored_clear_run_state
+  export MIRRORED_RUN_STATE_DIR MIRRORED_RUN_STATE_OURS MIRRORED_RUN_STATE_FD
+}
+
+# mirrored_run_state_problem PATH: fails, saying why, unless PATH is a directory (not a
+# symlink) of this user with mode 0700.
+mirrored_run_state_problem() {
+  local owner mode
+  if [[ "$1" != /proc/* && -L "$1" ]]; then echo "a symlink"; return 1; fi
+  [[ -d "$1" ]] || { echo "not a directory"; return 1; }
+  read -r owner mode < <(stat -L -c '%u %a' "$1")
+  [[ "$owner" == "$(id -u)" ]] || { echo "owned by uid $owner, not by you (uid $(id -u))"; return 1; }
+  [[ "$mode" == 700 ]] || { echo "mode $mode, expected 700 (only you may create, replace or read its files)"; return 1; }
+}
+
+# mirrored_state NAME: the path of run-state file NAME, through the descriptor opened once.
+mirrored_state() { echo "/proc/$$/fd/$MIRRORED_RUN_STATE_FD/$1"; }
+
+# mirrored_clear_run_state: removes the run-state files (a run's, or an earlier run's).
+mirrored_clear_run_state() {
+  local name
+  for name in exit-status alive output signals launcher-ended; do rm -f -- "$(mirrored_state "$name")"; done
+  rm -f -- "$(mirrored_state "")"exit-status.tmp.* 2>/dev/null || true
 }
 
 # mirrored_exit_status LAUNCHER STATUS: the status a launch script should exit with, given
 # the launcher's STATUS, as the return value (0-255). A non-zero STATUS stands. A zero one
 # stands only if mirrored's chief wrote 0; if it wrote nothing, the MPI runtime ended the job
-# before mirrored finished: 9, saying so. Removes the file this script created.
+# before mirrored finished: 9, saying so. Removes the run-state files (and the directory this
+# script created).
 # When ranks outlived the runtime (mirrored_wait_survivors), what their chief wrote stands
 # whatever the launcher's own status.
 MIRRORED_EXIT_RUNTIME_ENDED=9
 mirrored_exit_status() {
   local launcher=$1 status=$2 reported="" survived=0
-  [[ -n "${MIRRORED_EXIT_STATUS_FILE:-}" ]] || return "$status"
+  [[ -n "${MIRRORED_RUN_STATE_DIR:-}" && -n "${MIRRORED_RUN_STATE_FD:-}" ]] || return "$status"
   mirrored_wait_survivors "$launcher" && survived=1
-  reported=$(head -c 32 "$MIRRORED_EXIT_STATUS_FILE" 2>/dev/null | tr -dc '0-9')
-  if [[ "${MIRRORED_EXIT_STATUS_OURS:-0}" == 1 ]]; then rm -f "$MIRRORED_EXIT_STATUS_FILE"; fi
-  rm -f "$MIRRORED_EXIT_STATUS_FILE.out" "$MIRRORED_EXIT_STATUS_FILE.signals"
+  reported=$(head -c 32 "$(mirrored_state exit-status)" 2>/dev/null | tr -dc '0-9')
+  mirrored_clear_run_state
+  if [[ "${MIRRORED_RUN_STATE_OURS:-0}" == 1 ]]; then rmdir -- "$MIRRORED_RUN_STATE_DIR" 2>/dev/null || true; fi
   if ((survived)) && [[ -n "$reported" ]]; then return $((10#$reported & 255)); fi
   ((status == 0)) || return "$status"
   if [[ -z "$reported" ]]; then
     echo "error: the MPI runtime ended the job before mirrored finished (a lost node's daemon?): $launcher" \
-         "exited 0, but mirrored's chief wrote no exit status to MIRRORED_EXIT_STATUS_FILE" \
-         "(${MIRRORED_EXIT_STATUS_FILE}); resume from the newest checkpoint by starting the job again" \
-         "(exit $MIRRORED_EXIT_RUNTIME_ENDED)" >&2
+         "exited 0, but mirrored's chief wrote no exit status to the run-state directory" \
+         "(MIRRORED_RUN_STATE_DIR ${MIRRORED_RUN_STATE_DIR}); resume from the newest checkpoint by starting the job" \
+         "again (exit $MIRRORED_EXIT_RUNTIME_ENDED)" >&2
     return "$MIRRORED_EXIT_RUNTIME_ENDED"
   fi
   if ((10#$reported != 0)); then
@@ -180,30 +223,33 @@ mirrored_exit_status() {
 
 # mirrored_wait_survivors LAUNCHER: after the launcher exited without mirrored's status.
 # Ranks that outlive the MPI runtime (it ended the job on a lost node's daemon; see
-# mirrored_ft_flags) touch MIRRORED_EXIT_STATUS_FILE every second while they run without it,
-# and copy their output from the loss on to MIRRORED_EXIT_STATUS_FILE.out: this shows that
-# output and waits until the chief writes its status, or until nobody touched the file for
-# 5 s (survivors that died since). True when there were survivors. Only where the launch
-# used the rank agent (MIRRORED_RANK_AGENT=1), which is what lets ranks outlive the runtime.
+# mirrored_ft_flags) touch the run-state file `alive` every second while they run without it,
+# and copy their output from the loss on to `output`: this shows that output and waits until
+# the chief writes its status, or until nobody touched `alive` for 5 s (survivors that died
+# since). True when there were survivors. Only where the launch used the rank agent
+# (MIRRORED_RANK_AGENT=1), which is what lets ranks outlive the runtime.
 mirrored_wait_survivors() {
-  local launcher=$1 file=$MIRRORED_EXIT_STATUS_FILE ended tail_pid=""
-  [[ "${MIRRORED_RANK_AGENT:-0}" == 1 && ! -s "$file" ]] || return 1
+  local launcher=$1 status alive output ended tail_pid=""
+  status=$(mirrored_state exit-status) alive=$(mirrored_state alive)
+  [[ "${MIRRORED_RANK_AGENT:-0}" == 1 && ! -s "$status" ]] || return 1
   ended=$(date +%s)
   # Survivors learn that the runtime is gone as their node's daemon exits, about when mpirun
-  # did, and touch the file within a second of it.
-  while (($(mirrored_mtime "$file") < ended)) && (($(date +%s) - ended < 3)); do sleep 0.2; done
-  (($(mirrored_mtime "$file") >= ended)) || return 1
+  # did, and touch `alive` within a second of it.
+  while (($(mirrored_mtime "$alive") < ended)) && (($(date +%s) - ended < 3)); do sleep 0.2; done
+  (($(mirrored_mtime "$alive") >= ended)) || return 1
   echo "warning: $launcher has exited: the MPI runtime ended the job after losing a node's daemon, but ranks" \
-       "outlived it and go on without it; waiting for their chief's exit status in MIRRORED_EXIT_STATUS_FILE" \
-       "($file; their output since the loss follows)" >&2
-  touch "$file.out"
-  tail -n +1 -f "$file.out" >&2 &
+       "outlived it and go on without it; waiting for their chief's exit status in the run-state directory" \
+       "(MIRRORED_RUN_STATE_DIR $MIRRORED_RUN_STATE_DIR; their output since the loss follows)" >&2
+  output=$(mirrored_state output)
+  # Only a file of ours is shown (the ranks never write through anything else).
+  if [[ -L "$output" ]] || [[ -e "$output" && ! -O "$output" ]]; then rm -f -- "$output"; fi
+  tail -n +1 -F "$output" >&2 2>/dev/null &
   tail_pid=$!
-  while [[ ! -s "$file" ]] && (($(date +%s) - $(mirrored_mtime "$file") <= 5)); do sleep 0.2; done
+  while [[ ! -s "$status" ]] && (($(date +%s) - $(mirrored_mtime "$alive") <= 5)); do sleep 0.2; done
   sleep 0.3  # the last lines
   kill "$tail_pid" 2>/dev/null || true
   wait "$tail_pid" 2>/dev/null || true
-  [[ -s "$file" ]] ||
+  [[ -s "$status" ]] ||
     echo "error: the ranks that outlived the MPI runtime stopped reporting without an exit status" >&2
   return 0
 }
@@ -211,42 +257,118 @@ mirrored_wait_survivors() {
 # mirrored_mtime FILE: its modification time in seconds since the epoch (0 when it is gone).
 mirrored_mtime() { stat -c %Y "$1" 2>/dev/null || echo 0; }
 
+# mirrored_preemption_signal ARGS...: the trainer's preemption_signal as it will read it
+# from its command line: the last --preemption_signal flag, else the top-level key of its
+# --config file, else USR1 (the default). MIRRORED_PREEMPTION_SIGNAL overrides.
+mirrored_preemption_signal() {
+  local signal="" config="" previous="" word
+  for word in "$@"; do
+    case "$previous" in
+      --preemption_signal) signal=$word ;;
+      --config) config=$word ;;
+    esac
+    case "$word" in
+      --preemption_signal=*) signal=${word#*=} ;;
+      --config=*) config=${word#*=} ;;
+    esac
+    previous=$word
+  done
+  if [[ -z "$signal" && -n "$config" && -r "$config" ]]; then
+    # A top-level key: before the first [section].
+    signal=$(sed -nE '/^\s*\[/q; s/^\s*preemption_signal\s*=\s*([A-Za-z0-9]+).*/\1/p' "$config" | tail -1)
+  fi
+  echo "${MIRRORED_PREEMPTION_SIGNAL:-${signal:-USR1}}"
+}
+
 # mirrored_launch LAUNCHER_COMMAND...: runs the command, forwards the signals a script
-# receives (TERM, HUP, USR1, USR2; INT as TERM, since a command a script starts in the
-# background ignores SIGINT) to it, and returns mirrored_exit_status's verdict.
+# receives (TERM, HUP, USR1, USR2) to it, and returns mirrored_exit_status's verdict.
+# Ctrl-C (SIGINT; mpirun cannot pass SIGINT on, and ends the job on its own): the first asks
+# mirrored to write a checkpoint and stop, by its preemption signal, as a time limit would;
+# the script then exits 130 and the same command resumes the run. The second (or the first,
+# with preemption_signal = none) ends the launcher at once (TERM). On a terminal the launcher
+# runs in a process group of its own, so Ctrl-C reaches this script alone, which decides.
 mirrored_launch() {
-  # The script's stdin, not /dev/null (what a background command gets), for mpirun to pass on.
-  if { true <&0; } 2>/dev/null; then "$@" <&0 & else "$@" & fi
-  local child=$! status=0 final=0 sig
+  local child status=0 final=0 sig interrupt
+  interrupt=$(mirrored_preemption_signal "$@")
+  MIRRORED_INTERRUPTS=0
+  if [[ -t 0 || -t 1 || -t 2 ]]; then
+    # A terminal's input cannot reach a background process group (it would stop mpirun).
+    set -m
+    if [[ -t 0 ]]; then mirrored_exec_launcher "$@" </dev/null & else mirrored_exec_launcher "$@" <&0 & fi
+    child=$!
+    set +m
+  elif { true <&0; } 2>/dev/null; then
+    # The script's stdin, not /dev/null (what a background command gets), for mpirun to pass on.
+    mirrored_exec_launcher "$@" <&0 &
+    child=$!
+  else
+    mirrored_exec_launcher "$@" &
+    child=$!
+  fi
   for sig in TERM HUP USR1 USR2; do
     # shellcheck disable=SC2064  # the child's pid, now
     trap "kill -s $sig $child 2>/dev/null || true; mirrored_relay_signal $sig" "$sig"
   done
   # shellcheck disable=SC2064
-  trap "kill -s TERM $child 2>/dev/null || true; mirrored_relay_signal TERM" INT
+  trap "mirrored_interrupt $child $interrupt" INT
   mirrored_wait_launcher "$child" "$(basename "$1")" || status=$?
   # The traps stay while survivors of a lost node may run on without the launcher.
   mirrored_exit_status "$(basename "$1")" "$status" || final=$?
   trap - TERM INT HUP USR1 USR2
+  if ((MIRRORED_INTERRUPTS > 0)); then
+    if ((final == 7)); then
+      echo "interrupted (Ctrl-C): mirrored wrote a checkpoint and stopped; run the same command again to resume" \
+           "from it (exit 130)" >&2
+    else
+      echo "interrupted (Ctrl-C): $(basename "$1") ended (status $final); the run resumes from its newest checkpoint" \
+           "when started again (exit 130)" >&2
+    fi
+    return 130
+  fi
   return "$final"
 }
 
+# mirrored_exec_launcher COMMAND...: becomes COMMAND, without the run-state descriptor.
+mirrored_exec_launcher() {
+  if [[ -n "${MIRRORED_RUN_STATE_FD:-}" ]]; then exec "$@" {MIRRORED_RUN_STATE_FD}<&-; else exec "$@"; fi
+}
+
+# mirrored_interrupt CHILD SIGNAL: mirrored_launch's Ctrl-C (see there).
+mirrored_interrupt() {
+  local child=$1 signal=$2
+  MIRRORED_INTERRUPTS=$((MIRRORED_INTERRUPTS + 1))
+  if ((MIRRORED_INTERRUPTS == 1)) && [[ "$signal" != none ]]; then
+    echo "interrupted (Ctrl-C): asking mirrored to write a checkpoint at the end of this step and stop (SIG$signal," \
+         "its preemption signal); Ctrl-C again to stop at once" >&2
+    kill -s "$signal" "$child" 2>/dev/null || true
+    mirrored_relay_signal "$signal"
+    return 0
+  fi
+  echo "interrupted (Ctrl-C): stopping at once" >&2
+  kill -s TERM "$child" 2>/dev/null || true
+  mirrored_relay_signal TERM
+}
+
 # mirrored_relay_signal SIG: for ranks that outlive the MPI runtime (mirrored_wait_survivors),
-# which no launcher can signal any more: appends SIG's number to
-# MIRRORED_EXIT_STATUS_FILE.signals, which they read every 100 ms and raise on themselves
-# (a preemption warning, a TERM from an interrupted script). Ranks that still have their
-# launcher get it from there; the file is read only by ranks whose launcher is gone, from its
-# start (a TERM their agents held while the runtime was ending still reaches them).
+# which no launcher can signal any more: appends SIG's name to the run-state file `signals`,
+# which they read every 100 ms and raise on themselves (a preemption warning, a TERM from an
+# interrupted script; they act on TERM, INT, HUP, USR1 and USR2 only). Ranks that still have
+# their launcher get it from there; the file is read only by ranks whose launcher is gone,
+# from its start (a TERM their agents held while the runtime was ending still reaches them).
 mirrored_relay_signal() {
-  [[ "${MIRRORED_RANK_AGENT:-0}" == 1 && -n "${MIRRORED_EXIT_STATUS_FILE:-}" ]] || return 0
-  kill -l "$1" >>"$MIRRORED_EXIT_STATUS_FILE.signals" 2>/dev/null || true
+  [[ "${MIRRORED_RANK_AGENT:-0}" == 1 && -n "${MIRRORED_RUN_STATE_FD:-}" ]] || return 0
+  local signals
+  signals=$(mirrored_state signals)
+  # Only a file of ours is read by the ranks: anything else under the name goes first.
+  if [[ -L "$signals" ]] || [[ -e "$signals" && ! -O "$signals" ]]; then rm -f -- "$signals"; fi
+  printf '%s\n' "$1" >>"$signals" 2>/dev/null || true
 }
 
 # mirrored_wait_launcher PID NAME: waits for the launcher PID (a child of this shell) and
 # returns its exit status. Traps set for signals run as soon as a signal arrives (it ends a
 # wait early: the launcher is waited for again).
 #
-# Once mirrored's chief has written its exit status (MIRRORED_EXIT_STATUS_FILE), mirrored is
+# Once mirrored's chief has written its exit status (run-state file exit-status), mirrored is
 # done; a launcher still running MIRRORED_LAUNCHER_GRACE seconds later (default 30) waits for
 # ranks the job lost and cannot end: with on_failure = shrink, Open MPI's mpirun waits for the
 # ranks of a node that crashed or left the network (its daemon never answers again), and for
@@ -255,9 +377,9 @@ mirrored_relay_signal() {
 # 0: mirrored_exit_status then goes by what the chief wrote.
 mirrored_wait_launcher() {
   local child=$1 name=$2 status=0 watcher="" ended=""
-  if [[ -n "${MIRRORED_EXIT_STATUS_FILE:-}" ]]; then
-    ended="$MIRRORED_EXIT_STATUS_FILE.launcher-ended"
-    rm -f "$ended"
+  if [[ -n "${MIRRORED_RUN_STATE_FD:-}" ]]; then
+    ended=$(mirrored_state launcher-ended)
+    rm -f -- "$ended"
     mirrored_end_lingering_launcher "$child" "$name" "${MIRRORED_LAUNCHER_GRACE:-30}" "$ended" &
     watcher=$!
   fi
@@ -267,7 +389,7 @@ mirrored_wait_launcher() {
     kill "$watcher" 2>/dev/null || true
     wait "$watcher" 2>/dev/null || true
     if [[ -e "$ended" ]]; then
-      rm -f "$ended"
+      rm -f -- "$ended"
       status=0
     fi
   fi
@@ -277,13 +399,14 @@ mirrored_wait_launcher() {
 # mirrored_end_lingering_launcher PID NAME GRACE MARKER: mirrored_wait_launcher's watcher, in
 # the background. Creates MARKER when it ends the launcher.
 mirrored_end_lingering_launcher() {
-  local child=$1 name=$2 grace=$3 ended=$4 reported_at=""
-  trap '' USR1 USR2 HUP  # preemption warnings are the launcher's, not the watcher's
+  local child=$1 name=$2 grace=$3 ended=$4 reported_at="" status
+  status=$(mirrored_state exit-status)
+  trap '' USR1 USR2 HUP INT  # preemption warnings and Ctrl-C are the launcher's, not the watcher's
   while kill -0 "$child" 2>/dev/null; do
-    if [[ -s "$MIRRORED_EXIT_STATUS_FILE" ]]; then
+    if [[ -s "$status" ]]; then
       reported_at=${reported_at:-$SECONDS}
       if ((SECONDS - reported_at >= grace)); then
-        echo "warning: mirrored finished (its chief wrote exit status $(head -c 32 "$MIRRORED_EXIT_STATUS_FILE" | tr -dc '0-9')), but $name" \
+        echo "warning: mirrored finished (its chief wrote exit status $(head -c 32 "$status" | tr -dc '0-9')), but $name" \
              "is still running ${grace} s later, waiting for ranks the job lost (a crashed or unreachable node, a stopped" \
              "rank): ending it (MIRRORED_LAUNCHER_GRACE)" >&2
         : >"$ended"

@@ -12,14 +12,17 @@
 #   MIRRORED_NET=10.0.0.0/24   keep MPI's TCP traffic on this network (the fast one, when
 #                               nodes have several); default: Open MPI's choice
 #   MIRRORED_RSH_AGENT=PATH    remote shell replacing ssh
-#   MIRRORED_EXIT_STATUS_FILE=PATH  where mirrored's chief writes its exit status (default: a
-#                               temporary file in the working directory, removed at the end)
+#   MIRRORED_RUN_STATE_DIR=DIR  the run-state directory: where mirrored's chief writes its exit
+#                               status (default: a new one in the working directory, mode
+#                               0700, removed at the end; a directory named here must be
+#                               yours and of mode 0700)
 #   MIRRORED_LAUNCHER_GRACE=30  seconds mpirun may run on after mirrored's chief wrote its
 #                               status (waiting for a crashed node's ranks) before it is ended
 # Exit status: mirrored's (its chief's, also when ranks outlived a lost node's runtime; see
 # mirrored_wait_survivors in launch/mpi_env.sh), else mpirun's; 9 when mpirun exited 0 but
 # mirrored did not finish (the MPI runtime ended the job, e.g. on a lost node's daemon, and
-# no ranks went on): resume from the newest checkpoint.
+# no ranks went on): resume from the newest checkpoint; 130 after Ctrl-C (a checkpoint first,
+# as launch/local.sh).
 set -euo pipefail
 if (($# < 3)); then
   echo "usage: launch/multinode.sh HOSTFILE NP PROGRAM [ARGS...]" >&2
@@ -49,12 +52,12 @@ if [[ -n "${MIRRORED_NET:-}" ]]; then
   flags+=(--mca btl tcp,vader,self --mca btl_tcp_if_include "$MIRRORED_NET" --mca oob_tcp_if_include "$MIRRORED_NET")
 fi
 
-# mirrored's chief writes its exit status to a file of this run, in the working directory
-# (which every node must see at the same path, as the run directory: after a shrink the chief
-# may be on another node), or at MIRRORED_EXIT_STATUS_FILE. mpirun exits 0 when Open MPI's
+# mirrored's chief writes its exit status to this run's run-state directory, in the working
+# directory (which every node must see at the same path, as the run directory: after a shrink
+# the chief may be on another node), or at MIRRORED_RUN_STATE_DIR. mpirun exits 0 when Open MPI's
 # runtime ends the job on a lost node's daemon: with on_failure = shrink the survivors go on
 # without it and this script waits for their chief's status; otherwise it exits 9, saying so.
-mirrored_expect_exit_status "$PWD" "$1"
+mirrored_prepare_run_state "$PWD" "$1"
 
 # Remote ranks start from a fresh login environment: forward what the program reads.
 # (-x NAME exports the variable as set here; only names that are set are passed.)

@@ -12,31 +12,12 @@
 # usage (in a batch script): slurm/preemptible.sh srun --mpi=pmix build/mirrored train ...
 set -uo pipefail
 readonly PREEMPTED=7   # mirrored's exit status after a checkpoint-and-stop
-# mirrored_exit_status: with MIRRORED_EXIT_STATUS_FILE set (the sbatch scripts set it), a
-# launcher that exits 0 although mirrored did not finish becomes exit 9, saying so.
+# mirrored_exit_status: with a run-state directory (the sbatch scripts make one), a launcher
+# that exits 0 although mirrored did not finish becomes exit 9, saying so.
 source "$(dirname "$0")/../launch/mpi_env.sh"
 
-# preemption_signal as the trainer will read it: the last flag wins over the config file.
-preemption_signal() {
-  local signal="" config="" previous=""
-  for word in "$@"; do
-    case "$previous" in
-      --preemption_signal) signal=$word ;;
-      --config) config=$word ;;
-    esac
-    case "$word" in
-      --preemption_signal=*) signal=${word#*=} ;;
-      --config=*) config=${word#*=} ;;
-    esac
-    previous=$word
-  done
-  if [[ -z "$signal" && -n "$config" && -r "$config" ]]; then
-    # A top-level key: before the first [section].
-    signal=$(sed -nE '/^\s*\[/q; s/^\s*preemption_signal\s*=\s*([A-Za-z0-9]+).*/\1/p' "$config" | tail -1)
-  fi
-  echo "${signal:-USR1}"
-}
-signal=${MIRRORED_PREEMPTION_SIGNAL:-$(preemption_signal "$@")}
+# preemption_signal as the trainer will read it (launch/mpi_env.sh).
+signal=$(mirrored_preemption_signal "$@")
 
 case "$signal" in
   USR1|USR2|TERM|none) ;;

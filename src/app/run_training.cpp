@@ -28,8 +28,8 @@ void add_standard_callbacks(train::Trainer& trainer, const config::TrainConfig& 
   trainer.add_callback(std::make_unique<ConsoleLogger>());
   trainer.add_callback(std::make_unique<FinalParametersWriter>());
   trainer.add_callback(std::make_unique<Checkpointer>());  // after MetricsLogger: the eval record precedes it
-  if (config.preemption_signal != config::PreemptionSignal::kNone)
-    trainer.add_callback(std::make_unique<train::PreemptionHandler>(config.preemption_signal));
+  // Always: Ctrl-C checkpoints and stops too (preemption_signal = none installs no other).
+  trainer.add_callback(std::make_unique<train::PreemptionHandler>(config.preemption_signal));
 }
 
 // The flight recorder writes to <out>/trace; a dump left by an earlier attempt of this run

@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "mirrored/core/error.h"
+#include "mirrored/core/file_replacement.h"
 
 namespace mirrored::checkpoint {
 
@@ -30,14 +31,12 @@ void RunDirectory::log_metrics(const io::JsonRecord& record) {
 
 void RunDirectory::open_metrics(int64_t resumed_step) {
   if (!active_) return;
-  {
-    std::ofstream ini(file("config.ini"));
-    ini << config_ini_;
-    if (!ini) throw Error(ExitCode::kFailure, str_cat("cannot write '", file("config.ini"), "'"), true);
-  }
+  replace_file(file("config.ini"), config_ini_);
   const std::string path = file("metrics.jsonl");
   if (resumed_step > 0 && std::filesystem::exists(path)) {
     // Keep whole records (a killed run may have left half a line) up to the resume step.
+    // The cut-back file replaces the old one whole or not at all: on a full disk the run
+    // stops (Error kWriteFailed) with every record kept.
     std::ifstream in(path);
     std::string kept, line;
     while (std::getline(in, line)) {
@@ -46,9 +45,9 @@ void RunDirectory::open_metrics(int64_t resumed_step) {
       if (at != std::string::npos && std::strtoll(line.c_str() + at + 8, nullptr, 10) > resumed_step) continue;
       kept += line + "\n";
     }
-    const std::string temporary = path + ".tmp";
-    std::ofstream(temporary, std::ios::trunc) << kept;
-    std::filesystem::rename(temporary, path);
+    if (in.bad()) throw Error(ExitCode::kWriteFailed, str_cat("cannot read '", path, "' to cut it back to step ",
+                                                              resumed_step, "; it is unchanged"), true);
+    replace_file(path, kept);
   }
   metrics_ = io::JsonlWriter(path, /*append=*/resumed_step > 0);
 }

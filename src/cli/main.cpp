@@ -100,7 +100,7 @@ int main(int argc, char** argv) {
   mirrored::cli::use_best_blas_core(argv);
   const int status = run_command(argc, argv);
   // After the command's Runtime has finalised MPI: the chief tells the launch script that
-  // mirrored itself ended, and how (MIRRORED_EXIT_STATUS_FILE; nothing without it).
+  // mirrored itself ended, and how (its run-state directory, MIRRORED_RUN_STATE_DIR; nothing without it).
   mirrored::report_exit_status(status);
   return status;
 }

@@ -83,7 +83,17 @@ int rank_agent_command(int argc, char** argv) {
   sigemptyset(&watched);
   for (int signal : kPassedOn) sigaddset(&watched, signal);
   sigaddset(&watched, SIGCHLD);
-  sigprocmask(SIG_BLOCK, &watched, &original);
+  if (sigprocmask(SIG_BLOCK, &watched, &original) != 0) {
+    std::fprintf(stderr, "mirrored rank-agent: sigprocmask: %s\n", std::strerror(errno));
+    return 1;
+  }
+  // Before the fork: without it the agent could neither pass signals on nor see the rank
+  // end (SIGCHLD stays blocked), so it must not start a rank it cannot mind.
+  const int signals = signalfd(-1, &watched, SFD_CLOEXEC);
+  if (signals < 0) {
+    std::fprintf(stderr, "mirrored rank-agent: signalfd: %s (the rank is not started)\n", std::strerror(errno));
+    return 1;
+  }
   std::array<int, 2> hold{};
   if (pipe(hold.data()) != 0) {
     std::fprintf(stderr, "mirrored rank-agent: pipe: %s\n", std::strerror(errno));
@@ -100,7 +110,6 @@ int rank_agent_command(int argc, char** argv) {
     start_rank(argv, original, hold[1]);
   }
   close(hold[1]);
-  const int signals = signalfd(-1, &watched, SFD_CLOEXEC);
   bool outlives_runtime = false;
   // An ending signal is held back for kHoldBackMs before it is passed on, for the rank to say
   // it outlives the runtime: the runtime signals every rank as soon as it loses a daemon,

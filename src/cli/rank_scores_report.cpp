@@ -51,7 +51,7 @@ int rank_scores_report(const std::string& run_dir) {
       }
       for (auto& rank : ranks) ++rank.points;
     } else if (kind == "straggler") {
-      const auto r = static_cast<size_t>(io::json_number(records[i], "rank", origin));
+      const auto r = static_cast<size_t>(io::json_integer(records[i], "rank", origin, 0, (int64_t{1} << 20) - 1));
       if (ranks.size() <= r) ranks.resize(r + 1);
       ++ranks[r].flagged;
       ranks[r].host = io::json_optional_string(records[i], "host").value_or("");

@@ -4,6 +4,9 @@
 // timeout, a fatal error or SIGUSR2) and prints the verdict first: which ranks did not join
 // which collective, which ranks ran a different collective at the same sequence number, or
 // that every rank waits in the same one. Then one line per rank, and where each dump came from.
+#include <charconv>
+#include <climits>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <regex>
@@ -19,17 +22,28 @@
 namespace mirrored::cli {
 namespace {
 
+// Ranks and world sizes a dump may name: more than any job runs, few enough to index by.
+constexpr int64_t kMaxRanks = int64_t{1} << 20;
+
+uint64_t hex_fingerprint(const std::string& text, const std::string& origin) {
+  uint64_t value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value, 16);
+  if (text.empty() || error != std::errc() || end != text.data() + text.size())
+    throw InputError(str_cat(origin, ": field 'fingerprint' = \"", text, "\": expected up to 16 hex digits"));
+  return value;
+}
+
 comm::CollectiveRecord record_from(const io::JsonObject& line, const std::string& origin) {
   comm::CollectiveRecord r;
-  r.sequence = static_cast<uint64_t>(io::json_number(line, "seq", origin));
+  r.sequence = static_cast<uint64_t>(io::json_integer(line, "seq", origin, 0, INT64_MAX));
   r.communicator = io::json_string(line, "comm", origin);
   r.operation = io::json_string(line, "op", origin);
-  r.count = static_cast<uint64_t>(io::json_number(line, "count", origin));
+  r.count = static_cast<uint64_t>(io::json_integer(line, "count", origin, 0, INT64_MAX));
   r.type = io::json_string(line, "dtype", origin);
   r.site = io::json_string(line, "site", origin);
-  r.fingerprint = std::stoull(io::json_string(line, "fingerprint", origin), nullptr, 16);
-  r.start_us = static_cast<int64_t>(io::json_number(line, "start_us", origin));
-  r.end_us = static_cast<int64_t>(io::json_number(line, "end_us", origin));
+  r.fingerprint = hex_fingerprint(io::json_string(line, "fingerprint", origin), origin);
+  r.start_us = io::json_integer(line, "start_us", origin, 0, INT64_MAX);
+  r.end_us = io::json_integer(line, "end_us", origin, 0, INT64_MAX);
   return r;
 }
 
@@ -45,14 +59,18 @@ Dump read_dump(const std::string& path) {
   const std::string header = path + ":1";
   Dump dump;
   dump.trace.present = true;
-  dump.trace.rank = static_cast<int>(io::json_number(lines[0], "rank", header));
-  dump.world = static_cast<int>(io::json_number(lines[0], "world", header));
+  dump.trace.rank = static_cast<int>(io::json_integer(lines[0], "rank", header, 0, kMaxRanks - 1));
+  dump.world = static_cast<int>(io::json_integer(lines[0], "world", header, 1, kMaxRanks));
   dump.trace.host = io::json_optional_string(lines[0], "host").value_or("");
   dump.trace.reason = io::json_optional_string(lines[0], "reason").value_or("");
-  dump.trace.step = static_cast<int64_t>(io::json_number(lines[0], "step", header));
+  dump.trace.step = io::json_integer(lines[0], "step", header, -1, INT64_MAX);
   if (const auto it = lines[0].find("silent"); it != lines[0].end())
     if (const auto* ranks = std::get_if<std::vector<double>>(&it->second))
-      for (const double r : *ranks) dump.trace.silent.push_back(static_cast<int>(r));
+      for (const double r : *ranks) {
+        if (!(r >= 0 && r < static_cast<double>(kMaxRanks)) || r != std::floor(r))
+          throw InputError(str_cat(header, ": field 'silent' holds ", r, ", expected rank numbers"));
+        dump.trace.silent.push_back(static_cast<int>(r));
+      }
   for (size_t i = 1; i < lines.size(); ++i) dump.trace.records.push_back(record_from(lines[i], str_cat(path, ":", i + 1)));
   return dump;
 }

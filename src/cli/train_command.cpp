@@ -25,7 +25,7 @@ int train_command(int& argc, char**& argv, const Args& args) {
   const train::TrainSummary summary = app::run_training(config, runtime);
   // A distinct status after a preemption checkpoint, so slurm/preemptible.sh requeues the job.
   int status = 0;
-  if (summary.preempted) status = static_cast<int>(ExitCode::kPreempted);
+  if (summary.preempted) status = static_cast<int>(summary.interrupted ? ExitCode::kInterrupted : ExitCode::kPreempted);
   if (summary.too_few_replicas) status = static_cast<int>(ExitCode::kTooFewReplicas);
   runtime.set_exit_status(status);
   return status;

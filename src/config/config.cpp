@@ -10,12 +10,18 @@
 #include <map>
 #include <sstream>
 
+#include "mirrored/comm/health/flight_recorder.h"
 #include "mirrored/core/error.h"
+#include "mirrored/core/host_memory.h"
 #include "mirrored/core/strings.h"
 
 namespace mirrored::config {
 namespace po = boost::program_options;
 namespace {
+
+// data.cache_mb's largest value: 16 TiB per rank, far past any host's memory, and small
+// enough that the bound in bytes (MiB << 20) cannot overflow.
+constexpr int64_t kMaxCacheMb = int64_t{1} << 24;
 
 // One option: key, help, how to read a value into the config and write it back, and
 // whether a different value changes what training computes (the resume check warns about
@@ -72,6 +78,26 @@ Option int_option(std::string key, std::string help, T TrainConfig::*field, int6
   return {key, std::move(help),
           [key, field, min](TrainConfig& c, const std::string& v, const std::string& origin) {
             c.*field = static_cast<T>(parse_int(origin, key, v, min));
+          },
+          [field](const TrainConfig& c) { return std::to_string(c.*field); }};
+}
+
+// An integer option whose value is memory held per rank (`bytes_per_unit` each): refused past
+// `max` with the memory it would take, before anything is allocated (2e8 recorded
+// collectives would take 16 GiB per rank; a cache of 2^44 MiB would wrap to "no bound").
+Option memory_option(std::string key, std::string help, int64_t TrainConfig::*field, int64_t max,
+                     double bytes_per_unit, std::string unit, std::string takes = "would take") {
+  return {key, std::move(help),
+          [=](TrainConfig& c, const std::string& v, const std::string& origin) {
+            const int64_t value = parse_int(origin, key, v, 0);
+            if (value > max)
+              throw InputError(str_cat(origin, ": ", key, " = ", value, " ", takes, " ",
+                                       bytes_str(static_cast<double>(value) * bytes_per_unit), " per rank",
+                                       unit.empty() ? "" : str_cat(" (", bytes_str(bytes_per_unit), " per ", unit, ")"),
+                                       "; expected 0 to ", max, " (", bytes_str(static_cast<double>(max) * bytes_per_unit),
+                                       ")"),
+                               ExitCode::kUsage);
+            c.*field = value;
           },
           [field](const TrainConfig& c) { return std::to_string(c.*field); }};
 }
@@ -226,8 +252,9 @@ const std::vector<Option>& options() {
                              "gpt: start a new run from this safetensors file in GPT-2's layout (mirrored export "
                              "writes one) instead of random weights; the shapes must match",
                              &TrainConfig::init_from),
-      operational(int_option("data.cache_mb", "token and image files: MiB of the file held in the block cache; an image set smaller than this is loaded whole (0: no bound, load image sets whole)",
-                             &TrainConfig::data_cache_mb, 0)),
+      operational(memory_option("data.cache_mb", "token and image files: MiB of the file held in the block cache; an image set smaller than this is loaded whole (0: no bound, load image sets whole)",
+                                &TrainConfig::data_cache_mb, kMaxCacheMb, 1 << 20, "",
+                                "would let the block cache hold up to")),
       operational(int_option("eval_every", "evaluate every N steps (0: at each epoch end)", &TrainConfig::eval_every,
                              0)),
       operational(int_option("eval_windows", "token models: validation windows evaluated (0: every one that fits)",
@@ -352,10 +379,11 @@ const std::vector<Option>& options() {
       operational(real_option("collective_timeout_s", "abort the job when a collective waits longer (on_failure = shrink: go on without "
                               "the ranks that do not answer; 0: never)",
                               &TrainConfig::collective_timeout_s, 0, 1e9, false, false, "a number >= 0")),
-      operational(int_option("trace.collectives",
-                             "flight recorder: each rank keeps its last N collectives, written to <out>/trace on a "
-                             "collective timeout, a fatal error or SIGUSR2 (mirrored trace RUN_DIR reads them; 0: off)",
-                             &TrainConfig::trace_collectives, 0)),
+      operational(memory_option("trace.collectives",
+                                "flight recorder: each rank keeps its last N collectives, written to <out>/trace on a "
+                                "collective timeout, a fatal error or SIGUSR2 (mirrored trace RUN_DIR reads them; 0: off)",
+                                &TrainConfig::trace_collectives, comm::kMaxRecordedCollectives,
+                                static_cast<double>(comm::FlightRecorder::kBytesPerCollective), "collective")),
       operational(real_option("straggler.threshold",
                               "a rank whose compute time per phase scores below this against the median rank "
                               "(median time / its time) is reported as a straggler",

@@ -2,12 +2,9 @@
 
 #include <unistd.h>
 
-#include <cerrno>
 #include <climits>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
 
+#include "mirrored/core/run_state.h"
 #include "mirrored/core/strings.h"
 
 namespace mirrored {
@@ -33,21 +30,9 @@ std::string describe_process() {
   return str_cat("rank ", id.rank, "/", id.world_size, " on ", id.host);
 }
 
-std::string exit_status_file() {
-  const char* path = std::getenv("MIRRORED_EXIT_STATUS_FILE");
-  return path ? path : "";
-}
-
 void report_exit_status(int status) {
-  const std::string path = exit_status_file();
-  if (path.empty() || process_identity().rank != 0) return;
-  // Plain stdio, no exceptions: this runs on the way out, also from an error path.
-  std::FILE* file = std::fopen(path.c_str(), "w");
-  bool written = file != nullptr && std::fprintf(file, "%d\n", status) > 0;
-  if (file != nullptr) written = (std::fclose(file) == 0) && written;
-  if (!written)
-    std::fprintf(stderr, "mirrored: cannot write the exit status to MIRRORED_EXIT_STATUS_FILE '%s': %s\n", path.c_str(),
-                 std::strerror(errno));
+  if (process_identity().rank != 0) return;
+  write_run_state_file("exit-status", str_cat(status, "\n"));  // warns itself when it cannot
 }
 
 }  // namespace mirrored

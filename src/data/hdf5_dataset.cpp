@@ -212,12 +212,12 @@ void write_hdf5_dataset(const std::string& path, const Dataset& dataset) {
   // Single-channel images are stored as [N, H, W], the layout MNIST tools expect.
   const Shape image_shape = sample[0] == 1 ? Shape{dataset.size, sample[1], sample[2]}
                                            : Shape{dataset.size, sample[0], sample[1], sample[2]};
-  io::H5File file(path, io::H5File::Access::kTruncate);
-  file.write_u8(kImages, image_shape, dataset.images.data(), /*compress=*/true);
-  file.write_u8(kLabels, {dataset.size}, dataset.labels.data());
-  file.write_attribute("num_classes", int64_t{dataset.num_classes});
-  if (dataset.pixel_scale) file.write_real_attribute("pixel_scale", *dataset.pixel_scale);
-  file.flush();
+  io::write_hdf5_file(path, [&](io::H5File& file) {
+    file.write_u8(kImages, image_shape, dataset.images.data(), /*compress=*/true);
+    file.write_u8(kLabels, {dataset.size}, dataset.labels.data());
+    file.write_attribute("num_classes", int64_t{dataset.num_classes});
+    if (dataset.pixel_scale) file.write_real_attribute("pixel_scale", *dataset.pixel_scale);
+  });
 }
 
 }  // namespace mirrored::data

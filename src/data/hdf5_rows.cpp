@@ -1,6 +1,7 @@
 #include "hdf5_rows.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "mirrored/core/error.h"
 #include "mirrored/core/strings.h"
@@ -16,7 +17,10 @@ constexpr double kMaxCompressionRatio = 1100.0;
 }  // namespace
 
 Hdf5Rows::Hdf5Rows(const std::string& path, const char* dataset, const char* row_noun)
-    : file_(path, io::H5File::Access::kRead), dataset_(dataset), row_noun_(row_noun) {
+    : Hdf5Rows(io::H5File(path, io::H5File::Access::kRead), dataset, row_noun) {}
+
+Hdf5Rows::Hdf5Rows(io::H5File file, const char* dataset, const char* row_noun)
+    : file_(std::move(file)), dataset_(dataset), row_noun_(row_noun) {
   // Error stacks are per thread in a thread-safe HDF5; failures are reported by exception.
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
   const io::H5Handle access(ok(H5Pcreate(H5P_DATASET_ACCESS), "H5Pcreate"), H5Pclose);
@@ -35,7 +39,7 @@ Hdf5Rows::Hdf5Rows(const std::string& path, const char* dataset, const char* row
   for (const hsize_t d : dims_) declared *= static_cast<double>(d);
   const hsize_t stored = H5Dget_storage_size(set_.get());
   if (declared > static_cast<double>(stored) * kMaxCompressionRatio + 4096.0)
-    throw InputError(str_cat("'", path, "' ", dataset_, " declares ", static_cast<int64_t>(declared),
+    throw InputError(str_cat("'", path(), "' ", dataset_, " declares ", static_cast<int64_t>(declared),
                              " bytes of data but the file holds ", stored,
                              " bytes of it; the file is truncated or corrupt"));
 

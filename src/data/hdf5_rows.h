@@ -22,6 +22,8 @@ class Hdf5Rows {
   // when a call fails, or when the dataset declares more bytes than the file holds (a
   // damaged file may: HDF5 returns the fill value for chunks never written).
   Hdf5Rows(const std::string& path, const char* dataset, const char* row_noun);
+  // The same, of a file already open: what was checked through it is what is read.
+  Hdf5Rows(io::H5File file, const char* dataset, const char* row_noun);
 
   const std::string& path() const { return file_.path(); }
   int64_t rows() const { return static_cast<int64_t>(dims_[0]); }

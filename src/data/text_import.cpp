@@ -15,27 +15,47 @@ namespace {
 
 namespace fs = std::filesystem;
 
-bool segment_match(std::string_view pattern, std::string_view text) {
-  if (pattern.empty()) return text.empty();
-  if (pattern[0] == '*') {
-    for (size_t skip = 0; skip <= text.size(); ++skip) {
-      if (segment_match(pattern.substr(1), text.substr(skip))) return true;
+// Glob matching without backtracking beyond the last star (as in Russ Cox's "Glob Matching
+// Can Be Simple And Fast Too"): a '*' that later fails to match is only ever retried by
+// growing what the most recent '*' swallowed, never by revisiting an earlier one, which is
+// enough because stars are all alike. So a match takes at most |pattern| x |text| steps
+// (a 63-character name against '*a*a*...*b' is ~1000 steps, where trying every way to
+// split the name among the stars took exponential time). `item` matches one pattern element
+// against one text element; `is_star` tells the star elements.
+template <typename Pattern, typename Text, typename IsStar, typename ItemMatch>
+bool star_match(const Pattern& pattern, const Text& text, IsStar is_star, ItemMatch item) {
+  size_t p = 0, t = 0;
+  size_t star_p = std::string_view::npos, star_t = 0;  // the last star, and where its match ends
+  while (p < pattern.size() || t < text.size()) {
+    if (p < pattern.size()) {
+      if (is_star(pattern[p])) {
+        star_p = p++;
+        star_t = t;
+        continue;
+      }
+      if (t < text.size() && item(pattern[p], text[t])) {
+        ++p;
+        ++t;
+        continue;
+      }
     }
-    return false;
+    // A mismatch: let the last star take one more element, if there is a star and text left.
+    if (star_p == std::string_view::npos || star_t >= text.size()) return false;
+    p = star_p + 1;
+    t = ++star_t;
   }
-  if (text.empty()) return false;
-  return (pattern[0] == '?' || pattern[0] == text[0]) && segment_match(pattern.substr(1), text.substr(1));
+  return true;
 }
 
+// One path segment: '*' any run of characters, '?' one character.
+bool segment_match(std::string_view pattern, std::string_view text) {
+  return star_match(pattern, text, [](char c) { return c == '*'; }, [](char p, char c) { return p == '?' || p == c; });
+}
+
+// Whole paths: a "**" segment matches any number of segments, zero included.
 bool segments_match(std::span<const std::string> pattern, std::span<const std::string> path) {
-  if (pattern.empty()) return path.empty();
-  if (pattern[0] == "**") {
-    for (size_t skip = 0; skip <= path.size(); ++skip) {
-      if (segments_match(pattern.subspan(1), path.subspan(skip))) return true;
-    }
-    return false;
-  }
-  return !path.empty() && segment_match(pattern[0], path[0]) && segments_match(pattern.subspan(1), path.subspan(1));
+  return star_match(pattern, path, [](const std::string& segment) { return segment == "**"; },
+                    [](const std::string& p, const std::string& segment) { return segment_match(p, segment); });
 }
 
 bool is_archive(const std::string& path) {
@@ -97,21 +117,19 @@ TokenFileAttributes tokenizer_attributes(const Tokenizer& tokenizer) {
 
 void write_split(const std::string& path, std::span<const uint8_t> text, const Tokenizer& tokenizer,
                  TokenFileAttributes attributes, const std::string& source, int64_t& tokens_written) {
-  const std::string temporary = path + ".tmp";
   attributes.source = source;
+  // write_token_file replaces `path` whole or not at all: an interrupted import leaves no
+  // half-written file under the final name.
   if (tokenizer.name() == kByteTokenizer) {
-    write_token_file(temporary, text, attributes);
+    write_token_file(path, text, attributes);
     tokens_written = static_cast<int64_t>(text.size());
   } else {
     const std::vector<int32_t> ids =
         tokenizer.encode(std::string_view(reinterpret_cast<const char*>(text.data()), text.size()));
     const std::vector<uint16_t> tokens(ids.begin(), ids.end());  // every id < vocab_size <= 65536
-    write_token_file(temporary, std::span<const uint16_t>(tokens), attributes);
+    write_token_file(path, std::span<const uint16_t>(tokens), attributes);
     tokens_written = static_cast<int64_t>(tokens.size());
   }
-  std::error_code error;
-  fs::rename(temporary, path, error);
-  if (error) throw Error(ExitCode::kFailure, str_cat("cannot rename '", temporary, "' to '", path, "': ", error.message()));
 }
 
 // The import's tokenizer: bytes, a model trained on the training text, or a given model
@@ -131,14 +149,8 @@ Tokenizer make_tokenizer(const TextImportOptions& options, std::span<const uint8
     throw InputError(str_cat("--tokenizer '", options.tokenizer, "': expected bytes, sentencepiece, or an existing "
                              "SentencePiece .model file"),
                      ExitCode::kUsage);
-  Tokenizer::load_sentencepiece(options.tokenizer);  // checked before it is copied
-  if (!fs::equivalent(options.tokenizer, model_path, error)) {
-    fs::copy_file(options.tokenizer, model_path, fs::copy_options::overwrite_existing, error);
-    if (error)
-      throw Error(ExitCode::kFailure, str_cat("cannot copy '", options.tokenizer, "' to '", model_path, "': ",
-                                              error.message()));
-  }
-  return Tokenizer::load_sentencepiece(model_path);
+  if (fs::equivalent(options.tokenizer, model_path, error)) return Tokenizer::load_sentencepiece(model_path);
+  return Tokenizer::copy_sentencepiece(options.tokenizer, model_path);
 }
 
 }  // namespace

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 #include <vector>
 
+#include "checked_token_file.h"
 #include "hdf5_rows.h"
 
 namespace mirrored::data {
@@ -17,7 +19,9 @@ BlockSizing token_blocks(int token_bytes) {
 
 }  // namespace
 
-TokenDataset::TokenDataset(const std::string& path, TokenCacheOptions options) : info_(open_token_file(path)) {
+TokenDataset::TokenDataset(const std::string& path, TokenCacheOptions options) {
+  // Read through the very open file that was validated.
+  std::shared_ptr<const detail::Hdf5Rows> rows = detail::open_checked_token_file(path, info_);
   MIRRORED_CHECK(options.cache_bytes >= 0, "cache_bytes ", options.cache_bytes);
   block_tokens_ = pick_block_items(options.block_tokens, info_.chunk_tokens, info_.token_bytes, info_.num_tokens,
                                    options.cache_bytes, token_blocks(info_.token_bytes));
@@ -25,8 +29,7 @@ TokenDataset::TokenDataset(const std::string& path, TokenCacheOptions options) :
   // checkpoint): only a thread-safe HDF5 build (Debian's is) serialises that.
   hdf5_thread_safe_ = detail::hdf5_thread_safe();
   std::vector<BlockSource> sources;
-  sources.push_back(detail::row_blocks(std::make_shared<const detail::Hdf5Rows>(info_.path, kTokensDataset, ""),
-                                       detail::native_unsigned(info_.token_bytes), block_tokens_));
+  sources.push_back(detail::row_blocks(std::move(rows), detail::native_unsigned(info_.token_bytes), block_tokens_));
   cache_ = std::make_unique<BlockCache>(
       std::move(sources),
       BlockCacheOptions{.capacity_bytes = options.cache_bytes, .prefetch = options.prefetch && hdf5_thread_safe_});

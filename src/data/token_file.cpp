@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <memory>
+#include <utility>
 #include <vector>
 
+#include "checked_token_file.h"
 #include "hdf5_rows.h"
 #include "mirrored/data/block_cache.h"
 #include "mirrored/io/hdf5.h"
@@ -123,8 +125,19 @@ std::vector<int64_t> read_token_byte_lengths(const TokenFileInfo& info) {
 
 bool is_token_file(const std::string& path) { return open_file(path).exists(kTokensDataset); }
 
-TokenFileInfo describe_token_file(const std::string& path) {
-  const io::H5File file = open_file(path);
+namespace {
+
+// The tokenizer model must be a file of the token file's own folder: a name, not a path.
+void check_model_name(const std::string& path, const std::string& model) {
+  if (model.empty() || model == "." || model == ".." || model.find('/') != std::string::npos ||
+      model.find('\0') != std::string::npos)
+    throw problem(path, str_cat("attribute ", kTokenizerModel, " = '", model,
+                                "': expected the name of a file in the token file's own folder (no '/', not '.' or "
+                                "'..')"));
+}
+
+TokenFileInfo describe_open_file(const io::H5File& file) {
+  const std::string& path = file.path();
   if (!file.exists(kTokensDataset)) {
     throw problem(path, str_cat("dataset ", kTokensDataset, " is missing (expected uint8 or uint16 tokens [N])"));
   }
@@ -152,27 +165,46 @@ TokenFileInfo describe_token_file(const std::string& path) {
         throw problem(path, str_cat("attribute ", name, " is missing (expected it with ", kTokenizer, " = \"",
                                     info.tokenizer, "\": the tokenizer model's file name and SHA-256)"));
   }
-  if (file.has_attribute(kTokenizerModel)) info.tokenizer_model = file.read_string_attribute(kTokenizerModel);
+  if (file.has_attribute(kTokenizerModel)) {
+    info.tokenizer_model = file.read_string_attribute(kTokenizerModel);
+    check_model_name(path, info.tokenizer_model);
+  }
   if (file.has_attribute(kTokenizerSha256)) info.tokenizer_sha256 = file.read_string_attribute(kTokenizerSha256);
   return info;
 }
 
-TokenFileInfo open_token_file(const std::string& path) {
-  TokenFileInfo info = describe_token_file(path);
+// Every token within the vocabulary, read through `rows`, in bounded memory.
+void check_tokens(const TokenFileInfo& info, const std::shared_ptr<const detail::Hdf5Rows>& rows) {
   // uint8 storage with the full byte vocabulary cannot hold a bad token: no pass needed.
-  if (info.token_bytes == 1 && info.vocab_size == kByteVocabulary) return info;
-  const auto rows = std::make_shared<const detail::Hdf5Rows>(path, kTokensDataset, "");
+  if (info.token_bytes == 1 && info.vocab_size == kByteVocabulary) return;
   const BlockSource tokens = detail::row_blocks(rows, detail::native_unsigned(info.token_bytes), kScanTokens);
   for_each_block(tokens, [&](const Block& block) {
     for (int64_t i = 0; i < block.items(); ++i) {
       const int64_t token = info.token_bytes == 1 ? int64_t{block.as<uint8_t>()[i]} : int64_t{block.as<uint16_t>()[i]};
       if (token >= info.vocab_size) {
-        throw problem(path, str_cat(kTokensDataset, "[", block.first_item() + i, "] = ", token,
-                                    " is outside the vocabulary [0, ", info.vocab_size, ") (attribute ", kVocabSize,
-                                    " = ", info.vocab_size, ")"));
+        throw problem(info.path, str_cat(kTokensDataset, "[", block.first_item() + i, "] = ", token,
+                                         " is outside the vocabulary [0, ", info.vocab_size, ") (attribute ",
+                                         kVocabSize, " = ", info.vocab_size, ")"));
       }
     }
   });
+}
+
+}  // namespace
+
+TokenFileInfo describe_token_file(const std::string& path) { return describe_open_file(open_file(path)); }
+
+std::shared_ptr<const detail::Hdf5Rows> detail::open_checked_token_file(const std::string& path, TokenFileInfo& info) {
+  io::H5File file = open_file(path);
+  info = describe_open_file(file);
+  auto rows = std::make_shared<const Hdf5Rows>(std::move(file), kTokensDataset, "");
+  check_tokens(info, rows);
+  return rows;
+}
+
+TokenFileInfo open_token_file(const std::string& path) {
+  TokenFileInfo info;
+  detail::open_checked_token_file(path, info);
   return info;
 }
 
@@ -200,19 +232,19 @@ void write_tokens(const std::string& path, const void* data, int64_t count, int 
                   const TokenFileAttributes& attributes) {
   MIRRORED_CHECK(attributes.vocab_size >= 1 && attributes.vocab_size <= (token_bytes == 1 ? kByteVocabulary : kMaxVocabulary),
                  "vocab_size ", attributes.vocab_size, " for ", token_bytes, "-byte tokens");
-  io::H5File file(path, io::H5File::Access::kTruncate);
-  write_tokens_dataset(file, data, count, token_bytes);
-  file.write_attribute(kTokenizer, attributes.tokenizer);
-  file.write_attribute(kVocabSize, attributes.vocab_size);
-  if (!attributes.source.empty()) file.write_attribute(kSource, attributes.source);
-  if (!attributes.tokenizer_model.empty()) file.write_attribute(kTokenizerModel, attributes.tokenizer_model);
-  if (!attributes.tokenizer_sha256.empty()) file.write_attribute(kTokenizerSha256, attributes.tokenizer_sha256);
-  if (!attributes.token_bytes.empty()) {
-    MIRRORED_CHECK(static_cast<int64_t>(attributes.token_bytes.size()) == attributes.vocab_size, "token_bytes of ",
-                   attributes.token_bytes.size(), " tokens for vocab_size ", attributes.vocab_size);
-    file.write_i64(kTokenBytesDataset, {attributes.vocab_size}, attributes.token_bytes.data());
-  }
-  file.flush();
+  io::write_hdf5_file(path, [&](io::H5File& file) {
+    write_tokens_dataset(file, data, count, token_bytes);
+    file.write_attribute(kTokenizer, attributes.tokenizer);
+    file.write_attribute(kVocabSize, attributes.vocab_size);
+    if (!attributes.source.empty()) file.write_attribute(kSource, attributes.source);
+    if (!attributes.tokenizer_model.empty()) file.write_attribute(kTokenizerModel, attributes.tokenizer_model);
+    if (!attributes.tokenizer_sha256.empty()) file.write_attribute(kTokenizerSha256, attributes.tokenizer_sha256);
+    if (!attributes.token_bytes.empty()) {
+      MIRRORED_CHECK(static_cast<int64_t>(attributes.token_bytes.size()) == attributes.vocab_size, "token_bytes of ",
+                     attributes.token_bytes.size(), " tokens for vocab_size ", attributes.vocab_size);
+      file.write_i64(kTokenBytesDataset, {attributes.vocab_size}, attributes.token_bytes.data());
+    }
+  });
 }
 
 }  // namespace

@@ -18,6 +18,7 @@ class SentencePieceProcessor {};  // never made: every entry point below says wh
 #include <unordered_map>
 
 #include "mirrored/core/error.h"
+#include "mirrored/core/file_replacement.h"
 #include "mirrored/core/sha256.h"
 #include "mirrored/data/token_file.h"
 
@@ -119,10 +120,24 @@ class RunIterator final : public sentencepiece::SentenceIterator {
   size_t next_ = 0;
 };
 
+// A SentencePiece model of 65536 pieces takes a few MiB; a file this large is something else.
+constexpr std::uintmax_t kMaxModelBytes = std::uintmax_t{256} << 20;
+
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(str_cat("cannot open the tokenizer model '", path, "' for reading"));
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::error_code error;
+  const std::uintmax_t size = fs::file_size(path, error);
+  if (!error && size > kMaxModelBytes)
+    throw InputError(str_cat("'", path, "': ", size, " bytes, more than a tokenizer model's ", kMaxModelBytes,
+                             " (expected a SentencePiece .model file)"));
+  std::string bytes;
+  char buffer[1 << 16];
+  while (in.read(buffer, sizeof buffer) || in.gcount() > 0) {
+    bytes.append(buffer, static_cast<size_t>(in.gcount()));
+    if (bytes.size() > kMaxModelBytes)
+      throw InputError(str_cat("'", path, "': more than a tokenizer model's ", kMaxModelBytes, " bytes"));
+  }
   if (in.bad()) throw InputError(str_cat("'", path, "': read error"));
   return bytes;
 }
@@ -178,7 +193,17 @@ Tokenizer Tokenizer::bytes() {
 
 #if MIRRORED_WITH_SENTENCEPIECE
 Tokenizer Tokenizer::load_sentencepiece(const std::string& model_path) {
-  const std::string serialized = read_file(model_path);
+  return from_serialized(read_file(model_path), model_path);
+}
+
+Tokenizer Tokenizer::copy_sentencepiece(const std::string& from, const std::string& to) {
+  const std::string serialized = read_file(from);
+  from_serialized(serialized, from);  // checked before it is copied
+  replace_file(to, serialized);
+  return from_serialized(serialized, to);
+}
+
+Tokenizer Tokenizer::from_serialized(const std::string& serialized, const std::string& model_path) {
   Tokenizer tokenizer;
   tokenizer.name_ = kSentencePieceTokenizer;
   tokenizer.model_path_ = model_path;
@@ -248,17 +273,8 @@ Tokenizer Tokenizer::train_sentencepiece(std::string_view text, const SentencePi
   if (!status.ok())
     throw InputError(str_cat("training a SentencePiece ", options.model_type, " model with --vocab_size ",
                              options.vocab_size, " failed: ", status.ToString()));
-  const std::string temporary = model_path + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    out.write(serialized.data(), static_cast<std::streamsize>(serialized.size()));
-    if (!out.flush()) throw Error(ExitCode::kFailure, str_cat("cannot write '", temporary, "'"));
-  }
-  std::error_code error;
-  fs::rename(temporary, model_path, error);
-  if (error) throw Error(ExitCode::kFailure, str_cat("cannot rename '", temporary, "' to '", model_path, "': ",
-                                                     error.message()));
-  return load_sentencepiece(model_path);
+  replace_file(model_path, serialized);
+  return from_serialized(serialized, model_path);
 }
 
 void Tokenizer::encode_run(std::string_view run, std::vector<int32_t>& out) const {
@@ -269,6 +285,7 @@ void Tokenizer::encode_run(std::string_view run, std::vector<int32_t>& out) cons
 }
 #else
 Tokenizer Tokenizer::load_sentencepiece(const std::string&) { no_sentencepiece(); }
+Tokenizer Tokenizer::copy_sentencepiece(const std::string&, const std::string&) { no_sentencepiece(); }
 Tokenizer Tokenizer::train_sentencepiece(std::string_view, const SentencePieceTraining&, const std::string&) {
   no_sentencepiece();
 }

@@ -1,8 +1,13 @@
 #include "mirrored/data/zip_archive.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -30,6 +35,8 @@ constexpr uint16_t kEncryptedFlag = 0x1;
 constexpr uint64_t kMaxDeflateRatio = 1100;
 // zlib's interfaces take 32-bit lengths.
 constexpr uint64_t kZlibPiece = uint64_t{1} << 30;
+// What is inflated at a time before it joins the member's bytes.
+constexpr size_t kInflatePiece = size_t{256} << 10;
 
 uint16_t u16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
 uint32_t u32(const uint8_t* p) {
@@ -41,13 +48,17 @@ InputError archive_problem(const std::string& path, const std::string& what) {
   return InputError(str_cat("'", path, "': ", what));
 }
 
-std::vector<uint8_t> read_range(const std::string& path, uint64_t offset, uint64_t count, const char* what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw archive_problem(path, "cannot open the zip archive for reading");
+std::vector<uint8_t> read_range(int fd, const std::string& path, uint64_t offset, uint64_t count, const char* what) {
   std::vector<uint8_t> bytes(count);
-  in.seekg(static_cast<std::streamoff>(offset));
-  if (count > 0) in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(count));
-  if (!in || static_cast<uint64_t>(in.gcount()) != count) {
+  uint64_t done = 0;
+  while (done < count) {
+    const ssize_t got = pread(fd, bytes.data() + done, static_cast<size_t>(std::min<uint64_t>(count - done, kZlibPiece)),
+                              static_cast<off_t>(offset + done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;
+    done += static_cast<uint64_t>(got);
+  }
+  if (done != count) {
     throw archive_problem(path, str_cat("truncated zip archive: cannot read the ", what, " (", count, " bytes at offset ",
                                 offset, ")"));
   }
@@ -63,44 +74,49 @@ size_t find_end_of_directory(const std::vector<uint8_t>& tail) {
   return std::string::npos;
 }
 
+// Inflates into what has arrived, a piece at a time: memory follows the data actually
+// inflated, never the size a (possibly lying) directory entry declares, and inflating stops
+// as soon as the output passes that size.
 std::vector<uint8_t> inflate_raw(const std::string& path, const ZipMember& member, const std::vector<uint8_t>& packed) {
-  std::vector<uint8_t> out(member.size);
+  std::vector<uint8_t> out;
+  std::vector<uint8_t> piece(kInflatePiece);
   z_stream stream{};
-  uint8_t no_room = 0;  // zlib refuses a null output pointer, even with no room to fill
-  stream.next_out = &no_room;
   if (inflateInit2(&stream, -MAX_WBITS) != Z_OK) throw Error(ExitCode::kFailure, "zlib inflateInit2 failed");
-  uint64_t in_done = 0, out_done = 0;
+  uint64_t in_done = 0;
   int status = Z_OK;
+  bool too_long = false;
   while (status == Z_OK) {
     if (stream.avail_in == 0 && in_done < packed.size()) {
-      const uint64_t piece = std::min<uint64_t>(packed.size() - in_done, kZlibPiece);
+      const uint64_t chunk = std::min<uint64_t>(packed.size() - in_done, kZlibPiece);
       stream.next_in = const_cast<Bytef*>(packed.data() + in_done);
-      stream.avail_in = static_cast<uInt>(piece);
-      in_done += piece;
+      stream.avail_in = static_cast<uInt>(chunk);
+      in_done += chunk;
     }
-    if (stream.avail_out == 0 && out_done < out.size()) {
-      const uint64_t piece = std::min<uint64_t>(out.size() - out_done, kZlibPiece);
-      stream.next_out = out.data() + out_done;
-      stream.avail_out = static_cast<uInt>(piece);
-      out_done += piece;
-    }
-    const uInt in_before = stream.avail_in, out_before = stream.avail_out;
+    stream.next_out = piece.data();
+    stream.avail_out = static_cast<uInt>(piece.size());
+    const uInt in_before = stream.avail_in;
     status = inflate(&stream, Z_NO_FLUSH);
-    // No progress with no room or no input left: the stream claims more than was declared.
-    if (status == Z_BUF_ERROR || (status == Z_OK && in_before == stream.avail_in && out_before == stream.avail_out)) {
+    const size_t produced = piece.size() - stream.avail_out;
+    if (out.size() + produced > member.size) {
+      too_long = true;
       break;
     }
+    out.insert(out.end(), piece.begin(), piece.begin() + static_cast<std::ptrdiff_t>(produced));
+    // No progress with no input left: the stream is cut short.
+    if (status == Z_BUF_ERROR || (status == Z_OK && produced == 0 && in_before == stream.avail_in)) break;
   }
-  const uint64_t produced = stream.total_out;
   const std::string reason = stream.msg != nullptr ? stream.msg : "";
   inflateEnd(&stream);
+  if (too_long) {
+    throw archive_problem(path, str_cat("member ", member.name, " inflates to more than the ", member.size,
+                                        " bytes its directory entry declares; the archive is corrupt"));
+  }
   if (status != Z_STREAM_END) {
     throw archive_problem(path, str_cat("member ", member.name, " cannot be inflated",
-                                reason.empty() ? std::string(" (its data is longer than its declared size or cut short)")
-                                               : str_cat(": ", reason)));
+                                reason.empty() ? std::string(" (its data is cut short)") : str_cat(": ", reason)));
   }
-  if (produced != member.size) {
-    throw archive_problem(path, str_cat("member ", member.name, " inflates to ", produced, " bytes, its directory entry says ",
+  if (out.size() != member.size) {
+    throw archive_problem(path, str_cat("member ", member.name, " inflates to ", out.size(), " bytes, its directory entry says ",
                                 member.size));
   }
   return out;
@@ -124,13 +140,21 @@ ZipArchive::ZipArchive(std::string path) : path_(std::move(path)) {
     throw InputError(str_cat("cannot open '", path_, "': ",
                              std::filesystem::exists(path_, error) ? "not a regular file" : "file does not exist"));
   }
-  file_size_ = std::filesystem::file_size(path_, error);
-  if (error || file_size_ < kEndOfDirectoryBytes) {
+  // One descriptor for the directory and every member: what was checked is what is read.
+  const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw archive_problem(path_, str_cat("cannot open the zip archive for reading: ", std::strerror(errno)));
+  fd_ = std::shared_ptr<const int>(new int(fd), [](const int* held) {
+    ::close(*held);
+    delete held;
+  });
+  struct stat info {};
+  file_size_ = fstat(fd, &info) == 0 ? static_cast<uint64_t>(info.st_size) : 0;
+  if (file_size_ < kEndOfDirectoryBytes) {
     throw archive_problem(path_, str_cat("not a zip archive (", file_size_, " bytes, shorter than an end-of-directory record)"));
   }
   const uint64_t tail_bytes = std::min<uint64_t>(file_size_, kEndOfDirectoryBytes + kMaxCommentBytes);
   const uint64_t tail_offset = file_size_ - tail_bytes;
-  const std::vector<uint8_t> tail = read_range(path_, tail_offset, tail_bytes, "end of the file");
+  const std::vector<uint8_t> tail = read_range(*fd_, path_, tail_offset, tail_bytes, "end of the file");
   const size_t end = find_end_of_directory(tail);
   if (end == std::string::npos) throw archive_problem(path_, "not a zip archive (no end-of-central-directory record)");
 
@@ -150,7 +174,7 @@ ZipArchive::ZipArchive(std::string path) : path_(std::move(path)) {
                                  " bytes at offset ", directory_offset, ") runs past its end record"));
   }
 
-  const std::vector<uint8_t> directory = read_range(path_, directory_offset, directory_bytes, "central directory");
+  const std::vector<uint8_t> directory = read_range(*fd_, path_, directory_offset, directory_bytes, "central directory");
   size_t at = 0;
   for (uint16_t i = 0; i < entries; ++i) {
     if (at + kDirectoryEntryBytes > directory.size() || u32(&directory[at]) != kDirectoryEntry) {
@@ -193,7 +217,7 @@ std::vector<uint8_t> ZipArchive::read(const ZipMember& member) const {
     throw archive_problem(path_, str_cat("member ", member.name, ": local header offset ", member.local_header_offset,
                                  " is past the end of the file"));
   }
-  const std::vector<uint8_t> header = read_range(path_, member.local_header_offset, kLocalHeaderBytes,
+  const std::vector<uint8_t> header = read_range(*fd_, path_, member.local_header_offset, kLocalHeaderBytes,
                                                  str_cat("local header of ", member.name).c_str());
   if (u32(header.data()) != kLocalHeader) {
     throw archive_problem(path_, str_cat("member ", member.name, ": no local file header at offset ",
@@ -204,7 +228,7 @@ std::vector<uint8_t> ZipArchive::read(const ZipMember& member) const {
     throw archive_problem(path_, str_cat("member ", member.name, ": its ", member.compressed_size,
                                  " data bytes run past the end of the file; the archive is truncated"));
   }
-  std::vector<uint8_t> packed = read_range(path_, data_offset, member.compressed_size,
+  std::vector<uint8_t> packed = read_range(*fd_, path_, data_offset, member.compressed_size,
                                            str_cat("data of ", member.name).c_str());
   std::vector<uint8_t> bytes;
   if (member.method == kStored) {

@@ -1,7 +1,5 @@
 #include "mirrored/io/checkpoint_file.h"
 
-#include <fcntl.h>
-#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -62,15 +60,6 @@ std::string names_of(const std::vector<CheckpointTensor>& tensors) {
   return names;
 }
 
-void fsync_path(const std::string& path, int flags) {
-  const int fd = ::open(path.c_str(), flags);
-  if (fd < 0) throw Error(ExitCode::kCheckpoint, str_cat("cannot open '", path, "' to sync it: ", std::strerror(errno)));
-  const int synced = ::fsync(fd);
-  const int saved = errno;
-  ::close(fd);
-  if (synced != 0) throw Error(ExitCode::kCheckpoint, str_cat("fsync of '", path, "' failed: ", std::strerror(saved)));
-}
-
 [[noreturn]] void invalid(const std::string& path, const std::string& what) {
   throw InputError(str_cat("checkpoint '", path, "': ", what), ExitCode::kCheckpoint);
 }
@@ -108,13 +97,11 @@ uint32_t checkpoint_crc32(const Checkpoint& checkpoint) {
 }
 
 void write_checkpoint(const std::string& path, const Checkpoint& checkpoint) {
-  const std::filesystem::path target(path);
-  const std::filesystem::path dir = target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
-  // Same directory, so the rename cannot cross file systems; the pid keeps two writers apart.
-  const std::string temporary = str_cat(path, ".tmp.", ::getpid());
+  // Whole or not at all, through a unique temporary beside `path` (core/file_replacement.h):
+  // a crash leaves the previous checkpoints and, at most, an abandoned temporary that the
+  // next resume removes (remove_abandoned_checkpoint_temporaries).
   try {
-    {
-      H5File file(temporary, H5File::Access::kTruncate);
+    write_hdf5_file(path, [&](H5File& file) {
       for (const auto& tensor : checkpoint.params)
         file.write_f32("/params/" + tensor.name, tensor.shape, tensor.values.data());
       for (const auto& tensor : checkpoint.buffers)
@@ -135,17 +122,38 @@ void write_checkpoint(const std::string& path, const Checkpoint& checkpoint) {
       file.write_attribute("buffers", names_of(checkpoint.buffers));
       file.write_attribute("optimizer_state", names_of(checkpoint.optimizer_state));
       file.write_attribute("crc32", static_cast<int64_t>(checkpoint_crc32(checkpoint)));
-      file.flush();
-    }  // closed here: HDF5 writes its last metadata on close
-    fsync_path(temporary, O_RDONLY);
-    if (std::rename(temporary.c_str(), path.c_str()) != 0)
-      throw Error(ExitCode::kCheckpoint, str_cat("rename to '", path, "' failed: ", std::strerror(errno)));
-    fsync_path(dir.string(), O_RDONLY | O_DIRECTORY);  // makes the rename itself durable
+    });
   } catch (const Error& e) {
-    std::error_code ignored;
-    std::filesystem::remove(temporary, ignored);
     throw Error(ExitCode::kCheckpoint, str_cat("cannot write checkpoint '", path, "': ", e.what()));
   }
+}
+
+namespace {
+
+// "ckpt-<digits>.h5", the checkpoint writer's targets (checkpoint/checkpoint_store.cpp).
+bool is_checkpoint_name(std::string_view name) {
+  constexpr std::string_view prefix = "ckpt-", suffix = ".h5";
+  if (name.size() <= prefix.size() + suffix.size() || name.substr(0, prefix.size()) != prefix ||
+      name.substr(name.size() - suffix.size()) != suffix)
+    return false;
+  const std::string_view digits = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+  return digits.find_first_not_of("0123456789") == std::string_view::npos;
+}
+
+// The writer's own temporaries: FileReplacement's "ckpt-N.h5.tmp.XXXXXX", and the
+// "ckpt-N.h5.tmp.<pid>" that versions before it left (HDF5's own lock held those while written).
+bool is_checkpoint_temporary(std::string_view name) {
+  if (is_replacement_temporary_of(name, is_checkpoint_name)) return true;
+  const size_t mark = name.rfind(".tmp.");
+  if (mark == std::string_view::npos || !is_checkpoint_name(name.substr(0, mark))) return false;
+  const std::string_view pid = name.substr(mark + 5);
+  return !pid.empty() && pid.size() <= 10 && pid.find_first_not_of("0123456789") == std::string_view::npos;
+}
+
+}  // namespace
+
+size_t remove_abandoned_checkpoint_temporaries(const std::string& dir) {
+  return remove_abandoned_temporaries(dir, is_checkpoint_temporary);
 }
 
 Checkpoint read_checkpoint(const std::string& path) {

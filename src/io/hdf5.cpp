@@ -137,6 +137,18 @@ void H5Handle::reset() noexcept {
 
 H5File::H5File(const std::string& path, Access access) : path_(path) {
   detail::silence_hdf5_errors();
+  if (access == Access::kReplace) {
+    replacement_ = std::make_unique<FileReplacement>(path);
+    // HDF5's own lock on the file would clash with the one the replacement holds (another
+    // open of the same file): the replacement's is the one that counts.
+    H5Handle access_props(MIRRORED_H5_CHECK(H5Pcreate(H5P_FILE_ACCESS), str_cat("'", path, "'")), H5Pclose);
+    MIRRORED_H5_CHECK(H5Pset_file_locking(access_props.get(), false, true), str_cat("'", path, "'"));
+    file_ = H5Handle(MIRRORED_H5_CHECK(H5Fcreate(replacement_->descriptor_path().c_str(), H5F_ACC_TRUNC, H5P_DEFAULT,
+                                                 access_props.get()),
+                                       str_cat("'", path, "'")),
+                     H5Fclose);
+    return;
+  }
   if (access == Access::kTruncate) {
     file_ = H5Handle(MIRRORED_H5_CHECK(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT,
                                                  H5P_DEFAULT),
@@ -214,6 +226,31 @@ void H5File::write_f32(const std::string& dataset, const std::vector<int64_t>& s
 void H5File::write_i64(const std::string& dataset, const std::vector<int64_t>& shape,
                        const int64_t* data) {
   write_whole(*this, dataset, shape, H5T_NATIVE_INT64, H5T_STD_I64LE, data, false);
+}
+
+void H5File::commit() {
+  MIRRORED_CHECK(replacement_ != nullptr, "'", path_, "' was not opened to be replaced");
+  // HDF5 writes its last metadata as it closes: a failure there is a failed write.
+  if (H5Fclose(file_.release()) < 0) {
+    const std::string reason = detail::hdf5_error_reason();
+    H5Eclear2(H5E_DEFAULT);
+    throw Error(ExitCode::kWriteFailed, str_cat("cannot write '", path_, "': HDF5 could not close it (", reason,
+                                                "); '", path_, "' is unchanged"));
+  }
+  replacement_->commit();
+}
+
+void write_hdf5_file(const std::string& path, const std::function<void(H5File&)>& write) {
+  try {
+    H5File file(path, H5File::Access::kReplace);
+    write(file);
+    file.commit();
+  } catch (const InputError&) {
+    throw;
+  } catch (const Error& e) {
+    if (e.code() == ExitCode::kWriteFailed) throw;
+    throw Error(ExitCode::kWriteFailed, str_cat("cannot write '", path, "': ", e.what(), " ('", path, "' is unchanged)"));
+  }
 }
 
 void H5File::flush() {

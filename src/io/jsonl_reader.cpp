@@ -1,6 +1,6 @@
 #include "mirrored/io/jsonl_reader.h"
 
-#include <cctype>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -8,136 +8,75 @@
 
 #include "mirrored/core/error.h"
 #include "mirrored/core/strings.h"
+#include "mirrored/io/json_text.h"
 
 namespace mirrored::io {
 namespace {
 
+// One flat record: {"key": value, ...}, values numbers, strings, true/false, null or arrays
+// of numbers (and null). Strings and numbers are read by io/json_text.h's strict rules.
 class Parser {
  public:
-  Parser(const std::string& text, const std::string& origin) : text_(text), origin_(origin) {}
+  Parser(const std::string& text, const std::string& origin)
+      : cursor_(text, [&origin](size_t position, const std::string& expected) {
+          return str_cat(origin, ": not a JSON record at column ", position + 1, ": expected ", expected);
+        }) {}
 
   JsonObject object() {
     JsonObject out;
-    expect('{');
-    skip_space();
-    if (peek() == '}') {
-      ++at_;
-      return finish(std::move(out));
+    cursor_.expect('{');
+    if (!cursor_.consume('}')) {
+      do {
+        std::string key = cursor_.string();
+        cursor_.expect(':');
+        cursor_.skip_space();
+        out[key] = value(key);
+      } while (cursor_.consume(','));
+      cursor_.expect('}');
     }
-    while (true) {
-      skip_space();
-      std::string key = string();
-      skip_space();
-      expect(':');
-      skip_space();
-      out[key] = value(key);
-      skip_space();
-      if (peek() == ',') {
-        ++at_;
-        continue;
-      }
-      expect('}');
-      return finish(std::move(out));
-    }
+    cursor_.skip_space();
+    if (!cursor_.at_end()) cursor_.fail("the end of the line after the object");
+    return out;
   }
 
  private:
-  JsonObject finish(JsonObject out) {
-    skip_space();
-    if (at_ != text_.size()) fail("the end of the line after the object");
-    return out;
-  }
-  [[noreturn]] void fail(const std::string& expected) const {
-    throw InputError(str_cat(origin_, ": not a JSON record at column ", at_ + 1, ": expected ", expected),
-                     ExitCode::kBadInput);
-  }
-  char peek() const { return at_ < text_.size() ? text_[at_] : '\0'; }
-  void skip_space() {
-    while (at_ < text_.size() && std::isspace(static_cast<unsigned char>(text_[at_]))) ++at_;
-  }
-  void expect(char c) {
-    if (peek() != c) fail(str_cat("'", c, "'"));
-    ++at_;
-  }
-  std::string string() {
-    expect('"');
-    std::string out;
-    while (at_ < text_.size() && text_[at_] != '"') {
-      char c = text_[at_++];
-      if (c == '\\') {
-        if (at_ >= text_.size()) fail("an escaped character");
-        const char e = text_[at_++];
-        switch (e) {
-          case 'n': c = '\n'; break;
-          case 't': c = '\t'; break;
-          case 'u': {
-            if (at_ + 4 > text_.size()) fail("four hex digits");
-            c = static_cast<char>(std::strtol(text_.substr(at_, 4).c_str(), nullptr, 16));
-            at_ += 4;
-            break;
-          }
-          default: c = e;
-        }
-      }
-      out += c;
-    }
-    expect('"');
-    return out;
-  }
   double number_or_null() {
-    if (text_.compare(at_, 4, "null") == 0) {
-      at_ += 4;
-      return std::numeric_limits<double>::quiet_NaN();
-    }
-    const char* begin = text_.c_str() + at_;
-    char* end = nullptr;
-    const double d = std::strtod(begin, &end);
-    if (end == begin) fail("a number");
-    at_ += static_cast<size_t>(end - begin);
-    return d;
-  }
-  JsonValue value(const std::string& key) {
-    const char c = peek();
-    if (c == '"') return string();
-    if (c == '[') {
-      ++at_;
-      std::vector<double> array;
-      skip_space();
-      if (peek() == ']') {
-        ++at_;
-        return array;
-      }
-      while (true) {
-        skip_space();
-        array.push_back(number_or_null());
-        skip_space();
-        if (peek() == ',') {
-          ++at_;
-          continue;
-        }
-        expect(']');
-        return array;
-      }
-    }
-    if (text_.compare(at_, 4, "true") == 0) {
-      at_ += 4;
-      return int64_t{1};
-    }
-    if (text_.compare(at_, 5, "false") == 0) {
-      at_ += 5;
-      return int64_t{0};
-    }
-    if (c == '{') fail(str_cat("a number, string or array for '", key, "' (nested objects are not read)"));
-    const size_t start = at_;
-    const double d = number_or_null();
-    const std::string spelled = text_.substr(start, at_ - start);
-    if (spelled.find_first_of(".eEn") == std::string::npos) return static_cast<int64_t>(std::strtoll(spelled.c_str(), nullptr, 10));
-    return d;
+    cursor_.skip_space();
+    if (cursor_.consume_word("null")) return std::numeric_limits<double>::quiet_NaN();
+    return cursor_.number();
   }
 
-  const std::string& text_;
-  const std::string& origin_;
-  size_t at_ = 0;
+  JsonValue value(const std::string& key) {
+    const char c = cursor_.peek();
+    if (c == '"') return cursor_.string();
+    if (c == '[') {
+      cursor_.expect('[');
+      std::vector<double> array;
+      if (cursor_.consume(']')) return array;
+      do array.push_back(number_or_null());
+      while (cursor_.consume(','));
+      cursor_.expect(']');
+      return array;
+    }
+    if (cursor_.consume_word("true")) return int64_t{1};
+    if (cursor_.consume_word("false")) return int64_t{0};
+    if (cursor_.consume_word("null")) return std::numeric_limits<double>::quiet_NaN();
+    if (c == '{') cursor_.fail(str_cat("a number, string or array for '", key, "' (nested objects are not read)"));
+    // Integers stay exact (int64_t); one beyond its range is an error, not a rounded value.
+    const size_t start = cursor_.position();
+    const std::string_view text = cursor_.number_text();
+    if (json_is_integer_text(text)) {
+      int64_t integer = 0;
+      const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), integer);
+      if (error == std::errc() && end == text.data() + text.size()) return integer;
+      cursor_.seek(start);
+      cursor_.fail(str_cat("an integer within 64 bits for '", key, "'"));
+    }
+    cursor_.seek(start);
+    return cursor_.number();
+  }
+
+  JsonCursor cursor_;
 };
 }  // namespace
 
@@ -164,6 +103,15 @@ double json_number(const JsonObject& object, const std::string& key, const std::
     if (const auto* d = std::get_if<double>(&it->second)) return *d;
   }
   throw InputError(str_cat(origin, ": field '", key, "' must be a number"), ExitCode::kBadInput);
+}
+
+int64_t json_integer(const JsonObject& object, const std::string& key, const std::string& origin, int64_t min,
+                     int64_t max) {
+  const auto it = object.find(key);
+  if (it != object.end())
+    if (const auto* i = std::get_if<int64_t>(&it->second); i != nullptr && *i >= min && *i <= max) return *i;
+  throw InputError(str_cat(origin, ": field '", key, "' must be an integer from ", min, " to ", max),
+                   ExitCode::kBadInput);
 }
 
 std::string json_string(const JsonObject& object, const std::string& key, const std::string& origin) {

@@ -80,13 +80,14 @@ JsonText to_json_array(const std::vector<JsonRecord>& records) {
 
 JsonlWriter::JsonlWriter(const std::string& path, bool append)
     : path_(path), out_(path, append ? std::ios::app : std::ios::trunc) {
-  if (!out_) throw Error(ExitCode::kFailure, str_cat("cannot open '", path, "' for writing"), true);
+  if (!out_) throw Error(ExitCode::kWriteFailed, str_cat("cannot open '", path, "' for writing"), true);
 }
 
 void JsonlWriter::write(const JsonRecord& record) {
   out_ << to_json(record) << '\n';
   out_.flush();
-  if (!out_) throw Error(ExitCode::kFailure, str_cat("writing '", path_, "' failed"));
+  // The records before this one stay (each was flushed whole).
+  if (!out_) throw Error(ExitCode::kWriteFailed, str_cat("writing a record to '", path_, "' failed (a full disk?)"));
 }
 
 }  // namespace mirrored::io

@@ -1,8 +1,9 @@
 #include "mirrored/io/npy_file.h"
 
-#include <fstream>
+#include <cstdint>
 
 #include "mirrored/core/error.h"
+#include "mirrored/core/file_replacement.h"
 
 namespace mirrored::io {
 
@@ -12,14 +13,14 @@ void write_npy_f32(const std::string& path, const std::vector<float>& values, in
   std::string header = str_cat("{'descr': '<f4', 'fortran_order': False, 'shape': (", rows, ", ", cols, "), }");
   header.append(63 - (10 + header.size()) % 64, ' ');
   header += '\n';
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw InputError(str_cat("cannot open '", path, "' for writing"), ExitCode::kUsage);
+  // Whole or not at all, never through a planted symlink (core/file_replacement.h).
+  FileReplacement out(path);
   const auto length = static_cast<uint16_t>(header.size());
   out.write("\x93NUMPY\x01\x00", 8);
-  out.write(reinterpret_cast<const char*>(&length), 2);
-  out << header;
-  out.write(reinterpret_cast<const char*>(values.data()), static_cast<std::streamsize>(values.size() * sizeof(float)));
-  if (!out.flush()) throw Error(ExitCode::kFailure, str_cat("cannot write '", path, "'"));
+  out.write(&length, 2);
+  out.write(header);
+  out.write(values.data(), values.size() * sizeof(float));
+  out.commit();
 }
 
 }  // namespace mirrored::io

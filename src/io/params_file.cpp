@@ -14,19 +14,20 @@ std::string dataset_for(const nn::ParameterInfo& info) { return "/params/" + inf
 
 void save_parameters(const std::string& path, const nn::ParameterArena& arena) {
   MIRRORED_CHECK(arena.allocated(), "saving parameters of an arena that is not allocated");
-  H5File file(path, H5File::Access::kTruncate);
-  // Buffers (running statistics) are saved beside the parameters: a model needs them to
-  // evaluate, and the world-size comparisons cover them too.
-  for (size_t i = 0; i < arena.size() + arena.num_buffers(); ++i) {
-    const bool is_param = i < arena.size();
-    const nn::ParameterInfo& info = is_param ? arena.info(i) : arena.buffer_info(i - arena.size());
-    const Tensor param = is_param ? arena.param(i) : arena.buffer(i - arena.size());
-    if (param.device().is_cpu()) {
-      file.write_f32(dataset_for(info), info.shape, param.data<float>());
-    } else {
-      file.write_f32(dataset_for(info), info.shape, param.to_vector().data());
+  write_hdf5_file(path, [&](H5File& file) {
+    // Buffers (running statistics) are saved beside the parameters: a model needs them to
+    // evaluate, and the world-size comparisons cover them too.
+    for (size_t i = 0; i < arena.size() + arena.num_buffers(); ++i) {
+      const bool is_param = i < arena.size();
+      const nn::ParameterInfo& info = is_param ? arena.info(i) : arena.buffer_info(i - arena.size());
+      const Tensor param = is_param ? arena.param(i) : arena.buffer(i - arena.size());
+      if (param.device().is_cpu()) {
+        file.write_f32(dataset_for(info), info.shape, param.data<float>());
+      } else {
+        file.write_f32(dataset_for(info), info.shape, param.to_vector().data());
+      }
     }
-  }
+  });
 }
 
 void load_parameters(const std::string& path, nn::ParameterArena& arena) {

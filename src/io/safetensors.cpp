@@ -1,19 +1,22 @@
 #include "mirrored/io/safetensors.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <bit>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 
-#include "mirrored/core/tensor.h"
 #include "mirrored/core/error.h"
+#include "mirrored/core/file_replacement.h"
+#include "mirrored/core/tensor.h"
+#include "mirrored/io/json_text.h"
 
 namespace mirrored::io {
 namespace {
-
-namespace fs = std::filesystem;
 
 // A header larger than this is not a tensor index (GPT-2 XL's is 40 kB).
 constexpr uint64_t kMaxHeaderBytes = uint64_t{100} << 20;
@@ -35,150 +38,6 @@ std::string json_string(const std::string& text) {
   }
   return out + "\"";
 }
-
-// The subset of JSON a safetensors header uses: objects, arrays, strings, non-negative
-// integers. Errors name the file and the byte of the header where parsing stopped.
-struct JsonMember;
-struct JsonValue {
-  enum class Kind { kObject, kArray, kString, kNumber } kind = Kind::kNumber;
-  std::vector<JsonMember> members;  // object
-  std::vector<JsonValue> items;                            // array
-  std::string text;                                        // string
-  uint64_t number = 0;
-};
-// A named member of an object. A struct rather than std::pair: a pair holding JsonValue
-// inside JsonValue's own definition needs the type complete, which clang rejects.
-struct JsonMember {
-  std::string name;
-  JsonValue value;
-};
-
-class JsonParser {
- public:
-  JsonParser(const std::string& text, const std::string& path) : text_(text), path_(path) {}
-
-  JsonValue parse_document() {
-    JsonValue value = parse_value();
-    skip_space();
-    if (pos_ != text_.size()) fail("text after the header's object");
-    return value;
-  }
-
- private:
-  [[noreturn]] void fail(const std::string& what) const {
-    throw InputError(str_cat("'", path_, "': the safetensors header is not valid JSON at byte ", pos_, " of ",
-                             text_.size(), ": ", what));
-  }
-  void skip_space() {
-    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\n' || text_[pos_] == '\r' || text_[pos_] == '\t'))
-      ++pos_;
-  }
-  void expect(char c) {
-    skip_space();
-    if (pos_ >= text_.size() || text_[pos_] != c) fail(str_cat("expected '", std::string(1, c), "'"));
-    ++pos_;
-  }
-  JsonValue parse_value() {
-    skip_space();
-    if (pos_ >= text_.size()) fail("unexpected end");
-    if (++depth_ > 16) fail("nested too deeply");
-    JsonValue value;
-    const char c = text_[pos_];
-    if (c == '{') {
-      value.kind = JsonValue::Kind::kObject;
-      ++pos_;
-      skip_space();
-      if (pos_ < text_.size() && text_[pos_] == '}') {
-        ++pos_;
-      } else {
-        while (true) {
-          skip_space();
-          std::string key = parse_string();
-          expect(':');
-          value.members.push_back(JsonMember{std::move(key), parse_value()});
-          skip_space();
-          if (pos_ < text_.size() && text_[pos_] == ',') { ++pos_; continue; }
-          expect('}');
-          break;
-        }
-      }
-    } else if (c == '[') {
-      value.kind = JsonValue::Kind::kArray;
-      ++pos_;
-      skip_space();
-      if (pos_ < text_.size() && text_[pos_] == ']') {
-        ++pos_;
-      } else {
-        while (true) {
-          value.items.push_back(parse_value());
-          skip_space();
-          if (pos_ < text_.size() && text_[pos_] == ',') { ++pos_; continue; }
-          expect(']');
-          break;
-        }
-      }
-    } else if (c == '"') {
-      value.kind = JsonValue::Kind::kString;
-      value.text = parse_string();
-    } else if (c >= '0' && c <= '9') {
-      value.kind = JsonValue::Kind::kNumber;
-      while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') {
-        if (value.number > (UINT64_MAX - 9) / 10) fail("integer too large");
-        value.number = value.number * 10 + static_cast<uint64_t>(text_[pos_++] - '0');
-      }
-    } else {
-      fail("expected an object, array, string or non-negative integer");
-    }
-    --depth_;
-    return value;
-  }
-  std::string parse_string() {
-    if (pos_ >= text_.size() || text_[pos_] != '"') fail("expected a string");
-    ++pos_;
-    std::string out;
-    while (true) {
-      if (pos_ >= text_.size()) fail("unterminated string");
-      const char c = text_[pos_++];
-      if (c == '"') return out;
-      if (c != '\\') {
-        out += c;
-        continue;
-      }
-      if (pos_ >= text_.size()) fail("unterminated escape");
-      const char e = text_[pos_++];
-      switch (e) {
-        case '"': case '\\': case '/': out += e; break;
-        case 'n': out += '\n'; break;
-        case 't': out += '\t'; break;
-        case 'r': out += '\r'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'u': {
-          if (pos_ + 4 > text_.size()) fail("short \\u escape");
-          const unsigned code = static_cast<unsigned>(std::stoul(text_.substr(pos_, 4), nullptr, 16));
-          pos_ += 4;
-          if (code < 0x80) {
-            out += static_cast<char>(code);
-          } else if (code < 0x800) {
-            out += static_cast<char>(0xc0 | (code >> 6));
-            out += static_cast<char>(0x80 | (code & 0x3f));
-          } else {  // surrogate pairs are not joined: names and metadata here are ASCII
-            out += static_cast<char>(0xe0 | (code >> 12));
-            out += static_cast<char>(0x80 | ((code >> 6) & 0x3f));
-            out += static_cast<char>(0x80 | (code & 0x3f));
-          }
-          break;
-        }
-        default: fail("unknown escape");
-      }
-    }
-  }
-
-  const std::string& text_;
-  const std::string& path_;
-  size_t pos_ = 0;
-  int depth_ = 0;
-};
 
 size_t dtype_bytes(const std::string& dtype) {
   if (dtype == "F32") return 4;
@@ -243,96 +102,246 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsTen
   header.append((8 - header.size() % 8) % 8, ' ');  // the data starts 8-byte aligned
 
   static_assert(std::endian::native == std::endian::little, "safetensors data is little-endian");
-  const std::string temporary = path + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    if (!out) throw Error(ExitCode::kFailure, str_cat("cannot open '", temporary, "' for writing"));
-    uint64_t length = header.size();
-    out.write(reinterpret_cast<const char*>(&length), 8);
-    out.write(header.data(), static_cast<std::streamsize>(header.size()));
-    for (const SafetensorsTensor& tensor : tensors)
-      out.write(reinterpret_cast<const char*>(tensor.values.data()),
-                static_cast<std::streamsize>(tensor.values.size() * sizeof(float)));
-    if (!out.flush()) throw Error(ExitCode::kFailure, str_cat("cannot write '", temporary, "'"));
-  }
-  std::error_code error;
-  fs::rename(temporary, path, error);
-  if (error)
-    throw Error(ExitCode::kFailure, str_cat("cannot rename '", temporary, "' to '", path, "': ", error.message()));
+  FileReplacement out(path);
+  const uint64_t length = header.size();
+  out.write(&length, 8);
+  out.write(header);
+  for (const SafetensorsTensor& tensor : tensors) out.write(tensor.values.data(), tensor.values.size() * sizeof(float));
+  out.commit();
 }
 
+namespace {
+
+// Reads `size` bytes at `offset` of `fd` (InputError naming `path` and `what` when the file
+// is shorter: it changed after it was checked).
+void read_exactly(int fd, uint64_t offset, void* out, uint64_t size, const std::string& path, const std::string& what) {
+  auto* bytes = static_cast<char*>(out);
+  uint64_t done = 0;
+  while (done < size) {
+    const ssize_t got = pread(fd, bytes + done, static_cast<size_t>(std::min<uint64_t>(size - done, 1 << 30)),
+                              static_cast<off_t>(offset + done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0)
+      throw InputError(str_cat("'", path, "': ", what, ": read error at byte ", offset + done,
+                               got < 0 ? str_cat(" (", std::strerror(errno), ")") : " (the file changed while reading?)"));
+    done += static_cast<uint64_t>(got);
+  }
+}
+
+// What a header describes costs at most about 4 bytes per byte of its text: a dimension
+// (8 bytes) takes at least 2 ("0,"), a tensor's entry (~200 bytes) at least 51, names and
+// strings are held once; with the header itself, reading takes at most 6 bytes per header
+// byte (test_input_bounds measures it), and the header is at most the file's size.
+constexpr size_t kMaxDimensions = 64;
+constexpr int kMaxDepth = 16;
+
+class HeaderReader {
+ public:
+  HeaderReader(const std::string& header, const std::string& path)
+      : path_(path), cursor_(header, [&header, &path](size_t position, const std::string& expected) {
+          return str_cat("'", path, "': the safetensors header is not valid JSON at byte ", position, " of ",
+                         header.size(), ": expected ", expected);
+        }) {}
+
+  // Calls tensor(name, dtype, shape, begin, end) for each tensor, metadata(key, value) for
+  // each __metadata__ member.
+  template <typename Tensor, typename Metadata>
+  void read(Tensor&& tensor, Metadata&& metadata) {
+    cursor_.expect('{');
+    if (!cursor_.consume('}')) {
+      do {
+        const std::string name = cursor_.string();
+        cursor_.expect(':');
+        if (name == "__metadata__") read_metadata(metadata);
+        else read_tensor(name, tensor);
+      } while (cursor_.consume(','));
+      cursor_.expect('}');
+    }
+    cursor_.skip_space();
+    if (!cursor_.at_end()) cursor_.fail("the end of the header after its object");
+  }
+
+ private:
+  template <typename Metadata>
+  void read_metadata(Metadata& metadata) {
+    cursor_.expect('{');
+    if (cursor_.consume('}')) return;
+    do {
+      std::string key = cursor_.string();
+      cursor_.expect(':');
+      cursor_.skip_space();
+      if (cursor_.peek() != '"') throw InputError(str_cat("'", path_, "': __metadata__.", key, " is not a string"));
+      metadata(std::move(key), cursor_.string());
+    } while (cursor_.consume(','));
+    cursor_.expect('}');
+  }
+
+  template <typename Tensor>
+  void read_tensor(const std::string& name, Tensor& tensor) {
+    const auto bad = [&](const std::string& what) { return InputError(str_cat("'", path_, "': tensor ", name, ": ", what)); };
+    const char* expected = "expected {\"dtype\": string, \"shape\": [integers], \"data_offsets\": [begin, end]}";
+    cursor_.skip_space();
+    if (cursor_.peek() != '{') throw bad(expected);
+    cursor_.expect('{');
+    std::string dtype;
+    std::vector<int64_t> shape;
+    std::vector<uint64_t> offsets;
+    bool has_dtype = false, has_shape = false, has_offsets = false;
+    if (!cursor_.consume('}')) {
+      do {
+        const std::string key = cursor_.string();
+        cursor_.expect(':');
+        cursor_.skip_space();
+        if (key == "dtype") {
+          if (cursor_.peek() != '"') throw bad(expected);
+          dtype = cursor_.string();
+          has_dtype = true;
+        } else if (key == "shape") {
+          has_shape = true;
+          shape.clear();
+          for_each_item([&] {
+            if (shape.size() == kMaxDimensions) throw bad(str_cat("shape has more than ", kMaxDimensions, " dimensions"));
+            shape.push_back(static_cast<int64_t>(cursor_.unsigned_integer(INT64_MAX)));
+          }, expected, bad);
+        } else if (key == "data_offsets") {
+          has_offsets = true;
+          offsets.clear();
+          for_each_item([&] {
+            if (offsets.size() == 2) throw bad(expected);
+            offsets.push_back(cursor_.unsigned_integer());
+          }, expected, bad);
+        } else {
+          skip_value(1);  // another key (a newer format's): not ours to read
+        }
+      } while (cursor_.consume(','));
+      cursor_.expect('}');
+    }
+    if (!has_dtype || !has_shape || !has_offsets || offsets.size() != 2) throw bad(expected);
+    tensor(name, std::move(dtype), std::move(shape), offsets[0], offsets[1]);
+  }
+
+  template <typename Item, typename Bad>
+  void for_each_item(Item&& item, const char* expected, Bad& bad) {
+    if (cursor_.peek() != '[') throw bad(expected);
+    cursor_.expect('[');
+    if (cursor_.consume(']')) return;
+    do {
+      cursor_.skip_space();
+      if (cursor_.peek() == '-' || (cursor_.peek() >= '0' && cursor_.peek() <= '9')) {
+        item();
+      } else {
+        throw bad(expected);
+      }
+    } while (cursor_.consume(','));
+    cursor_.expect(']');
+  }
+
+  // Any JSON value, read and dropped (nesting at most kMaxDepth deep).
+  void skip_value(int depth) {
+    if (depth > kMaxDepth) cursor_.fail("a value nested at most 16 deep");
+    cursor_.skip_space();
+    const char c = cursor_.peek();
+    if (c == '"') {
+      cursor_.string();
+    } else if (c == '{' || c == '[') {
+      const char close = c == '{' ? '}' : ']';
+      cursor_.expect(c);
+      if (cursor_.consume(close)) return;
+      do {
+        if (c == '{') {
+          cursor_.string();
+          cursor_.expect(':');
+        }
+        skip_value(depth + 1);
+      } while (cursor_.consume(','));
+      cursor_.expect(close);
+    } else if (!cursor_.consume_word("true") && !cursor_.consume_word("false") && !cursor_.consume_word("null")) {
+      cursor_.number();
+    }
+  }
+
+  const std::string& path_;
+  JsonCursor cursor_;
+};
+
+}  // namespace
+
 SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
-  std::error_code error;
-  if (!fs::is_regular_file(path, error)) throw InputError(str_cat("cannot open '", path, "': no such file"));
-  const uint64_t file_size = fs::file_size(path, error);
-  std::ifstream in(path, std::ios::binary);
-  if (!in || error) throw InputError(str_cat("cannot open '", path, "' for reading"));
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    throw InputError(str_cat("cannot open '", path, "': ", errno == ENOENT ? "no such file" : std::strerror(errno)));
+  // The descriptor checked here is the one every tensor is read through (read()).
+  fd_ = std::shared_ptr<const int>(new int(fd), [](const int* held) {
+    ::close(*held);
+    delete held;
+  });
+  struct stat info {};
+  if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode))
+    throw InputError(str_cat("cannot open '", path, "': not a regular file"));
+  const auto file_size = static_cast<uint64_t>(info.st_size);
   if (file_size < 8)
     throw InputError(str_cat("'", path, "': ", file_size,
                              " bytes, truncated (expected a safetensors file: an 8-byte header length first)"));
   uint64_t header_size = 0;
-  in.read(reinterpret_cast<char*>(&header_size), 8);
+  read_exactly(fd, 0, &header_size, 8, path, "the header length");
   if (header_size > kMaxHeaderBytes || header_size > file_size - 8)
     throw InputError(str_cat("'", path, "': the header length says ", header_size, " bytes but the file has ",
                              file_size - 8, " after it (truncated, or not a safetensors file)"));
   std::string header(header_size, '\0');
-  in.read(header.data(), static_cast<std::streamsize>(header_size));
-  if (!in) throw InputError(str_cat("'", path, "': read error in the header"));
+  read_exactly(fd, 8, header.data(), header_size, path, "the header");
   data_start_ = 8 + header_size;
   const uint64_t data_size = file_size - data_start_;
 
-  const JsonValue root = JsonParser(header, path).parse_document();
-  if (root.kind != JsonValue::Kind::kObject)
-    throw InputError(str_cat("'", path, "': the safetensors header is not a JSON object"));
-  for (const JsonMember& member : root.members) {
-    // Named references, not structured bindings: the lambdas below capture them.
-    const std::string& name = member.name;
-    const JsonValue& value = member.value;
-    if (name == "__metadata__") {
-      for (const auto& [key, item] : value.members) {
-        if (item.kind != JsonValue::Kind::kString)
-          throw InputError(str_cat("'", path, "': __metadata__.", key, " is not a string"));
-        metadata_[key] = item.text;
-      }
-      continue;
-    }
-    const auto field = [&](const char* key) -> const JsonValue* {
-      for (const auto& [k, v] : value.members)
-        if (k == key) return &v;
-      return nullptr;
-    };
-    const auto bad = [&](const std::string& what) {
-      return InputError(str_cat("'", path, "': tensor ", name, ": ", what));
-    };
-    const JsonValue* dtype = field("dtype");
-    const JsonValue* shape = field("shape");
-    const JsonValue* offsets = field("data_offsets");
-    if (value.kind != JsonValue::Kind::kObject || !dtype || !shape || !offsets ||
-        dtype->kind != JsonValue::Kind::kString || shape->kind != JsonValue::Kind::kArray ||
-        offsets->kind != JsonValue::Kind::kArray || offsets->items.size() != 2)
-      throw bad("expected {\"dtype\": string, \"shape\": [integers], \"data_offsets\": [begin, end]}");
-    Entry entry;
-    entry.dtype = dtype->text;
-    uint64_t count = 1;
-    for (const JsonValue& d : shape->items) {
-      if (d.kind != JsonValue::Kind::kNumber || d.number > (uint64_t{1} << 40)) throw bad("shape holds a non-integer");
-      entry.shape.push_back(static_cast<int64_t>(d.number));
-      count *= d.number;
-    }
-    for (const JsonValue& o : offsets->items)
-      if (o.kind != JsonValue::Kind::kNumber) throw bad("data_offsets holds a non-integer");
-    entry.begin = offsets->items[0].number;
-    entry.end = offsets->items[1].number;
-    const size_t element = dtype_bytes(entry.dtype);
-    if (element == 0) throw bad(str_cat("dtype ", entry.dtype, ", expected F32, F16 or BF16"));
-    if (entry.begin > entry.end || entry.end > data_size)
-      throw bad(str_cat("data_offsets [", entry.begin, ", ", entry.end, ") reach beyond the ", data_size,
-                        " bytes of data in the file (truncated?)"));
-    if (entry.end - entry.begin != count * element)
-      throw bad(str_cat("dtype ", entry.dtype, " shape ", shape_str(entry.shape), " needs ", count * element,
-                        " bytes but data_offsets give ", entry.end - entry.begin, " (mislabelled)"));
-    if (!entries_.emplace(name, std::move(entry)).second) throw bad("named twice in the header");
+  HeaderReader(header, path).read(
+      [&](const std::string& name, std::string dtype, std::vector<int64_t> shape, uint64_t begin, uint64_t end) {
+        const auto bad = [&](const std::string& what) { return InputError(str_cat("'", path, "': tensor ", name, ": ", what)); };
+        const size_t element = dtype_bytes(dtype);
+        if (element == 0) throw bad(str_cat("dtype ", dtype, ", expected F32, F16 or BF16"));
+        // Element count and byte size, checked for overflow: a shape cannot wrap to fit.
+        uint64_t count = 1, bytes = 0;
+        for (const int64_t d : shape)
+          if (__builtin_mul_overflow(count, static_cast<uint64_t>(d), &count))
+            throw bad(str_cat("shape ", shape_str(shape), " has more than 2^64 elements"));
+        if (__builtin_mul_overflow(count, element, &bytes))
+          throw bad(str_cat("dtype ", dtype, " shape ", shape_str(shape), " takes more than 2^64 bytes"));
+        if (begin > end || end > data_size)
+          throw bad(str_cat("data_offsets [", begin, ", ", end, ") reach beyond the ", data_size,
+                            " bytes of data in the file (truncated?)"));
+        if (end - begin != bytes)
+          throw bad(str_cat("dtype ", dtype, " shape ", shape_str(shape), " needs ", bytes,
+                            " bytes but data_offsets give ", end - begin, " (mislabelled)"));
+        Entry entry{std::move(dtype), std::move(shape), begin, end};
+        if (!entries_.emplace(name, std::move(entry)).second) throw bad("named twice in the header");
+      },
+      [&](std::string key, std::string value) { metadata_[std::move(key)] = std::move(value); });
+  check_layout(data_size);
+}
+
+void SafetensorsFile::check_layout(uint64_t data_size) const {
+  // As Hugging Face's reader: the tensors' byte ranges, in order, tile the data exactly. No
+  // two tensors share a byte (one would silently alias the other), no byte is left to none
+  // (a hole could hide a second file inside this one).
+  std::vector<std::pair<std::pair<uint64_t, uint64_t>, const std::string*>> ordered;
+  for (const auto& [name, entry] : entries_) ordered.push_back({{entry.begin, entry.end}, &name});
+  std::sort(ordered.begin(), ordered.end());
+  uint64_t covered = 0;
+  const std::string* previous = nullptr;
+  uint64_t previous_begin = 0;
+  for (const auto& [range, name] : ordered) {
+    if (range.first < covered)
+      throw InputError(str_cat("'", path_, "': tensor ", *name, ": data_offsets [", range.first, ", ", range.second,
+                               ") overlap tensor ", *previous, "'s [", previous_begin, ", ", covered,
+                               ") (each byte of the data belongs to one tensor)"));
+    if (range.first > covered)
+      throw InputError(str_cat("'", path_, "': bytes [", covered, ", ", range.first,
+                               ") of the data belong to no tensor (expected the tensors to cover the data without gaps)"));
+    covered = range.second;
+    previous = name;
+    previous_begin = range.first;
   }
+  if (covered != data_size)
+    throw InputError(str_cat("'", path_, "': the data holds ", data_size - covered, " bytes past the last tensor (",
+                             data_size, " bytes of data, tensors up to byte ", covered, ")"));
 }
 
 std::vector<std::string> SafetensorsFile::names() const {
@@ -354,11 +363,8 @@ const std::vector<int64_t>& SafetensorsFile::shape(const std::string& name) cons
 
 std::vector<float> SafetensorsFile::read(const std::string& name) const {
   const Entry& e = entry(name);
-  std::ifstream in(path_, std::ios::binary);
-  in.seekg(static_cast<std::streamoff>(data_start_ + e.begin));
   std::vector<char> bytes(e.end - e.begin);
-  in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  if (!in) throw InputError(str_cat("'", path_, "': tensor ", name, ": read error (file changed while reading?)"));
+  read_exactly(*fd_, data_start_ + e.begin, bytes.data(), bytes.size(), path_, str_cat("tensor ", name));
   const size_t element = dtype_bytes(e.dtype);
   std::vector<float> values(bytes.size() / element);
   for (size_t i = 0; i < values.size(); ++i) {

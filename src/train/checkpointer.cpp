@@ -66,12 +66,9 @@ ResumePoint restore_checkpoint(TrainContext& ctx) {
   checkpoint::ResumeChoice choice;
   if (ctx.strategy.is_chief()) {
     // Leftovers of a write that a crash interrupted: never valid, never renamed into place.
-    std::vector<fs::path> leftovers;
+    // Only the checkpoint writer's own, and only those no live writer holds.
+    io::remove_abandoned_checkpoint_temporaries(checkpoint::checkpoint_dir(ctx.config));
     std::error_code error;
-    for (fs::directory_iterator it(checkpoint::checkpoint_dir(ctx.config), error), end; !error && it != end;
-         it.increment(error))
-      if (it->path().filename().string().find(".h5.tmp.") != std::string::npos) leftovers.push_back(it->path());
-    for (const auto& path : leftovers) fs::remove(path, error);
     if (ctx.config.resume == config::ResumeMode::kNever) {
       // Starting over here: an earlier run's checkpoints (later steps among them) would
       // otherwise be taken for this run's by the next resume, or outlive its own in `keep`.

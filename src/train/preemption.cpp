@@ -1,5 +1,7 @@
 #include "mirrored/train/preemption.h"
 
+#include <unistd.h>
+
 #include <atomic>
 #include <csignal>
 
@@ -10,12 +12,50 @@
 
 namespace mirrored::train {
 namespace {
-// Written from a signal handler: must be lock-free to be async-signal-safe.
-std::atomic<int> g_signalled{0};
-static_assert(std::atomic<int>::is_always_lock_free);
+// What a rank has seen, as the all-reduce (max) combines it: a preemption warning outranks
+// Ctrl-C (the job is requeued either way only after a preemption).
+constexpr int32_t kNothing = 0, kInterrupt = 1, kPreemption = 2;
+
+// Written from signal handlers: lock-free, so async-signal-safe.
+std::atomic<int32_t> g_signalled{kNothing};
+std::atomic<int> g_interrupts{0};
+std::atomic<int> g_preemption_signal{0};
+static_assert(std::atomic<int32_t>::is_always_lock_free && std::atomic<int>::is_always_lock_free);
 std::atomic<bool> g_installed{false};
 
-extern "C" void on_preemption_signal(int) { g_signalled.store(1, std::memory_order_relaxed); }
+// The lines the handlers write (the chief's; empty elsewhere). Set before training starts,
+// never changed while a handler may read them.
+std::string g_first_interrupt, g_second_interrupt, g_terminated;
+
+void say(const std::string& line) {
+  if (!line.empty() && write(STDERR_FILENO, line.data(), line.size()) < 0) {
+    // Nothing to do about a closed stderr in a signal handler.
+  }
+}
+
+// Ends the process as the signal's default action would.
+void end_by(int signal) {
+  std::signal(signal, SIG_DFL);
+  raise(signal);  // delivered once this handler returns (the signal is blocked until then)
+}
+
+extern "C" void on_stop_signal(int signal) {
+  if (signal == g_preemption_signal.load(std::memory_order_relaxed)) {
+    g_signalled.store(kPreemption, std::memory_order_relaxed);
+  } else if (signal == SIGINT) {
+    if (g_interrupts.fetch_add(1, std::memory_order_relaxed) == 0) {
+      int32_t nothing = kNothing;
+      g_signalled.compare_exchange_strong(nothing, kInterrupt, std::memory_order_relaxed);
+      say(g_first_interrupt);
+    } else {
+      say(g_second_interrupt);
+      end_by(SIGINT);
+    }
+  } else if (signal == SIGTERM) {
+    say(g_terminated);
+    end_by(SIGTERM);
+  }
+}
 
 int signal_number(config::PreemptionSignal signal) {
   switch (signal) {
@@ -24,7 +64,7 @@ int signal_number(config::PreemptionSignal signal) {
     case config::PreemptionSignal::kTerm: return SIGTERM;
     case config::PreemptionSignal::kNone: break;
   }
-  throw Error(ExitCode::kFailure, "PreemptionHandler needs a signal (preemption_signal = none installs none)");
+  return 0;
 }
 
 // As config.ini names it (preemption_signal = USR1) and as it follows "SIG".
@@ -40,40 +80,67 @@ const char* signal_name(config::PreemptionSignal signal) {
 }  // namespace
 
 struct PreemptionHandler::Saved {
-  struct sigaction action;
+  struct sigaction preemption, interrupt, terminate;
 };
 
 PreemptionHandler::PreemptionHandler(config::PreemptionSignal signal)
     : signal_(signal_number(signal)), name_(signal_name(signal)) {
   MIRRORED_CHECK(!g_installed.exchange(true), "only one PreemptionHandler may exist at a time");
-  g_signalled.store(0);
+  g_signalled.store(kNothing);
+  g_interrupts.store(0);
+  g_preemption_signal.store(signal_);
+  g_first_interrupt.clear();
+  g_second_interrupt.clear();
+  g_terminated.clear();
   saved_ = new Saved{};
   struct sigaction action {};
-  action.sa_handler = &on_preemption_signal;
+  action.sa_handler = &on_stop_signal;
   sigemptyset(&action.sa_mask);
   action.sa_flags = SA_RESTART;  // blocking calls (MPI, file I/O) carry on; the flag is read between steps
-  if (sigaction(signal_, &action, &saved_->action) != 0) {
-    delete saved_;
-    g_installed = false;
-    throw Error(ExitCode::kFailure, str_cat("cannot install a handler for SIG", name_));
-  }
+  const auto install = [&](int number, struct sigaction* previous) {
+    if (sigaction(number, &action, previous) != 0) {
+      delete saved_;
+      g_installed = false;
+      throw Error(ExitCode::kFailure, str_cat("cannot install a handler for signal ", number));
+    }
+  };
+  if (signal_ != 0) install(signal_, &saved_->preemption);
+  install(SIGINT, &saved_->interrupt);
+  if (signal_ != SIGTERM) install(SIGTERM, &saved_->terminate);
 }
 
 PreemptionHandler::~PreemptionHandler() {
-  // A warning that arrives after the last step has nothing left to save, and the default
-  // action would kill a finished run on its way out (and fail the job): ignore it then.
-  if (saved_->action.sa_handler == SIG_DFL && !(saved_->action.sa_flags & SA_SIGINFO)) {
-    struct sigaction ignore {};
-    ignore.sa_handler = SIG_IGN;
-    sigemptyset(&ignore.sa_mask);
-    sigaction(signal_, &ignore, nullptr);
-  } else {
-    sigaction(signal_, &saved_->action, nullptr);
+  if (signal_ != 0) {
+    // A warning that arrives after the last step has nothing left to save, and the default
+    // action would kill a finished run on its way out (and fail the job): ignore it then.
+    if (saved_->preemption.sa_handler == SIG_DFL && !(saved_->preemption.sa_flags & SA_SIGINFO)) {
+      struct sigaction ignore {};
+      ignore.sa_handler = SIG_IGN;
+      sigemptyset(&ignore.sa_mask);
+      sigaction(signal_, &ignore, nullptr);
+    } else {
+      sigaction(signal_, &saved_->preemption, nullptr);
+    }
   }
+  sigaction(SIGINT, &saved_->interrupt, nullptr);
+  if (signal_ != SIGTERM) sigaction(SIGTERM, &saved_->terminate, nullptr);
   delete saved_;
+  g_preemption_signal.store(0);
   g_installed = false;
 }
 
+void PreemptionHandler::on_train_begin(TrainContext& ctx) {
+  if (!ctx.strategy.is_chief()) return;
+  const std::string dir = checkpoint::checkpoint_dir(ctx.config);
+  // Written by the handlers with write(2): whole lines, each starting on a fresh one.
+  g_first_interrupt = "\nmirrored: interrupted (Ctrl-C): writing a checkpoint at the end of this step, then stopping; "
+                      "press Ctrl-C again to stop at once\n";
+  g_second_interrupt = str_cat("\nmirrored: interrupted again (Ctrl-C): stopping at once; the run resumes from the "
+                               "newest checkpoint in ", dir, " when the same command runs again\n");
+  g_terminated = str_cat("\nmirrored: SIGTERM: stopping at once (the launcher is ending the job: an interrupted "
+                         "mpirun, scancel, a time limit); the run resumes from the newest checkpoint in ", dir,
+                         " when the same command runs again\n");
+}
 
 void PreemptionHandler::on_step_end(TrainContext& ctx, const StepEnd& step) {
   // Every rank takes part every step, so the decision lands on the same step everywhere.
@@ -82,13 +149,20 @@ void PreemptionHandler::on_step_end(TrainContext& ctx, const StepEnd& step) {
   const int32_t any = ctx.strategy.num_replicas_in_sync() > 1
                           ? ctx.strategy.reduce(distribute::ReduceOp::kMax, mine)
                           : mine;
-  if (!any) return;
+  if (any == kNothing) return;
   Checkpointer().save(ctx, step.step);
   ctx.strategy.communicator().barrier();  // the checkpoint is on disk before any rank exits
   ctx.stop_training = true;
   ctx.preempted = true;
-  chief_print(str_cat("SIG", name_, " (preemption warning): checkpoint of step ", step.step, " written to ",
-                      checkpoint::checkpoint_dir(ctx.config), "; exiting with status ",
+  const std::string written =
+      str_cat("checkpoint of step ", step.step, " written to ", checkpoint::checkpoint_dir(ctx.config));
+  if (any == kInterrupt) {
+    ctx.interrupted = true;
+    chief_print(str_cat("interrupted (SIGINT, Ctrl-C): ", written, "; run the same command again to resume from it "
+                        "(exit ", static_cast<int>(ExitCode::kInterrupted), ")"));
+    return;
+  }
+  chief_print(str_cat("SIG", name_, " (preemption warning): ", written, "; exiting with status ",
                       static_cast<int>(ExitCode::kPreempted), " so the job can be requeued and resume"));
 }
 

@@ -1,15 +1,16 @@
 #include "mirrored/train/timeline_writer.h"
 
-#include <fstream>
+#include <sstream>
 
 #include "mirrored/core/error.h"
+#include "mirrored/core/file_replacement.h"
 
 namespace mirrored::train {
 
 void write_timeline(const std::string& path, const Timeline& timeline, comm::Communicator& comm) {
   const auto per_rank = comm.allgather_strings(timeline.trace_events(comm.rank()));
   if (comm.rank() != 0) return;
-  std::ofstream out(path);
+  std::ostringstream out;
   out << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
   bool first = true;
   for (int rank = 0; rank < comm.size(); ++rank) {
@@ -21,7 +22,7 @@ void write_timeline(const std::string& path, const Timeline& timeline, comm::Com
     if (!events.empty()) out << ",\n" << events;
   }
   out << "\n]}\n";
-  if (!out) throw Error(ExitCode::kFailure, str_cat("timeline = '", path, "': cannot write the trace file"), true);
+  replace_file(path, out.str());
 }
 
 }  // namespace mirrored::train

@@ -453,6 +453,7 @@ TrainSummary Trainer::finish() {
   TrainSummary& summary = s.summary;
   if (s.ctx->preempted) {  // no final evaluation or files: the requeued run finishes the job
     summary.preempted = true;
+    summary.interrupted = s.ctx->interrupted;
     return summary;
   }
   if (!s.evaluated && s.options.evaluate) {  // resumed from the run's last checkpoint: nothing left to train

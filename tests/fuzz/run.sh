@@ -4,14 +4,15 @@
 # report, leak, timeout, out-of-memory) fails the run; the reproducer is left in
 # build-fuzz/findings/. New inputs go to a scratch copy, so the committed corpus only
 # changes on purpose.
-# usage: tests/fuzz/run.sh [target...]     (default: idx hdf5_dataset config; also: hdf5_file)
+# usage: tests/fuzz/run.sh [target...]     (default: idx hdf5_dataset config safetensors json zip
+#        token_file; also: hdf5_file)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$(pwd)
 source tests/sanitizer_flags.sh
 seconds=${FUZZ_SECONDS:-20}
 targets=("$@")
-((${#targets[@]})) || targets=(idx hdf5_dataset config)
+((${#targets[@]})) || targets=(idx hdf5_dataset config safetensors json zip token_file)
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DMIRRORED_CUDA=OFF -DMIRRORED_FUZZ=ON -DMIRRORED_BUILD_TESTS=OFF \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo "${SANITIZER_FLAGS[@]}" > build-fuzz.configure.log 2>&1 || { cat build-fuzz.configure.log; exit 1; }
 rm -f build-fuzz.configure.log

@@ -25,9 +25,12 @@
 #      the job exits 0 and nothing is left running.
 #   5. 2 hosts x 1 rank, every process of h2 killed (as in 2): the one survivor, alone (no
 #      watchdog thread), runs on without mpirun and still hears the launch script: a
-#      preemption warning (SIGUSR1) sent to launch/multinode.sh reaches it through
-#      <MIRRORED_EXIT_STATUS_FILE>.signals; it writes a checkpoint, the job exits 7
-#      (preempted, requeue to resume) and nothing is left running.
+#      preemption warning (SIGUSR1) sent to launch/multinode.sh reaches it through the
+#      run-state directory's `signals` (MIRRORED_RUN_STATE_DIR); it writes a checkpoint, the
+#      job exits 7 (preempted, requeue to resume) and nothing is left running. What a
+#      neighbour could plant takes no effect: another user cannot create a file in the
+#      run-state directory at all, and a symlink planted there (as root can) for the output
+#      copy, and a signals file of another user asking for KILL and STOP, are refused.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/netns_lib.sh"
 require_data
@@ -119,9 +122,9 @@ grep -q "ranks outlived it and go on without it" "$WORK/node.log" ||
   { cat "$WORK/node.log"; fail "every process of h2 killed: launch/multinode.sh did not say it waits for the survivors"; }
 grep -q "this rank goes on without it" "$WORK/node.log" && grep -q "step 60/60" "$WORK/node.log" ||
   { cat "$WORK/node.log"; fail "every process of h2 killed: the survivors' output (progress to step 60) was not shown"; }
-status_file=$(grep -ao "MIRRORED_EXIT_STATUS_FILE ([^)]*)" "$WORK/node.log" | sed 's/.*(\(.*\))/\1/')
-[[ -n "$status_file" && ! -e "$status_file" && ! -e "$status_file.out" ]] ||
-  fail "every process of h2 killed: the exit status file '$status_file' (or its .out) was left behind"
+state_dir=$(grep -ao "MIRRORED_RUN_STATE_DIR [^;]*;" "$WORK/node.log" | sed 's/MIRRORED_RUN_STATE_DIR \(.*\);/\1/')
+[[ -n "$state_dir" && ! -e "$state_dir" ]] ||
+  fail "every process of h2 killed: the run-state directory '$state_dir' was left behind"
 echo "ok: every process of h2 killed, its daemon too: Open MPI's runtime ended the job, the survivors went on" \
      "without it and finished on h1's 2 ranks, exit 0, $TOOK s from the kill to the job's end; $MEMBERSHIP"
 # Part 5 (before 4, which leaves h2 cut off): see the header.
@@ -131,7 +134,8 @@ for arg in "${common[@]}"; do  # common's run, 40 epochs of up to 20000 steps
   case "$previous" in --epochs) arg=40 ;; --max_steps) arg=20000 ;; esac
   long_run+=("$arg") previous=$arg
 done
-on_hosts 2 1 train "${long_run[@]}" --on_failure shrink --out "$out" >"$out.log" 2>&1 &
+state=$WORK/relay-state
+MIRRORED_RUN_STATE_DIR=$state on_hosts 2 1 train "${long_run[@]}" --on_failure shrink --out "$out" >"$out.log" 2>&1 &
 job=$!
 for _ in $(seq 2400); do
   grep -q '"kind": "train", "step": 10,' "$out/metrics.jsonl" 2>/dev/null && break
@@ -139,20 +143,35 @@ for _ in $(seq 2400); do
   sleep 0.05
 done
 script=$(pgrep -o -f "launch/multinode.sh") || fail "relay: no launch/multinode.sh running"
+[[ "$(stat -c '%U %a' "$state")" == "root 700" ]] || fail "relay: the run-state directory is $(stat -c '%U %a' "$state")"
+! setpriv --reuid=65534 --regid=65534 --clear-groups touch "$state/signals" 2>/dev/null ||
+  fail "relay: another user could create a file in the run-state directory"
+echo precious >"$WORK/victim"
+ln -s "$WORK/victim" "$state/output"  # as only root could: the output copy must not follow it
 kill -9 $(host_pids "$H2")
 for _ in $(seq 300); do grep -q "ranks outlived it and go on without it" "$out.log" && break; sleep 0.05; done
 grep -q "ranks outlived it and go on without it" "$out.log" || { cat "$out.log"; fail "relay: mpirun did not end"; }
+survivor=$(host_ranks "$H1")
+printf 'KILL\nSTOP\n9\n' >"$state/signals"
+chown 65534:65534 "$state/signals"
+sleep 1.5  # ten reads of the signals file by the survivor
+[[ -n "$survivor" ]] && kill -0 $survivor 2>/dev/null && [[ "$(ps -o stat= -p $survivor)" != T* ]] ||
+  { cat "$out.log"; fail "relay: a signals file of another user took effect"; }
 kill -USR1 "$script"
 STATUS=0
 wait "$job" || STATUS=$?
 ((STATUS == 7)) || { cat "$out.log"; fail "relay: the job exited $STATUS, expected 7 (preempted)"; }
-step=$(sed -nE 's/.*SIGUSR1 \(preemption warning\): checkpoint of step ([0-9]+) written.*/\1/p' "$out.log")
-[[ -n "$step" && -s "$out/checkpoints/$(printf 'ckpt-%09d.h5' "$step")" && ! -e "$out/final.h5" ]] ||
-  { cat "$out.log"; fail "relay: no preemption checkpoint (or a final.h5)"; }
-((step < 20000)) || fail "relay: the run ended before the signal (step $step): nothing was tested"
+# The survivor's own lines went to the output copy it refused to open through the symlink:
+# the checkpoint is read from the directory.
+step=$(find "$out/checkpoints" -name 'ckpt-*.h5' | sed -nE 's/.*ckpt-0*([0-9]+)\.h5$/\1/p' | sort -n | tail -1)
+[[ -n "$step" && ! -e "$out/final.h5" ]] || { cat "$out.log"; fail "relay: no preemption checkpoint (or a final.h5)"; }
+((step > 10 && step < 20000)) || fail "relay: the run ended before the signal (step $step): nothing was tested"
+[[ "$(cat "$WORK/victim")" == precious ]] || fail "relay: the output copy was written through a planted symlink"
+! grep -q precious "$out.log" || fail "relay: launch/multinode.sh showed a file through the planted symlink"
 nothing_left "relay"
 echo "ok: after h2 was lost and mpirun had exited, a preemption warning sent to launch/multinode.sh reached the" \
-     "survivor: checkpoint of step $step on h1's rank, exit 7, nothing left"
+     "survivor: checkpoint of step $step on h1's rank, exit 7, nothing left; a planted output symlink and a" \
+     "foreign signals file (KILL, STOP) took no effect"
 
 # Parts 3 and 4: a shrink run writing WORK/NAME with collective_timeout_s = 8 and mpirun's
 # grace 5 s, started in the background (JOB); returns after its step 10.

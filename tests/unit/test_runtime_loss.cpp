@@ -1,9 +1,10 @@
 // A rank started by `mirrored rank-agent` that saw its job lose ranks: it tells the agent to
-// hold the runtime's ending signals ("h") for kOutliveWindowSeconds, copies its output beside
-// the exit status file meanwhile, and lets go ("r") when the window closes with the runtime
-// still there. The pipe stands in for the agent, this process's parent for the agent's pid.
+// hold the runtime's ending signals ("h") for kOutliveWindowSeconds, copies its output to the
+// run-state directory's `output` meanwhile (mode 0600), and lets go ("r") when the window
+// closes with the runtime still there. The pipe stands in for the agent, this process's parent for the agent's pid.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -60,10 +61,11 @@ TEST(RuntimeLoss, AfterALossTheAgentHoldsForAWindowAndTheOutputIsCopied) {
   int agent[2];
   ASSERT_EQ(pipe(agent), 0);
   ASSERT_EQ(fcntl(agent[0], F_SETFL, O_NONBLOCK), 0);
-  const std::string status_file = dir.file("status");
+  const std::string state = dir.file("state");
+  ASSERT_EQ(mkdir(state.c_str(), 0700), 0);
   setenv("MIRRORED_RANK_AGENT_FD", std::to_string(agent[1]).c_str(), 1);
   setenv("MIRRORED_RANK_AGENT_PID", std::to_string(getppid()).c_str(), 1);
-  setenv("MIRRORED_EXIT_STATUS_FILE", status_file.c_str(), 1);
+  setenv("MIRRORED_RUN_STATE_DIR", state.c_str(), 1);
   ASSERT_TRUE(comm::launched_by_rank_agent());
 
   rank_warning("a line before the loss");
@@ -84,7 +86,10 @@ TEST(RuntimeLoss, AfterALossTheAgentHoldsForAWindowAndTheOutputIsCopied) {
   EXPECT_FALSE(comm::outlives_runtime());
   rank_warning("a line after the window");
 
-  const std::string copied = contents(status_file + ".out");
+  const std::string copied = contents(state + "/output");
+  struct stat info {};
+  ASSERT_EQ(stat((state + "/output").c_str(), &info), 0);
+  EXPECT_EQ(info.st_mode & 0777, 0600u) << "the output copy is readable by others";
   EXPECT_EQ(copied.find("a line before the loss"), std::string::npos) << copied;
   EXPECT_NE(copied.find("a line after the loss"), std::string::npos) << copied;
   EXPECT_EQ(copied.find("a line after the window"), std::string::npos) << copied;

@@ -15,6 +15,7 @@ struct ZipInput {
   std::string name;
   std::string data;
   bool deflate = true;
+  uint32_t declared_size = 0;  // the uncompressed size the archive claims; 0: the real one
 };
 
 inline uint32_t crc32_of(const std::string& data) {
@@ -72,8 +73,9 @@ inline void write_zip(const std::string& path, const std::vector<ZipInput>& memb
     put16(file, method);
     put32(file, 0);   // time, date
     put32(file, crc);
+    const uint32_t declared = member.declared_size != 0 ? member.declared_size : static_cast<uint32_t>(member.data.size());
     put32(file, static_cast<uint32_t>(packed.size()));
-    put32(file, static_cast<uint32_t>(member.data.size()));
+    put32(file, declared);
     put16(file, static_cast<uint32_t>(member.name.size()));
     put16(file, 0);   // extra
     file += member.name;
@@ -87,7 +89,7 @@ inline void write_zip(const std::string& path, const std::vector<ZipInput>& memb
     put32(directory, 0);
     put32(directory, crc);
     put32(directory, static_cast<uint32_t>(packed.size()));
-    put32(directory, static_cast<uint32_t>(member.data.size()));
+    put32(directory, declared);
     put16(directory, static_cast<uint32_t>(member.name.size()));
     put16(directory, 0);  // extra
     put16(directory, 0);  // comment

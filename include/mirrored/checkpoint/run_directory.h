@@ -20,7 +20,9 @@ class RunDirectory {
   // Opens metrics.jsonl (otherwise the first log_metrics does): a new file, or, for a run
   // resumed after `resumed_step` steps, the existing one cut back to the records up to that
   // step, since the resumed run logs the later ones again. Chief only; a no-op elsewhere.
-  // Writes config.ini first.
+  // Writes config.ini first. Both files are rewritten whole or not at all
+  // (core/file_replacement.h): a failed write (a full disk) is Error(kWriteFailed) and leaves
+  // the old file as it was.
   void open_metrics(int64_t resumed_step = 0);
 
  private:

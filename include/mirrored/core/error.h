@@ -19,6 +19,9 @@ enum class ExitCode : int {
   kNonFinite = 6,      // the loss or a gradient became NaN/Inf
   kPreempted = 7,      // stopped on a preemption signal after writing a checkpoint: requeue to resume
   kTooFewReplicas = 8, // on_failure = shrink: the survivors cannot go on; a checkpoint is written, requeue to resume
+  // 9 is the launch scripts' (the MPI runtime ended the job before mirrored finished).
+  kWriteFailed = 10,   // an output file could not be written (a full disk, a quota): the file it would replace is unchanged
+  kInterrupted = 130,  // Ctrl-C (SIGINT): stopped after writing a checkpoint; run the same command again to resume
 };
 
 class Error : public std::runtime_error {

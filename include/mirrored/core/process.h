@@ -18,14 +18,13 @@ std::string local_hostname();
 // "rank 1/4 on node07"
 std::string describe_process();
 
-// The status this process is about to exit with. When MIRRORED_EXIT_STATUS_FILE is set (the
-// launch scripts set it: launch/local.sh, launch/multinode.sh, slurm/), the job's chief
-// (rank 0 of the world as it is now, so the lowest survivor after a shrink) writes it
-// there, so a script can tell a job that ended with mirrored's own status from one the MPI
-// runtime ended before mirrored finished (mpirun can exit 0 then). Other ranks, and every
-// process without the variable, do nothing. Safe to call more than once; the last wins.
+// The status this process is about to exit with. When MIRRORED_RUN_STATE_DIR is set (the
+// launch scripts set it: launch/local.sh, launch/multinode.sh, slurm/; core/run_state.h),
+// the job's chief (rank 0 of the world as it is now, so the lowest survivor after a shrink)
+// writes it to the file exit-status there, so a script can tell a job that ended with
+// mirrored's own status from one the MPI runtime ended before mirrored finished (mpirun can
+// exit 0 then). Other ranks, and every process without the variable, do nothing. Safe to
+// call more than once; the last wins. Never throws (it runs on the way out).
 void report_exit_status(int status);
-// MIRRORED_EXIT_STATUS_FILE, or "" when it is not set.
-std::string exit_status_file();
 
 }  // namespace mirrored

@@ -18,6 +18,7 @@ namespace mirrored::data {
 // bounded by `cache_bytes` (Dataset::cache); smaller files, or any file with `cache_bytes`
 // 0, are loaded whole. Batches have the same bits either way.
 Dataset load_hdf5_dataset(const std::string& path, int64_t cache_bytes = 0);
+// Writes (or replaces) `path` whole or not at all (io::write_hdf5_file).
 void write_hdf5_dataset(const std::string& path, const Dataset& dataset);
 
 }  // namespace mirrored::data

@@ -39,7 +39,8 @@ struct TextImportResult {
 };
 
 // Path glob over '/'-separated paths: '*' and '?' match within one segment, a "**" segment
-// matches any number (zero included) of whole segments.
+// matches any number (zero included) of whole segments. At most |pattern| x |path| steps
+// per level (no exponential backtracking, whatever the pattern).
 bool glob_match(const std::string& pattern, const std::string& path);
 
 // Training bytes of a corpus of `total` bytes: floor(total * 9 / 10).

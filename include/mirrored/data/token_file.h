@@ -6,7 +6,8 @@
 //   vocab_size   integer, every token lies in [0, vocab_size)
 //   source       string, optional: what the tokens were made from
 // and, for SentencePiece tokens (data/tokenizer.h; optional for other tokenizers),
-//   tokenizer_model   string, the model file's name, relative to the token file's directory
+//   tokenizer_model   string, the model file's name in the token file's own directory (a
+//                     name: one with '/', or '.' or '..', is refused, naming the file)
 //   tokenizer_sha256  string, the model file's SHA-256 (lowercase hex), which tells apart
 //                     files encoded with different models
 //   /token_bytes      int64 [vocab_size], the UTF-8 bytes each token decodes to (bits per
@@ -46,7 +47,8 @@ bool is_token_file(const std::string& path);
 TokenFileInfo describe_token_file(const std::string& path);
 
 // describe_token_file plus a pass over every token (in bounded memory) that finds the
-// first value outside [0, vocab_size) and names its index.
+// first value outside [0, vocab_size) and names its index. (TokenDataset reads the tokens
+// through the same open file it checked.)
 TokenFileInfo open_token_file(const std::string& path);
 
 // Says which tokenizer made the file: "bytes", or "sentencepiece (tokenizer.model, sha256
@@ -70,7 +72,8 @@ struct TokenFileAttributes {
 };
 
 // Writes /tokens (contiguous storage, so any window is one read) and the attributes.
-// uint8 storage for `bytes`; uint16 storage for `tokens`. Replaces an existing file. The
+// uint8 storage for `bytes`; uint16 storage for `tokens`. Replaces an existing file, whole or
+// not at all (io::write_hdf5_file: Error(kWriteFailed) leaves it unchanged). The
 // values are written as given (open_token_file is where they are checked).
 void write_token_file(const std::string& path, std::span<const uint8_t> bytes, const TokenFileAttributes& attributes);
 void write_token_file(const std::string& path, std::span<const uint16_t> tokens, const TokenFileAttributes& attributes);

@@ -39,8 +39,11 @@ class Tokenizer {
   // A model file (.model, SentencePiece's serialized ModelProto). InputError naming the file
   // when it cannot be read or parsed, lacks byte pieces, or does not reproduce text exactly.
   static Tokenizer load_sentencepiece(const std::string& model_path);
+  // load_sentencepiece(from), whose very bytes (read once) are then written to `to`, whole
+  // or not at all (core/file_replacement.h); the tokenizer returned is `to`'s.
+  static Tokenizer copy_sentencepiece(const std::string& from, const std::string& to);
   // Trains on `text` (its valid UTF-8 runs, line by line), writes the model to `model_path`
-  // and returns it loaded. InputError naming the option for a vocabulary the text cannot
+  // (whole or not at all) and returns it loaded. InputError naming the option for a vocabulary the text cannot
   // fill or one that needs more than uint16 tokens.
   static Tokenizer train_sentencepiece(std::string_view text, const SentencePieceTraining& options,
                                        const std::string& model_path);
@@ -63,6 +66,8 @@ class Tokenizer {
 
  private:
   Tokenizer() = default;
+  // The checks of load_sentencepiece on a model's bytes; `model_path` names it in messages.
+  static Tokenizer from_serialized(const std::string& serialized, const std::string& model_path);
   void encode_run(std::string_view run, std::vector<int32_t>& out) const;
 
   std::string name_;

@@ -55,8 +55,14 @@ struct Checkpoint {
 // zlib crc32 over the payload, as stored in the file's crc32 attribute.
 uint32_t checkpoint_crc32(const Checkpoint& checkpoint);
 
-// Atomic write (see above). Throws Error(kCheckpoint) naming the path on any failure.
+// Atomic write (see above): through a unique temporary beside `path`
+// (core/file_replacement.h). Throws Error(kCheckpoint) naming the path on any failure.
 void write_checkpoint(const std::string& path, const Checkpoint& checkpoint);
+
+// Removes the temporaries of checkpoint writes in `dir` whose writer died (a crash, a
+// SIGKILL mid-write), and nothing else: not another program's file, not a write in
+// progress. Returns how many.
+size_t remove_abandoned_checkpoint_temporaries(const std::string& dir);
 
 // Reads and verifies: format, version, the list of tensors, shapes against sizes, crc32.
 // Any problem (missing, truncated, not HDF5, another format version, checksum mismatch)

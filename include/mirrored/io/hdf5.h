@@ -4,10 +4,13 @@
 #include <hdf5.h>
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "mirrored/core/error.h"
+#include "mirrored/core/file_replacement.h"
 #include "mirrored/core/tensor.h"
 
 namespace mirrored::io {
@@ -26,6 +29,12 @@ class H5Handle {
   hid_t get() const { return id_; }
   bool valid() const { return id_ >= 0; }
   void reset() noexcept;
+  // Gives up ownership: the caller closes the id (and sees whether that failed).
+  hid_t release() noexcept {
+    const hid_t id = id_;
+    id_ = -1;
+    return id;
+  }
 
  private:
   hid_t id_ = -1;
@@ -34,8 +43,12 @@ class H5Handle {
 
 class H5File {
  public:
-  enum class Access { kRead, kTruncate };
   // kRead: a missing file or a non-HDF5 file is an InputError naming the path.
+  // kReplace: a new file that takes the place of `path` only at commit(), whole
+  //   (core/file_replacement.h): HDF5 writes into a fresh temporary beside it.
+  // kTruncate: creates or truncates `path` itself, following a symlink there: only for a
+  //   scratch file nobody else can reach (tests); the product writes with kReplace.
+  enum class Access { kRead, kReplace, kTruncate };
   H5File(const std::string& path, Access access);
   const std::string& path() const { return path_; }
   hid_t id() const { return file_.get(); }
@@ -67,10 +80,18 @@ class H5File {
   std::string read_string_attribute(const std::string& name) const;
 
   void flush();
+  // kReplace: closes the file and puts it in the place of path() (FileReplacement::commit).
+  void commit();
 
  private:
   std::string path_;
+  std::unique_ptr<FileReplacement> replacement_;  // kReplace only; declared first, closed last
   H5Handle file_;
 };
+
+// A new HDF5 file at `path`, written by `write`, whole or not at all (H5File::kReplace). A
+// failure on the way (an HDF5 write on a full disk) is Error(kWriteFailed) naming `path`,
+// which is then unchanged; an InputError from `write` passes as it is.
+void write_hdf5_file(const std::string& path, const std::function<void(H5File&)>& write);
 
 }  // namespace mirrored::io

@@ -23,6 +23,9 @@ std::vector<JsonObject> read_jsonl(const std::string& path);
 
 // Typed access with a clear error naming `origin`, the key and what was expected.
 double json_number(const JsonObject& object, const std::string& key, const std::string& origin);
+// An integer in [min, max] (a number with a fraction, or out of range, is an InputError).
+int64_t json_integer(const JsonObject& object, const std::string& key, const std::string& origin, int64_t min,
+                     int64_t max);
 std::string json_string(const JsonObject& object, const std::string& key, const std::string& origin);
 std::optional<std::string> json_optional_string(const JsonObject& object, const std::string& key);
 

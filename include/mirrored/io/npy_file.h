@@ -9,7 +9,8 @@ namespace mirrored::io {
 
 // float32 [rows, cols] (values.size() == rows x cols, row-major) as .npy: the magic, a
 // header dict padded to a multiple of 64 bytes, then the values little-endian. Replaces the
-// file. InputError (ExitCode::kUsage) when it cannot be opened, Error when it cannot be written.
+// file whole or not at all (core/file_replacement.h): Error(ExitCode::kWriteFailed) naming
+// it when it cannot be written.
 void write_npy_f32(const std::string& path, const std::vector<float>& values, int64_t rows, int64_t cols);
 
 }  // namespace mirrored::io

@@ -8,6 +8,8 @@
 
 namespace mirrored::io {
 
+// Writes (or replaces) `path` whole or not at all (io::write_hdf5_file: Error(kWriteFailed)
+// leaves an existing file unchanged).
 void save_parameters(const std::string& path, const nn::ParameterArena& arena);
 // Loads into an allocated arena; InputError naming the file and parameter on a missing
 // dataset or a shape mismatch.

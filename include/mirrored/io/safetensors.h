@@ -5,6 +5,7 @@
 // tensors and reads F32, F16 and BF16 ones as float32.
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -23,8 +24,13 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsTen
 class SafetensorsFile {
  public:
   // Reads and checks the header: every tensor's byte range lies inside the file and matches
-  // its dtype and shape. InputError naming the file (and the tensor) otherwise: a truncated
-  // file, a header that is not the format's JSON, a dtype mirrored cannot read.
+  // its dtype and shape (element counts and byte sizes checked for overflow), and the ranges
+  // tile the data exactly, as Hugging Face's reader asks: none overlaps another, none leaves
+  // a gap. InputError naming the file (and the tensor) otherwise: a truncated file, a header
+  // that is not the format's JSON (io/json_text.h's strict rules), a dtype mirrored cannot
+  // read, a shape of more than 64 dimensions. Memory: at most 6 bytes per header byte, the
+  // header included (which is at most 100 MiB and the file's size).
+  // The file stays open: read() reads through the descriptor checked here.
   explicit SafetensorsFile(const std::string& path);
 
   const std::string& path() const { return path_; }
@@ -42,8 +48,10 @@ class SafetensorsFile {
     uint64_t begin = 0, end = 0;  // into the data, after the header
   };
   const Entry& entry(const std::string& name) const;
+  void check_layout(uint64_t data_size) const;
 
   std::string path_;
+  std::shared_ptr<const int> fd_;  // the open file (shared by copies), closed with the last
   uint64_t data_start_ = 0;
   std::map<std::string, Entry> entries_;
   std::map<std::string, std::string> metadata_;

@@ -35,6 +35,8 @@ struct TrainContext {
   // Set with stop_training when the run must end at once (preemption): no evaluation, no
   // final files; the command exits with ExitCode::kPreempted.
   bool preempted = false;
+  // With `preempted`, when it was Ctrl-C: the command exits with ExitCode::kInterrupted.
+  bool interrupted = false;
   // The NaN/Inf guard and the step losses it names in its messages (set by the Trainer):
   // whatever saves the training state settles the guard first (settle_guard()), so a
   // checkpoint never holds a step whose update the guard has skipped without the host
@@ -99,6 +101,7 @@ struct TrainSummary {
   EvalResult final_eval;          // the last evaluation (loss and accuracy above repeat it)
   double samples_per_sec = 0.0;   // all replicas, step 0 of the run excluded
   bool preempted = false;         // stopped early after a preemption checkpoint
+  bool interrupted = false;       // ... written on Ctrl-C (train/preemption.h)
   bool finished = false;          // resume = auto found the run already complete; nothing ran
   // on_failure = shrink: too few replicas survived to go on; the checkpoint of the last
   // completed step is written and the command exits with ExitCode::kTooFewReplicas.

@@ -1,14 +1,28 @@
 #pragma once
-// Checkpoint-and-stop on a preemption warning. Slurm sends a signal before it ends a job
-// (#SBATCH --signal=B:USR1@60: 60 s before the time limit, or when the job is preempted);
-// the batch script forwards it to every rank (slurm/preemptible.sh).
+// Checkpoint-and-stop on a signal: a preemption warning, or Ctrl-C.
 //
-// The signal handler only sets an atomic flag. After each step every rank contributes its
-// flag to a max all-reduce, so all ranks see the signal at the same step even though it
-// reaches them at different moments; then the chief writes a checkpoint of that step, all
-// ranks wait for it (barrier), and the run ends without evaluation or final files. The
-// command exits with ExitCode::kPreempted (7); a requeued job resumes (resume = auto) and
-// ends bit-identical to an uninterrupted run.
+// Preemption: Slurm sends a signal before it ends a job (#SBATCH --signal=B:USR1@60: 60 s
+// before the time limit, or when the job is preempted); the batch script forwards it to
+// every rank (slurm/preemptible.sh). The run ends with ExitCode::kPreempted (7); a requeued
+// job resumes (resume = auto) and ends bit-identical to an uninterrupted run.
+//
+// Ctrl-C (SIGINT), as a Keras or PyTorch Lightning user expects a graceful stop: the first
+// one says at once what will happen, and the run writes a checkpoint at the end of the
+// step, as on a preemption warning, and stops without evaluation or final files, saying
+// where it can resume; the command exits with ExitCode::kInterrupted (130, the shell's
+// status for Ctrl-C) and the same command continues from that checkpoint. A second Ctrl-C
+// stops at once (the default action of SIGINT), naming the checkpoint directory to resume
+// from. (mpirun cannot pass SIGINT on and ends the job itself; launch/local.sh and
+// launch/multinode.sh turn the first Ctrl-C into the preemption signal, mirrored_launch.)
+//
+// SIGTERM, when it is not the preemption signal, still ends the rank at once (the launcher
+// ending the job: an interrupted mpirun, scancel, a time limit's end); the chief first says
+// where the run resumes.
+//
+// The signal handlers only set an atomic flag (and write a preformatted line). After each
+// step every rank contributes its flag to a max all-reduce, so all ranks see the signal at
+// the same step even though it reaches them at different moments; then the chief writes a
+// checkpoint of that step, all ranks wait for it (barrier), and the run ends.
 //
 // Cost: one all-reduce of one int per step (tens of microseconds).
 #include <string>
@@ -20,21 +34,23 @@ namespace mirrored::train {
 
 class PreemptionHandler final : public Callback {
  public:
-  // Installs the handler for `signal` (not kNone); the destructor
-  // restores the previous one, except that a default (fatal) disposition becomes "ignore",
-  // so a late warning cannot kill a run that has finished. One handler at a time.
+  // Installs the handlers: for `signal` (none for kNone), SIGINT, and SIGTERM when it is not
+  // `signal`. The destructor restores the previous ones, except that a default (fatal)
+  // disposition of the preemption signal becomes "ignore", so a late warning cannot kill a
+  // run that has finished. One handler at a time.
   explicit PreemptionHandler(config::PreemptionSignal signal);
   ~PreemptionHandler() override;
   PreemptionHandler(const PreemptionHandler&) = delete;
   PreemptionHandler& operator=(const PreemptionHandler&) = delete;
 
+  void on_train_begin(TrainContext& ctx) override;  // the lines the handlers write
   void on_step_end(TrainContext& ctx, const StepEnd& step) override;
 
  private:
-  int signal_ = 0;
+  int signal_ = 0;  // the preemption signal; 0 for none
   std::string name_;
   struct Saved;
-  Saved* saved_ = nullptr;  // the previous disposition (struct sigaction, kept out of the header)
+  Saved* saved_ = nullptr;  // the previous dispositions (struct sigaction, kept out of the header)
 };
 
 }  // namespace mirrored::train

@@ -20,6 +20,7 @@
 #include "mirrored/core/process.h"
 #include "mirrored/core/tensor.h"
 #include "mirrored/core/timer.h"
+#include "mirrored/core/file_replacement.h"
 #include "mirrored/io/jsonl_writer.h"
 #include "mirrored/runtime/runtime.h"
 
@@ -312,9 +313,9 @@ void print_summary(const std::vector<Row>& rows, int64_t total_wrong, int n) {
 }
 
 void write_json(const std::string& path, const std::vector<Row>& rows, int n, const std::string& backend) {
-  io::JsonlWriter json(path, false);
+  std::string lines;
   for (const auto& row : rows)
-    json.write({{"op", std::string(row.op->name)},
+    lines += io::to_json({{"op", std::string(row.op->name)},
                 {"bytes", row.bytes},
                 {"count", row.count},
                 {"ranks", static_cast<int64_t>(n)},
@@ -324,7 +325,8 @@ void write_json(const std::string& path, const std::vector<Row>& rows, int n, co
                 {"algbw_gbs", static_cast<double>(row.bytes) / row.mirrored_us / 1e3},
                 {"mpi_algbw_gbs", static_cast<double>(row.bytes) / row.mpi_us / 1e3},
                 {"wrong", row.wrong},
-                {"mpi_wrong", row.mpi_wrong}});
+                {"mpi_wrong", row.mpi_wrong}}) + "\n";
+  replace_file(path, lines);
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 
 #include "mirrored/core/log.h"
 #include "mirrored/core/process.h"
+#include "mirrored/core/run_state.h"
 #include "mirrored/core/strings.h"
 
 namespace mirrored::comm {
@@ -58,15 +59,15 @@ void tell_agent(char what) {
 }
 
 // stdout and stderr end at the daemon. While the window is open every line of output is
-// also appended to <status file>.out (O_APPEND: lines of several ranks stay whole), which the
-// launch script shows once mpirun has exited: so the lines printed between the loss and the
-// runtime's end, which the dying daemon no longer passed on, are there too.
+// also appended to the run-state directory's `output` (O_APPEND: lines of several ranks stay
+// whole; created 0600, never through a symlink: core/run_state.h), which the launch script
+// shows once mpirun has exited: so the lines printed between the loss and the runtime's end,
+// which the dying daemon no longer passed on, are there too.
 int output_copy = -1;
 
 void start_output_copy() {
-  const std::string status_file = exit_status_file();
-  if (status_file.empty() || output_copy >= 0) return;
-  output_copy = open((status_file + ".out").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (output_copy >= 0) return;
+  output_copy = open_run_state_file_for_append("output");
   copy_output_to(output_copy);
 }
 
@@ -86,34 +87,37 @@ void silence_standard_output() {
   close(null);
 }
 
-// Signals for ranks that no launcher can reach any more: the launch script appends their
-// numbers, one per line, to <status file>.signals (launch/mpi_env.sh, mirrored_relay_signal),
-// and so does a rank that ends the job (relay_abort_to_survivors). Read from the start: one
-// sent while the runtime was ending (a TERM from an interrupted script) may have reached the
-// agent, which kept it from this rank.
-off_t signals_read = 0;
-
-off_t file_size(const std::string& path) {
-  struct stat info {};
-  return stat(path.c_str(), &info) == 0 ? info.st_size : 0;
-}
+// Requests for ranks that no launcher can reach any more: the launch script appends the
+// names of the signals it gets, one per line, to the run-state directory's `signals`
+// (launch/mpi_env.sh, mirrored_relay_signal), and a rank that ends the job writes "abort"
+// there (relay_abort_to_survivors). Read from the start: one sent while the runtime was
+// ending (a TERM from an interrupted script) may have reached the agent, which kept it from
+// this rank. Only a file of this user that no one else may write is read, and only the
+// allow-list of core/run_state.h is acted on.
+RunStateReader relayed_requests("signals");
 
 void raise_relayed_signals() {
-  const std::string status_file = exit_status_file();
-  if (status_file.empty()) return;
-  const std::string path = status_file + ".signals";
-  const off_t size = file_size(path);
-  if (size <= signals_read) return;
-  std::FILE* file = std::fopen(path.c_str(), "r");
-  if (!file) return;
-  std::fseek(file, signals_read, SEEK_SET);
-  int signal = 0;
-  while (std::fscanf(file, "%d", &signal) == 1) {
-    rank_warning(str_cat("signal ", signal, " relayed by the launch script (the MPI runtime is gone)"));
-    kill(getpid(), signal);
+  const std::string lines = relayed_requests.read_new_lines();
+  if (lines.empty()) return;
+  size_t consumed = 0;
+  for (const RelayedRequest& request : parse_relayed_requests(lines, consumed)) {
+    switch (request.kind) {
+      case RelayedRequest::Kind::kSignal:
+        rank_warning(str_cat("SIG", request.text.rfind("SIG", 0) == 0 ? request.text.substr(3) : request.text,
+                             " relayed by the launch script (the MPI runtime is gone)"));
+        kill(getpid(), request.signal);
+        break;
+      case RelayedRequest::Kind::kAbort:
+        // Another rank ended the job while the runtime was gone; it would have ended this one.
+        rank_warning("a rank of this job ended it while the MPI runtime was gone: ending as the runtime would have");
+        kill(getpid(), SIGKILL);
+        break;
+      case RelayedRequest::Kind::kRefused:
+        rank_warning(str_cat("the run-state directory's signals file asks for '", request.text,
+                             "': refused (expected one of TERM, INT, HUP, USR1, USR2 or abort)"));
+        break;
+    }
   }
-  signals_read = std::ftell(file);
-  std::fclose(file);
 }
 
 void on_lost_connection(size_t, int, const void*, void*, size_t, void*, size_t, EventDone done, void* event_data) {
@@ -169,12 +173,10 @@ void outlive_runtime_after_loss() {
 }
 
 void relay_abort_to_survivors() {
-  const std::string status_file = exit_status_file();
-  if (!outlives_runtime() || status_file.empty()) return;
-  const std::string line = str_cat(SIGKILL, "\n");
-  const int fd = open((status_file + ".signals").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (!outlives_runtime()) return;
+  const int fd = open_run_state_file_for_append("signals");
   if (fd < 0) return;
-  if (write(fd, line.data(), line.size()) < 0) {
+  if (write(fd, "abort\n", 6) < 0) {
     // Best effort, on the way out: the survivors would go on without this rank.
   }
   close(fd);
@@ -206,8 +208,9 @@ void tend_runtime_loss() {
   }
   if (now < next_touch) return;
   next_touch = now + std::chrono::seconds(1);
-  const std::string status_file = exit_status_file();
-  if (!status_file.empty()) utimensat(AT_FDCWD, status_file.c_str(), nullptr, 0);
+  // The heartbeat the launch script waits on: the modification time of `alive`.
+  static const int alive = open_run_state_file_for_append("alive");
+  if (alive >= 0) futimens(alive, nullptr);
 }
 
 }  // namespace mirrored::comm

@@ -5,6 +5,9 @@
 #include <chrono>
 #include <cstdio>
 
+#include "mirrored/core/error.h"
+#include "mirrored/core/file_replacement.h"
+#include "mirrored/core/host_memory.h"
 #include "mirrored/core/fingerprint.h"
 #include "mirrored/core/log.h"
 #include "mirrored/core/strings.h"
@@ -69,7 +72,16 @@ std::string describe_collective(const CollectiveRecord& record) {
   return text + ")";
 }
 
-FlightRecorder::FlightRecorder(size_t capacity) : capacity_(capacity) { ring_.resize(capacity_); }
+const size_t FlightRecorder::kBytesPerCollective = sizeof(FlightRecorder::Entry);
+
+FlightRecorder::FlightRecorder(size_t capacity) : capacity_(capacity) {
+  if (capacity_ > static_cast<size_t>(kMaxRecordedCollectives))
+    throw InputError(str_cat("a flight recorder of ", capacity_, " collectives would take ",
+                             bytes_str(static_cast<double>(capacity_) * static_cast<double>(kBytesPerCollective)),
+                             " per rank; at most ", kMaxRecordedCollectives, " (trace.collectives)"),
+                     ExitCode::kUsage);
+  ring_.resize(capacity_);
+}
 
 int FlightRecorder::add_channel(const char* name) {
   std::lock_guard lock(mutex_);
@@ -170,31 +182,22 @@ uint64_t FlightRecorder::recorded() const {
 
 bool FlightRecorder::dump(const std::string& path, const std::string& header_fields) const {
   const std::vector<CollectiveRecord> records = snapshot();
-  const std::string temporary = path + ".partial";
-  std::FILE* file = std::fopen(temporary.c_str(), "w");
-  if (!file) {
-    rank_warning(str_cat("flight recorder: cannot write '", temporary, "'"));
-    return false;
-  }
-  std::fprintf(file, "{\"kind\": \"trace\", %s%s\"ring\": %zu, \"recorded\": %llu, \"dumped_us\": %lld}\n",
-               header_fields.c_str(), header_fields.empty() ? "" : ", ", capacity_,
-               static_cast<unsigned long long>(recorded()), static_cast<long long>(wall_us()));
+  std::string text = str_cat("{\"kind\": \"trace\", ", header_fields, header_fields.empty() ? "" : ", ",
+                             "\"ring\": ", capacity_, ", \"recorded\": ", recorded(), ", \"dumped_us\": ", wall_us(),
+                             "}\n");
   for (const auto& r : records) {
     char fingerprint[24];
     std::snprintf(fingerprint, sizeof(fingerprint), "%016llx", static_cast<unsigned long long>(r.fingerprint));
-    std::fprintf(file,
-                 "{\"seq\": %llu, \"comm\": %s, \"op\": %s, \"count\": %llu, \"dtype\": %s, \"site\": %s, "
-                 "\"fingerprint\": \"%s\", \"start_us\": %lld, \"end_us\": %lld, \"state\": \"%s\"}\n",
-                 static_cast<unsigned long long>(r.sequence), json_string(r.communicator).c_str(),
-                 json_string(r.operation).c_str(), static_cast<unsigned long long>(r.count),
-                 json_string(r.type).c_str(), json_string(r.site).c_str(), fingerprint,
-                 static_cast<long long>(r.start_us), static_cast<long long>(r.end_us),
-                 r.completed() ? "completed" : "started");
+    text += str_cat("{\"seq\": ", r.sequence, ", \"comm\": ", json_string(r.communicator),
+                    ", \"op\": ", json_string(r.operation), ", \"count\": ", r.count,
+                    ", \"dtype\": ", json_string(r.type), ", \"site\": ", json_string(r.site),
+                    ", \"fingerprint\": \"", fingerprint, "\", \"start_us\": ", r.start_us,
+                    ", \"end_us\": ", r.end_us, ", \"state\": \"", r.completed() ? "completed" : "started", "\"}\n");
   }
-  const bool written = std::fflush(file) == 0 && std::ferror(file) == 0;
-  std::fclose(file);
-  if (!written || std::rename(temporary.c_str(), path.c_str()) != 0) {
-    rank_warning(str_cat("flight recorder: cannot write '", path, "'"));
+  try {
+    replace_file(path, text);
+  } catch (const std::exception& e) {
+    rank_warning(str_cat("flight recorder: ", e.what()));
     return false;
   }
   return true;

@@ -16,13 +16,15 @@
 //     outlive the runtime only;
 //   - the rank's own check that its launcher lives (the watchdog's): it stands down;
 //   - output: stdout and stderr end at the daemon; from the loss on every line is also
-//     appended to a file beside MIRRORED_EXIT_STATUS_FILE (<file>.out), which the launch
-//     script shows once mpirun has exited;
+//     appended to `output` in the run-state directory (MIRRORED_RUN_STATE_DIR, a directory
+//     only the job's user can write: core/run_state.h), which the launch script shows once
+//     mpirun has exited;
 //   - the launch script, whose mpirun has exited: while survivors run without the runtime
-//     they touch MIRRORED_EXIT_STATUS_FILE every second (tend_runtime_loss()), and the script
-//     waits for the chief's status there instead of giving up (launch/mpi_env.sh);
+//     they touch `alive` there every second (tend_runtime_loss()), and the script waits for
+//     the chief's `exit-status` instead of giving up (launch/mpi_env.sh);
 //   - signals (a preemption warning, an interrupted script), which mpirun passed on: the
-//     script appends them to <file>.signals, and survivors raise them on themselves.
+//     script appends their names to `signals` there, and survivors raise them on
+//     themselves: only from a file of this user, only TERM, INT, HUP, USR1 and USR2.
 //
 // A rank says it outlives the runtime only after its job lost ranks and the survivors
 // agreed on it (a shrink that found ranks gone), and only for kOutliveWindowSeconds: PRRTE
@@ -57,8 +59,8 @@ void outlive_runtime_after_loss();
 bool outlives_runtime();
 
 // Before this rank ends the job (MPI_Abort) while it outlives the runtime: the runtime's end
-// that follows would not end the others, so they are told through <status file>.signals to
-// end as the runtime would have ended them (SIGKILL).
+// that follows would not end the others, so they are told through the run-state directory's
+// `signals` ("abort") to end as the runtime would have ended them (SIGKILL).
 void relay_abort_to_survivors();
 
 // Whether this rank should end because the process that started it (`launcher_pid`: Open
@@ -72,8 +74,8 @@ bool runtime_gone();
 // Run every 100 ms by a thread of its own from the first outlive_runtime_after_loss() on:
 // closes its window when it is over and the runtime still lives (the agent passes its
 // signals on again); while this rank runs without the runtime, raises the signals the launch
-// script relayed and refreshes MIRRORED_EXIT_STATUS_FILE's modification time once a second,
-// which tells the script that survivors still run.
+// script relayed and refreshes the modification time of the run-state directory's `alive`
+// once a second, which tells the script that survivors still run.
 void tend_runtime_loss();
 
 }  // namespace mirrored::comm

@@ -69,9 +69,17 @@ uint64_t collective_fingerprint(const char* channel_name, const char* operation,
 // "allreduce #12 on gradients (4096 f32, gradient bucket 2)": how messages name a collective.
 std::string describe_collective(const CollectiveRecord& record);
 
+// The most collectives a ring may keep: 84 MiB per rank, hours of a job's collectives at
+// the default's rate (a training step issues a few dozen).
+inline constexpr int64_t kMaxRecordedCollectives = 1'000'000;
+
 class FlightRecorder {
  public:
+  // What one recorded collective takes in the ring (a dump adds its text, briefly).
+  static const size_t kBytesPerCollective;
+
   // capacity 0: nothing is recorded (the ring is off); sequence numbers are still kept.
+  // More than kMaxRecordedCollectives: InputError (kUsage) saying the memory it would take.
   explicit FlightRecorder(size_t capacity = 2000);
   FlightRecorder(const FlightRecorder&) = delete;
   FlightRecorder& operator=(const FlightRecorder&) = delete;
