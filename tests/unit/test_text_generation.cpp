@@ -95,13 +95,13 @@ TEST(NpyFile, WritesTheHeaderNumPyReadsAndTheValues) {
   EXPECT_EQ(read, values);
 }
 
-TEST(NpyFile, AFileThatCannotBeOpenedIsAUsageError) {
+TEST(NpyFile, AFileThatCannotBeWrittenIsAWriteFailureNamingIt) {
   TempDir dir;
   try {
     io::write_npy_f32(dir.file("missing/a.npy"), {1.0f}, 1, 1);
     FAIL() << "no error";
-  } catch (const InputError& e) {
-    EXPECT_EQ(e.code(), ExitCode::kUsage);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ExitCode::kWriteFailed);
     EXPECT_NE(std::string(e.what()).find("missing/a.npy"), std::string::npos) << e.what();
   }
 }
