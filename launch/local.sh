@@ -7,6 +7,16 @@
 # ended the job); 130 after Ctrl-C (the first asks mirrored to write a checkpoint and stop,
 # the second stops it at once; the same command resumes).
 set -euo pipefail
+usage() {
+  echo "usage: launch/local.sh NP PROGRAM [ARGS...]   (NP: the number of ranks, e.g." >&2
+  echo "       launch/local.sh 2 build/mirrored train --config launch/configs/fmnist_mlp.ini)" >&2
+  exit 2
+}
+if (($# < 2)); then usage; fi
+if [[ ! "$1" =~ ^[1-9][0-9]*$ ]]; then
+  echo "launch/local.sh: NP = '$1': expected the number of ranks, a positive integer" >&2
+  usage
+fi
 source "$(dirname "$0")/mpi_env.sh"
 np=$1
 shift

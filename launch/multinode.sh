@@ -28,6 +28,11 @@ if (($# < 3)); then
   echo "usage: launch/multinode.sh HOSTFILE NP PROGRAM [ARGS...]" >&2
   exit 2
 fi
+if [[ ! "$2" =~ ^[1-9][0-9]*$ ]]; then
+  echo "launch/multinode.sh: NP = '$2': expected the number of ranks, a positive integer" >&2
+  echo "usage: launch/multinode.sh HOSTFILE NP PROGRAM [ARGS...]" >&2
+  exit 2
+fi
 hostfile=$1 np=$2
 shift 2
 [[ -r "$hostfile" ]] || { echo "launch/multinode.sh: cannot read hostfile '$hostfile'" >&2; exit 2; }

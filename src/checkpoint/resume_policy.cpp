@@ -93,7 +93,7 @@ std::string refuse_other_run(const config::TrainConfig& config, const std::strin
   return str_cat("out = '", config.out, "' holds a run with another configuration (", join(changes, ", "),
                  "; newest checkpoint '", source, "'), and resume = auto continues only the same run. "
                  "Give this run its own directory (--out DIR), or start over here with --resume never "
-                 "(removing its checkpoints); to continue the old run with the new values anyway, "
+                 "(removing the earlier run); to continue the old run with the new values anyway, "
                  "name its checkpoint: --resume ", checkpoint_dir(config));
 }
 

@@ -1,4 +1,5 @@
 #include <cstdio>
+#include <filesystem>
 
 #include "commands.h"
 #include "mirrored/app/run_training.h"
@@ -7,6 +8,17 @@
 #include "mirrored/runtime/runtime.h"
 
 namespace mirrored::cli {
+
+namespace {
+// Where this run's files go, and why there (config::resolve_run_directory).
+std::string run_directory_line(const config::TrainConfig& config) {
+  if (config.out_parent.empty()) return str_cat("run directory: ", config.out, " (--out)");
+  const bool slurm = std::filesystem::path(config.out).filename().string().rfind("slurm-", 0) == 0;
+  return str_cat("run directory: ", config.out, " (out = ", config.out_parent,
+                 slurm ? ", a folder per Slurm job" : ", a folder per configuration of the result-changing keys",
+                 "; --out DIR names it)");
+}
+}  // namespace
 
 int train_command(int& argc, char**& argv, const Args& args) {
   bool help = false;
@@ -22,6 +34,7 @@ int train_command(int& argc, char**& argv, const Args& args) {
   runtime::Runtime runtime(argc, argv, config::library_options(config).runtime);
   if (!runtime.core_binding().summary.empty()) chief_info(runtime.core_binding().summary);
   chief_info(str_cat("cluster:\n", runtime.cluster().table()));
+  chief_info(run_directory_line(config));
   const train::TrainSummary summary = app::run_training(config, runtime);
   // A distinct status after a preemption checkpoint, so slurm/preemptible.sh requeues the job.
   int status = 0;

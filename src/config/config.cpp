@@ -2,7 +2,10 @@
 
 #include <boost/program_options.hpp>
 
+#include <algorithm>
 #include <charconv>
+#include <cstdio>
+#include <cstdlib>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -181,7 +184,8 @@ Option optional_string_option(std::string key, std::string help, std::string Tra
 // resume: auto, never, or a path (anything else that is not empty).
 Option resume_option() {
   return {"resume", "auto: newest valid checkpoint in <out>/checkpoints, if written with the same result-changing "
-                    "options (else an error); never: start over, removing them; or a checkpoint file/dir",
+                    "options (else an error); never: start over, removing the earlier run there (checkpoints, "
+                    "TensorBoard events, metrics.jsonl, final.h5); or a checkpoint file/dir",
           [](TrainConfig& c, const std::string& v, const std::string& origin) {
             const std::string value = trim(v);
             if (value.empty()) bad_value(origin, "resume", v, "auto, never or a checkpoint file or directory");
@@ -193,6 +197,22 @@ Option resume_option() {
                    : c.resume == ResumeMode::kNever ? std::string("never")
                                                     : c.resume_path;
           }};
+}
+
+// out: where runs go. In a file (or by default) a parent folder, each run in a subfolder of
+// it (resolve_run_directory); --out on the command line names the run directory itself.
+// Prints what was given, so a run's config.ini read back with --config finds the same run.
+Option out_option() {
+  return {"out",
+          "runs folder: each run goes to <out>/slurm-<job id> under Slurm, else <out>/run-<hash of the "
+          "result-changing keys>; --out DIR on the command line is the run directory itself (metrics.jsonl, "
+          "config.ini, checkpoints/, final.h5)",
+          [](TrainConfig& c, const std::string& v, const std::string& origin) {
+            if (trim(v).empty()) bad_value(origin, "out", v, "a non-empty value");
+            c.out = trim(v);
+            c.out_parent.clear();
+          },
+          [](const TrainConfig& c) { return c.out_parent.empty() ? c.out : c.out_parent; }};
 }
 
 }  // namespace
@@ -314,7 +334,7 @@ const std::vector<Option>& options() {
                   "a number in [0, 1)"),
       real_option("adam.eps", "adam denominator epsilon", &TrainConfig::eps, 0, 1, true, false, "a number > 0"),
       int_option("seed", "seed for initial weights and data order", &TrainConfig::seed, 0),
-      operational(string_option("out", "run directory (metrics.jsonl, config.ini, final.h5)", &TrainConfig::out)),
+      operational(out_option()),
       operational(int_option("log_every", "steps between training log lines and metrics records",
                              &TrainConfig::log_every, 1)),
       operational(int_option("threads", "CPU threads per rank (0: cores on the host / ranks on the host)",
@@ -555,6 +575,7 @@ TrainConfig parse_train_config(const std::vector<std::string>& args, bool* help_
   check_consistency(config, config.config_file.empty()
                                 ? std::string("command line")
                                 : str_cat("config file '", config.config_file, "' (with command-line overrides)"));
+  if (!command_line.count("out")) resolve_run_directory(config, std::getenv("SLURM_JOB_ID"));
   config.quiet = command_line.count("quiet") > 0;
   config.verbose = command_line.count("verbose") > 0;
   if (config.quiet && config.verbose)
@@ -580,6 +601,37 @@ std::vector<std::string> result_changes(const TrainConfig& before, const TrainCo
     if (old_value != new_value) changes.push_back(str_cat(option.key, " ", old_value, " -> ", new_value));
   }
   return changes;
+}
+
+std::string run_folder_name(const TrainConfig& config, const char* slurm_job_id) {
+  if (slurm_job_id && *slurm_job_id) {
+    std::string id(slurm_job_id);
+    // A job id from the environment becomes a path component: digits (and Slurm's
+    // array/het separators) only, so no value can climb out of `out`.
+    const bool plain = id.size() <= 32 && std::all_of(id.begin(), id.end(), [](char ch) {
+                         return (ch >= '0' && ch <= '9') || ch == '_' || ch == '+';
+                       });
+    if (plain) return "slurm-" + id;
+  }
+  // FNV-1a (64 bits) over "key = value" of every result-changing option, in table order:
+  // stable across ranks, hosts and builds, and independent of the operational keys.
+  uint64_t hash = 14695981039346656037ull;
+  for (const auto& option : options()) {
+    if (!option.changes_result) continue;
+    for (const char ch : str_cat(option.key, " = ", option.print(config), "\n")) {
+      hash ^= static_cast<unsigned char>(ch);
+      hash *= 1099511628211ull;
+    }
+  }
+  char name[16];
+  std::snprintf(name, sizeof name, "run-%08llx", static_cast<unsigned long long>(hash >> 32));
+  return name;
+}
+
+void resolve_run_directory(TrainConfig& config, const char* slurm_job_id) {
+  const std::string parent = config.out_parent.empty() ? config.out : config.out_parent;
+  config.out = (std::filesystem::path(parent) / run_folder_name(config, slurm_job_id)).string();
+  config.out_parent = parent;
 }
 
 std::string to_ini(const TrainConfig& config) {

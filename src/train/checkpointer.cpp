@@ -4,6 +4,7 @@
 
 #include "mirrored/checkpoint/checkpoint_writer.h"
 #include "mirrored/checkpoint/resume_policy.h"
+#include "mirrored/checkpoint/run_directory.h"
 #include "mirrored/core/log.h"
 #include "mirrored/kernels/kernels.h"
 #include "mirrored/train/non_finite_guard.h"
@@ -68,15 +69,13 @@ ResumePoint restore_checkpoint(TrainContext& ctx) {
     // Leftovers of a write that a crash interrupted: never valid, never renamed into place.
     // Only the checkpoint writer's own, and only those no live writer holds.
     io::remove_abandoned_checkpoint_temporaries(checkpoint::checkpoint_dir(ctx.config));
-    std::error_code error;
     if (ctx.config.resume == config::ResumeMode::kNever) {
       // Starting over here: an earlier run's checkpoints (later steps among them) would
-      // otherwise be taken for this run's by the next resume, or outlive its own in `keep`.
-      const auto old = checkpoint::list_checkpoints(checkpoint::checkpoint_dir(ctx.config));
-      if (!old.empty())
-        chief_info(str_cat("resume = never: removing ", old.size(), " checkpoint(s) of an earlier run in '",
-                           checkpoint::checkpoint_dir(ctx.config), "'"));
-      for (const auto& path : old) fs::remove(path, error);
+      // otherwise be taken for this run's by the next resume, or outlive its own in `keep`,
+      // and its TensorBoard events would draw its curves into this run's.
+      const std::string removed = ctx.run_dir.clear_earlier_run();
+      if (!removed.empty())
+        chief_info(str_cat("resume = never: removed the earlier run in '", ctx.run_dir.path(), "' (", removed, ")"));
     }
     choice = checkpoint::choose_resume(resume_target(ctx));
   }

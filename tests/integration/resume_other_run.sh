@@ -62,7 +62,7 @@ grep -q "lr 0.05 -> 0.1.*will not reproduce" "$WORK/named.log" || { cat "$WORK/n
 "$MIRRORED" train "${common[@]}" --max_steps 10 --out "$run" --lr 0.1 --resume never \
   > "$WORK/never.log" 2>&1 || { cat "$WORK/never.log"; fail "--resume never failed"; }
 ! grep -q "resuming from" "$WORK/never.log" || fail "--resume never resumed"
-grep -q "resume = never: removing 3 checkpoint(s) of an earlier run" "$WORK/never.log" ||
+grep -q "resume = never: removed the earlier run in .$run. (3 checkpoint(s), " "$WORK/never.log" ||
   { cat "$WORK/never.log"; fail "--resume never did not say that it removes the old checkpoints"; }
 [[ "$(ls "$run/checkpoints")" == "ckpt-000000010.h5" ]] || fail "old checkpoints left: $(ls "$run/checkpoints")"
 grep -q "^lr = 0.1$" "$run/config.ini" || fail "config.ini of the new run does not hold lr = 0.1"

@@ -1,5 +1,7 @@
 #pragma once
 // The run directory: config.ini (resolved configuration), metrics.jsonl and final.h5.
+// Which folder that is (a subfolder of `out` per configuration or Slurm job, or --out
+// itself) is decided by config::resolve_run_directory.
 // Only the chief writes; the others hold an inactive instance. config.ini is written when
 // training begins (open_metrics), after the resume decision, so a run that is refused
 // (another configuration in the same directory) leaves the stored one as it was.
@@ -24,6 +26,13 @@ class RunDirectory {
   // (core/file_replacement.h): a failed write (a full disk) is Error(kWriteFailed) and leaves
   // the old file as it was.
   void open_metrics(int64_t resumed_step = 0);
+  // resume = never: removes what an earlier run left here, so that nothing of it mixes with
+  // this one: its checkpoints (checkpoints/ckpt-*.h5), TensorBoard event files
+  // (tensorboard/events.out.tfevents.*), metrics.jsonl, final.h5 and flight-recorder dumps
+  // (trace/rank-*.jsonl). Only regular files of those names (no link is followed), and
+  // nothing else: files a user put in the directory stay. Returns what it removed, as
+  // "N checkpoint(s), ..." for the chief's message (empty: nothing). Chief only.
+  std::string clear_earlier_run();
 
  private:
   std::string path_;

@@ -89,7 +89,10 @@ struct TrainConfig {
   int64_t lr_decay_steps = 0;       // > 0: cosine reaches lr_min at this step, not at the last epoch's end
   // run
   uint64_t seed = 7;
-  std::string out = "runs/default";
+  std::string out = "runs/default";  // the run directory, once parse_train_config has resolved it
+  // Not a key: `out` as the file or the default gave it, when the run went to a subfolder of
+  // it (resolve_run_directory); empty when --out on the command line named the run directory.
+  std::string out_parent;
   int64_t log_every = 100;
   int64_t threads = 0;              // per rank; 0: cores on this host / ranks on this host
   runtime::Launch launch = runtime::Launch::kAuto;
@@ -132,6 +135,8 @@ struct TrainConfig {
 // flags override it, and a flag given more than once keeps its last value. Throws
 // InputError(kUsage) naming the file or flag, the key and what was expected; an unknown
 // key or name lists the valid ones. Sets *help_requested on --help and returns defaults.
+// Without --out on the command line, `out` is resolved to the run's subfolder
+// (resolve_run_directory, reading SLURM_JOB_ID).
 TrainConfig parse_train_config(const std::vector<std::string>& args, bool* help_requested = nullptr);
 // INI text (a run's config.ini) through the same table. `origin` names it in errors; keys
 // this version does not know are ignored when `ignore_unknown_keys` (an older run's file).
@@ -142,6 +147,15 @@ std::vector<std::string> train_config_keys();
 std::string to_ini(const TrainConfig& config);
 // The printed value of one key (as in config.ini), e.g. option_value(c, "overlap") == "auto".
 std::string option_value(const TrainConfig& config, const std::string& key);
+// The run directories (docs/training.md#run-directories). `out` from a file or the default
+// is a parent: a run goes to <out>/slurm-<SLURM_JOB_ID> inside a Slurm job (a requeued job
+// finds its own run and resumes), else to <out>/run-<8 hex digits>, a hash of the
+// result-changing keys (the same configuration resumes its own run; a changed lr or seed
+// starts a new one beside it). --out on the command line is the run directory itself.
+// Every rank parses the same arguments in the same job, so every rank names the same folder.
+std::string run_folder_name(const TrainConfig& config, const char* slurm_job_id);
+// Sets out_parent to `out` (if not set yet) and out to its subfolder run_folder_name(...).
+void resolve_run_directory(TrainConfig& config, const char* slurm_job_id);
 // "key old -> new" for every option that changes what training computes (the table says
 // which) and differs between the two configurations.
 std::vector<std::string> result_changes(const TrainConfig& before, const TrainConfig& now);
