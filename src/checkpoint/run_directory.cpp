@@ -12,8 +12,9 @@
 namespace mirrored::checkpoint {
 
 RunDirectory::RunDirectory(const config::TrainConfig& config, bool is_chief)
-    : path_(config.out), config_ini_(config::to_ini(config)), active_(is_chief) {
-  if (!active_) return;
+    : path_(config.out), config_ini_(config::to_ini(config)), active_(is_chief) {}
+
+void RunDirectory::create() const {
   std::error_code error;
   std::filesystem::create_directories(path_, error);
   if (error)
@@ -68,6 +69,7 @@ std::string RunDirectory::clear_earlier_run() {
 
 void RunDirectory::open_metrics(int64_t resumed_step) {
   if (!active_) return;
+  create();
   replace_file(file("config.ini"), config_ini_);
   const std::string path = file("metrics.jsonl");
   if (resumed_step > 0 && std::filesystem::exists(path)) {

@@ -28,6 +28,11 @@ int train_command(int& argc, char**& argv, const Args& args) {
     std::fputs(config::train_config_help().c_str(), stdout);
     return 0;
   }
+  if (config.dry_run) {
+    // Before the runtime: no MPI, no device, no data; every rank would print the same.
+    std::fputs(str_cat(run_directory_line(config), "\n", config::to_ini(config)).c_str(), stdout);
+    return 0;
+  }
   // Before the runtime, whose start-up lines (device = auto's choice) --quiet silences too.
   if (config.quiet) set_log_level(LogLevel::kQuiet);
   if (config.verbose) set_log_level(LogLevel::kVerbose);

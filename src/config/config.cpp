@@ -17,6 +17,7 @@
 #include "mirrored/core/error.h"
 #include "mirrored/core/host_memory.h"
 #include "mirrored/core/strings.h"
+#include "mirrored/kernels/kernels.h"
 
 namespace mirrored::config {
 namespace po = boost::program_options;
@@ -465,7 +466,10 @@ po::options_description describe(bool with_command_line_only) {
     desc.add_options()("help,h", "print this help")("config",
         po::value<std::vector<std::string>>()->composing(), "INI configuration file")(
         "quiet", repeatable_switch(), "print only the final result")(
-        "verbose", repeatable_switch(), "also print the model summary and every log line");
+        "verbose", repeatable_switch(), "also print the model summary and every log line")(
+        "dry_run", repeatable_switch(),
+        "check the configuration (every key and combination), print it resolved with the run directory, and "
+        "exit without reading data or training");
   }
   for (const auto& option : options()) {
     const TrainConfig defaults;
@@ -477,8 +481,65 @@ po::options_description describe(bool with_command_line_only) {
   return desc;
 }
 
+// Levenshtein distance: insertions, deletions and substitutions that turn `a` into `b`.
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// What other trainers call some keys (Keras, Hugging Face's TrainingArguments, nanoGPT),
+// mapped to mirrored's: no edit distance finds `lr` from `learning_rate`.
+const std::map<std::string, std::string>& key_aliases() {
+  static const std::map<std::string, std::string> aliases = {
+      {"learning_rate", "lr"},         {"num_epochs", "epochs"},          {"num_train_epochs", "epochs"},
+      {"max_iters", "max_steps"},      {"batch", "batch_size"},           {"output_dir", "out"},
+      {"n_layer", "gpt.layers"},       {"n_head", "gpt.heads"},           {"n_embd", "gpt.width"},
+      {"block_size", "gpt.context"},   {"warmup_steps", "lr_warmup_steps"}, {"warmup_iters", "lr_warmup_steps"},
+      {"lr_decay_iters", "lr_decay_steps"}, {"min_lr", "lr_min"},        {"max_grad_norm", "grad_clip"},
+      {"gradient_accumulation_steps", "accumulate_steps"}, {"eval_interval", "eval_every"},
+      {"log_interval", "log_every"},   {"dtype", "precision"},            {"init_from_pretrained", "init_from"}};
+  return aliases;
+}
+
+// The keys nearest to an unknown one: a known alias, keys whose last part (after the
+// section's dot) it names, and the keys within a few edits of it (a third of its length,
+// at least 2), nearest first, at most 3.
+std::vector<std::string> nearest_keys(const std::string& unknown) {
+  std::vector<std::string> found;
+  if (const auto alias = key_aliases().find(unknown); alias != key_aliases().end()) found.push_back(alias->second);
+  std::vector<std::pair<size_t, std::string>> scored;
+  const size_t limit = std::max<size_t>(2, unknown.size() / 3);
+  for (const std::string& key : train_config_keys()) {
+    const size_t dot = key.rfind('.');
+    if (dot != std::string::npos && key.substr(dot + 1) == unknown) scored.emplace_back(0, key);
+    else if (const size_t d = edit_distance(unknown, key); d <= limit) scored.emplace_back(d, key);
+  }
+  std::stable_sort(scored.begin(), scored.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& [distance, key] : scored)
+    if (std::find(found.begin(), found.end(), key) == found.end()) found.push_back(key);
+  if (found.size() > 3) found.resize(3);
+  return found;
+}
+
+// `key` as the parser gave it: "--name" from the command line (suggested as flags too),
+// "name" or "section.name" from a file.
 [[noreturn]] void unknown_key(const std::string& origin, const std::string& key) {
-  throw InputError(str_cat(origin, ": unknown key '", key, "'; valid keys: ", join(train_config_keys(), ", ")),
+  const size_t dashes = std::min(key.find_first_not_of('-'), key.size());
+  std::vector<std::string> nearest = nearest_keys(key.substr(dashes));
+  for (std::string& name : nearest) name.insert(0, key.substr(0, dashes));
+  throw InputError(str_cat(origin, ": unknown key '", key, "'",
+                           nearest.empty() ? std::string() : str_cat("; did you mean ", join(nearest, ", "), "?"),
+                           " (mirrored train --help lists every key)"),
                    ExitCode::kUsage);
 }
 
@@ -491,6 +552,12 @@ void check_consistency(const TrainConfig& c, const std::string& origin) {
   if (c.model == ModelKind::kGpt && c.gpt_width % c.gpt_heads != 0)
     throw InputError(str_cat(origin, ": gpt.width = ", c.gpt_width, " is not divisible by gpt.heads = ", c.gpt_heads,
                              ": each head takes gpt.width / gpt.heads channels"),
+                     ExitCode::kUsage);
+  if (c.model == ModelKind::kGpt && c.gpt_width / c.gpt_heads > kernels::kMaxAttentionHeadSize)
+    throw InputError(str_cat(origin, ": gpt.width = ", c.gpt_width, " / gpt.heads = ", c.gpt_heads, " is a head size of ",
+                             c.gpt_width / c.gpt_heads, ", above ", kernels::kMaxAttentionHeadSize,
+                             ", the largest the attention supports on any device: raise gpt.heads (GPT-2 uses 64 "
+                             "channels per head)"),
                      ExitCode::kUsage);
   if (c.lr_schedule == optim::LrScheduleKind::kStep && c.lr_milestones.empty())
     throw InputError(str_cat(origin, ": lr_schedule = step: expected lr_milestones, the epochs after which the "
@@ -578,6 +645,7 @@ TrainConfig parse_train_config(const std::vector<std::string>& args, bool* help_
   if (!command_line.count("out")) resolve_run_directory(config, std::getenv("SLURM_JOB_ID"));
   config.quiet = command_line.count("quiet") > 0;
   config.verbose = command_line.count("verbose") > 0;
+  config.dry_run = command_line.count("dry_run") > 0;
   if (config.quiet && config.verbose)
     throw InputError("command line: --quiet and --verbose exclude each other", ExitCode::kUsage);
   return config;

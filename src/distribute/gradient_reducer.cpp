@@ -127,6 +127,7 @@ void GradientReducer::begin_step(int micro_batches) {
   completed_ = 0;
   step_ = CommStats{};
   step_.entry_times.assign(buckets_.size(), 0.0);
+  comm_intervals_.assign(buckets_.size(), {0.0, 0.0});
   error_ = nullptr;
 }
 
@@ -179,6 +180,7 @@ void GradientReducer::complete(InFlight& flight) {
   if (timeline_) timeline_->add(span_names_[flight.bucket], "allreduce", flight.started_us, timeline_->now_us());
   std::lock_guard lock(mutex_);
   step_.comm_seconds += std::max(0.0, completed_at - flight.started_seconds);
+  comm_intervals_[flight.bucket] = {flight.started_seconds, completed_at};
   step_.transform_seconds += seconds;
   ++completed_;
 }
@@ -218,7 +220,7 @@ void GradientReducer::wait_for(comm::Work& work) const {
 }
 
 void GradientReducer::finish() {
-  Stopwatch exposed;
+  const double backward_done = wall_seconds();
   while (launched_ < buckets_.size()) launch(launched_++);  // off, or backward ran without hooks
   if (mode_ == Overlap::kThread) {
     std::unique_lock lock(mutex_);
@@ -230,8 +232,12 @@ void GradientReducer::finish() {
   {
     std::lock_guard lock(mutex_);
     stats_ = step_;
+    // Each bucket's communication after backward ended, clipped to the bucket's interval:
+    // never more than comm_seconds, whatever the wake-up latency of this thread.
+    stats_.exposed_seconds = 0.0;
+    for (const auto& [started, completed] : comm_intervals_)
+      stats_.exposed_seconds += std::max(0.0, completed - std::max(started, backward_done));
   }
-  stats_.exposed_seconds = exposed.seconds();
   stats_.bytes = 0;
   for (const auto& bucket : buckets_) stats_.bytes += bucket.numel() * static_cast<int64_t>(sizeof(float));
 }

@@ -4,7 +4,7 @@
 # leaves it untouched; the same configuration finds its folder and resumes; a requeued Slurm
 # job (the same SLURM_JOB_ID) finds slurm-<id> and resumes, on every rank; --out DIR on the
 # command line is the run directory itself; --resume never clears the earlier run there,
-# TensorBoard event files included.
+# TensorBoard event files included; a failed start leaves no empty folder.
 source "$(dirname "$0")/lib.sh"
 require_data
 unset SLURM_JOB_ID  # set again below where a Slurm job is what is tested
@@ -71,3 +71,9 @@ grep -q "resume = never: removed the earlier run in '$a' (.*TensorBoard event fi
 ! grep -q '"step": 20' "$a/metrics.jsonl" || fail "metrics.jsonl holds the earlier run's step 20"
 [[ "$(ls "$a/checkpoints")" == "ckpt-000000010.h5" ]] || { ls "$a/checkpoints"; fail "old checkpoints remain"; }
 echo "ok: --resume never cleared the earlier run: $(grep -o "removed the earlier run.*" "$WORK/n.log")"
+
+# A start that fails (missing data) leaves no empty run directory behind.
+before=$(ls "$runs" | wc -l)
+expect_failure missing_data "nope.h5" 30 1 train "${common[@]}" --lr 0.5 --data.train "$WORK/nope.h5"
+[[ $(ls "$runs" | wc -l) -eq $before ]] || { ls -l "$runs"; fail "the failed start left a run directory"; }
+echo "ok: a failed start leaves no run directory"

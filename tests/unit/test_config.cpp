@@ -48,18 +48,24 @@ TEST(Config, ResolvedIniParsesBackToTheSameConfig) {
   EXPECT_EQ(again.seed, 42u);
 }
 
-TEST(Config, UnknownKeyInFileListsValidKeys) {
+TEST(Config, UnknownKeyInFileSuggestsTheNearestKeys) {
   const auto path = write_ini("unknown", "batch_sise = 64\n");
   const auto message = error_of({"--config", path});
   EXPECT_NE(message.find(path), std::string::npos) << message;
   EXPECT_NE(message.find("batch_sise"), std::string::npos) << message;
-  EXPECT_NE(message.find("batch_size"), std::string::npos) << "valid keys listed: " << message;
+  EXPECT_NE(message.find("did you mean batch_size?"), std::string::npos) << message;
 }
 
-TEST(Config, UnknownFlagListsValidKeys) {
+TEST(Config, UnknownFlagSuggestsTheNearestKeysInOneLine) {
   const auto message = error_of({"--learning_rate", "0.1"});
-  EXPECT_NE(message.find("learning_rate"), std::string::npos) << message;
-  EXPECT_NE(message.find("lr"), std::string::npos) << message;
+  EXPECT_EQ(message, "command line: unknown key '--learning_rate'; did you mean --lr? (mirrored train --help lists "
+                     "every key)");
+  EXPECT_NE(error_of({"--layers", "2"}).find("did you mean --gpt.layers?"), std::string::npos);  // a section's key
+  EXPECT_NE(error_of({"--warmup_steps", "2"}).find("did you mean --lr_warmup_steps"), std::string::npos);
+  EXPECT_NE(error_of({"--optimiser", "sgd"}).find("did you mean --optimizer"), std::string::npos);
+  const auto far = error_of({"--zzzzzzzzzzzz", "1"});
+  EXPECT_EQ(far.find("did you mean"), std::string::npos) << far;
+  EXPECT_LT(far.size(), 120u) << "no list of every key: " << far;
 }
 
 TEST(Config, BadValuesNameKeyAndExpectation) {
@@ -314,4 +320,11 @@ TEST(LibraryOptions, ShardedOptimizerResolvesAutoAllreduceToFlat) {
   EXPECT_EQ(config::library_options(parse_train_config({})).strategy.allreduce, Allreduce::kAuto);
   EXPECT_EQ(config::library_options(parse_train_config({"--allreduce", "hierarchical"})).strategy.allreduce,
             Allreduce::kHierarchical);
+}
+
+TEST(Config, AGptHeadWiderThanTheAttentionSupportsIsAConfigError) {
+  const auto message = error_of({"--model", "gpt", "--gpt.width", "512", "--gpt.heads", "2"});
+  EXPECT_NE(message.find("gpt.width = 512 / gpt.heads = 2 is a head size of 256, above 128"), std::string::npos)
+      << message;
+  EXPECT_EQ(parse_train_config({"--model", "gpt", "--gpt.width", "768", "--gpt.heads", "6", "--out", "x"}).gpt_heads, 6);
 }

@@ -4,7 +4,9 @@
 // itself) is decided by config::resolve_run_directory.
 // Only the chief writes; the others hold an inactive instance. config.ini is written when
 // training begins (open_metrics), after the resume decision, so a run that is refused
-// (another configuration in the same directory) leaves the stored one as it was.
+// (another configuration in the same directory) leaves the stored one as it was. The
+// directory itself is created then too, not before: a start that fails (bad data, a refused
+// resume, a model that does not fit) leaves no empty run directory behind.
 #include <cstdint>
 #include <string>
 
@@ -35,6 +37,8 @@ class RunDirectory {
   std::string clear_earlier_run();
 
  private:
+  void create() const;  // the directory, with its parents (Error kUsage naming it when it cannot be)
+
   std::string path_;
   std::string config_ini_;
   bool active_;

@@ -119,6 +119,7 @@ struct TrainConfig {
   ProgressSetting progress = ProgressSetting::kAuto;  // rank-0 progress on stderr
   bool quiet = false;               // command line only: the final result alone
   bool verbose = false;             // command line only: model summary, every log line
+  bool dry_run = false;             // command line only: check and print the configuration, train nothing
   // checkpoints (<out>/checkpoints) and failure handling
   int64_t checkpoint_every_steps = 0;   // 0: not by step count
   int64_t checkpoint_every_epochs = 1;  // 0: not at epoch ends

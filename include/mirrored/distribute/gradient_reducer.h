@@ -27,6 +27,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "mirrored/comm/communicator.h"
@@ -78,10 +79,13 @@ struct ReducerOptions {
 struct CommStats {
   // Sum over buckets of the time from starting a bucket's all-reduce to seeing it complete:
   // the collective itself plus waiting for the slowest peer to arrive (see
-  // peer_wait_seconds) and, inline, until the next layer boundary noticed completion.
+  // peer_wait_seconds) and, inline, until the next layer boundary noticed completion. The
+  // hook's packing and scaling are not in it (transform_seconds).
   double comm_seconds = 0.0;
-  // Time finish() kept the main thread waiting: the part of communication not hidden
-  // behind backward.
+  // The part of comm_seconds not hidden behind backward: for each bucket, the part of its
+  // interval (as counted in comm_seconds) after finish() began, when backward was over and
+  // the main thread could only wait; summed over buckets. So exposed_seconds <= comm_seconds
+  // always (equal with overlap = off, where every bucket starts inside finish()).
   double exposed_seconds = 0.0;
   // Sum over buckets of the hook's element-wise work on this rank (bf16 packing before the
   // collective, scaling by 1/n and bf16 unpacking after it): bucket copy and scale time.
@@ -173,6 +177,8 @@ class GradientReducer {
   std::condition_variable work_ready_, work_done_;
   std::deque<size_t> queue_;
   size_t completed_ = 0;
+  // Per bucket, this step: [start, completion] as counted in comm_seconds (wall seconds).
+  std::vector<std::pair<double, double>> comm_intervals_;
   CommStats step_;
   std::exception_ptr error_;
   bool shutting_down_ = false;

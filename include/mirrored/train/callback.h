@@ -67,7 +67,7 @@ struct LogPoint {
   double samples_per_sec = 0.0;  // global samples over the interval's wall time
   std::optional<double> tokens_per_sec;  // token models: global tokens over the interval's wall time
   double comm_ms = 0.0;          // gradient all-reduce time per step (this rank)
-  double exposed_comm_ms = 0.0;  // the part of it not hidden behind backward
+  double exposed_comm_ms = 0.0;  // the part of it after backward ended (<= comm_ms)
   int64_t world_size = 1;        // replicas in the step (fewer after a shrink)
   // grad_clip > 0: the L2 norm of the averaged gradient of the point's step, before clipping.
   std::optional<double> grad_norm;
