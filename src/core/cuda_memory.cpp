@@ -33,8 +33,21 @@ int cuda_device_count(std::string* reason) {
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess) {
-    if (reason) *reason = str_cat("cudaGetDeviceCount: ", cudaGetErrorString(status), " (error ",
-                                  static_cast<int>(status), ")");
+    if (!reason) return 0;
+    // CUDA says "driver version is insufficient" (error 35) also where no driver is
+    // installed at all, the usual case on a CPU machine: cudaDriverGetVersion tells the two
+    // apart (0: no driver).
+    int driver = 0;
+    if (status == cudaErrorInsufficientDriver && cudaDriverGetVersion(&driver) == cudaSuccess && driver == 0)
+      *reason = "no NVIDIA driver";
+    else if (status == cudaErrorNoDevice)
+      *reason = "no NVIDIA GPU";
+    else if (status == cudaErrorInsufficientDriver)
+      *reason = str_cat("the NVIDIA driver supports CUDA up to ", driver / 1000, ".", driver % 1000 / 10,
+                        ", older than the CUDA ", CUDART_VERSION / 1000, ".", CUDART_VERSION % 1000 / 10,
+                        " this build needs: update the driver");
+    else
+      *reason = str_cat("cudaGetDeviceCount: ", cudaGetErrorString(status), " (error ", static_cast<int>(status), ")");
     return 0;
   }
   if (count == 0 && reason) *reason = "no CUDA device visible";

@@ -75,7 +75,11 @@ Device agree_on_devices(DeviceChoice choice, Device mine, comm::Communicator& wo
   if (choice == DeviceChoice::kAuto && all_gpu) {
     chief_info("device = auto: one GPU per rank (device = cpu to compute on the CPU)");
   } else if (choice == DeviceChoice::kAuto && !mine.is_cuda() && world.rank() == 0) {
-    chief_info(str_cat("device = auto: no usable GPU on rank 0 (", why_rank_0_has_no_gpu(), "); computing on the CPU"));
+    const std::string why = why_rank_0_has_no_gpu();
+    // A machine without an NVIDIA driver is a CPU machine: one line in mirrored's words.
+    chief_info(why == "no NVIDIA driver" ? std::string("no NVIDIA driver: training on the CPU")
+                                         : str_cat("device = auto: no usable GPU on rank 0 (", why,
+                                                   "); computing on the CPU"));
   }
   return mine;
 }
