@@ -62,6 +62,34 @@ std::string format_bar(int64_t epoch, int64_t epochs, int64_t step, int64_t step
   return line;
 }
 
+std::string format_token_bar(const std::string& epoch_label, int64_t step, int64_t steps, double tokens_per_sec,
+                             double ms_per_step, double loss, double eta_seconds, int width) {
+  constexpr int64_t kBarCells = 30;
+  const int64_t filled = steps > 0 ? std::min(kBarCells, step * kBarCells / steps) : 0;
+  std::string bar(static_cast<size_t>(filled), '=');
+  if (filled < kBarCells) bar += '>';
+  bar.resize(static_cast<size_t>(kBarCells), ' ');
+  std::string line = str_cat(epoch_label.empty() ? std::string("step") : epoch_label, " [", bar, "] ", step, "/",
+                             steps, "  ", rate(tokens_per_sec), " tokens/s  ", fixed(ms_per_step, 1),
+                             " ms/step  loss ", fixed(loss, 4), "  ETA ", format_duration(eta_seconds));
+  if (width > 0 && line.size() > static_cast<size_t>(width)) line.resize(static_cast<size_t>(width));
+  return line;
+}
+
+namespace {
+// A token model (gpt): its windows' tokens, else 0.
+int64_t tokens_per_sample(const TrainContext& ctx) {
+  return ctx.config.model == config::ModelKind::kGpt ? ctx.config.gpt_context : 0;
+}
+// "epoch i/n" where the run spans at least one epoch (n: the epochs it covers), else "":
+// a run of 300 steps in a 6,233-step epoch is not "epoch 1/1".
+std::string epoch_label(const TrainContext& ctx, int64_t epoch) {
+  if (ctx.steps_per_epoch <= 0 || ctx.total_steps < ctx.steps_per_epoch) return "";
+  const int64_t epochs = (ctx.total_steps + ctx.steps_per_epoch - 1) / ctx.steps_per_epoch;
+  return str_cat("epoch ", epoch, "/", epochs);
+}
+}  // namespace
+
 ProgressReporter::ProgressReporter(ProgressStyle style, std::FILE* stream) : style_(style), stream_(stream) {}
 
 void ProgressReporter::write(const std::string& text) { write_output(stream_, text); }
@@ -101,10 +129,14 @@ void ProgressReporter::draw_bar(TrainContext& ctx, int64_t epoch, int64_t steps_
   const double samples_per_sec =
       elapsed > 0 ? static_cast<double>(timed_steps_ * ctx.config.batch_size) / elapsed : 0.0;
   const double eta = per_step * static_cast<double>(epoch_steps_total_ - steps_done);
+  const double loss = loss_sum / static_cast<double>(std::max<int64_t>(timed_steps_, 1));
+  const int64_t tokens = tokens_per_sample(ctx);
   const std::string line =
-      format_bar(epoch + 1, ctx.config.epochs, steps_done, epoch_steps_total_, samples_per_sec,
-                 loss_sum / static_cast<double>(std::max<int64_t>(timed_steps_, 1)), eta,
-                 terminal_width(stream_) - 1);
+      tokens > 0 ? format_token_bar(epoch_label(ctx, epoch + 1), steps_done, epoch_steps_total_,
+                                    samples_per_sec * static_cast<double>(ctx.config.accumulate_steps * tokens),
+                                    1e3 * per_step, loss, eta, terminal_width(stream_) - 1)
+                 : format_bar(epoch + 1, ctx.config.epochs, steps_done, epoch_steps_total_, samples_per_sec, loss, eta,
+                              terminal_width(stream_) - 1);
   write("\r" + line + "\x1b[K");  // erase what a longer previous line left behind
   bar_open_ = true;
   redraw_clock_.reset();
@@ -127,11 +159,23 @@ void ProgressReporter::on_log(TrainContext& ctx, const LogPoint& point) {
   if (!plain && log_level() < LogLevel::kVerbose) return;  // the bar already shows it
   // The run's ETA from its average step time so far (step 0's one-time costs included).
   const double per_step = run_clock_.seconds() / static_cast<double>(std::max<int64_t>(point.step, 1));
-  const std::string line =
-      str_cat("epoch ", point.epoch + 1, "/", ctx.config.epochs, "  step ", point.step - run_steps_at_epoch_start_,
-              "/", epoch_steps_total_, "  (", point.step, "/", ctx.total_steps, ")  loss ", fixed(point.loss, 4),
-              "  lr ", point.lr, "  ", fixed(point.samples_per_sec, 0), " samples/s  run ETA ",
-              format_duration(per_step * static_cast<double>(ctx.total_steps - point.step)));
+  const std::string eta = format_duration(per_step * static_cast<double>(ctx.total_steps - point.step));
+  std::string line;
+  if (point.tokens_per_sec) {
+    // A language model: tokens/s and the step time over the log interval; its epoch only
+    // where the run spans one.
+    const int64_t samples_per_step = ctx.config.batch_size * ctx.config.accumulate_steps;
+    const double ms_per_step =
+        point.samples_per_sec > 0 ? 1e3 * static_cast<double>(samples_per_step) / point.samples_per_sec : 0.0;
+    const std::string epoch = epoch_label(ctx, point.epoch + 1);
+    line = str_cat(epoch.empty() ? std::string() : epoch + "  ", "step ", point.step, "/", ctx.total_steps,
+                   "  loss ", fixed(point.loss, 4), "  lr ", point.lr, "  ", fixed(*point.tokens_per_sec, 0),
+                   " tokens/s  ", fixed(ms_per_step, 1), " ms/step  run ETA ", eta);
+  } else {
+    line = str_cat("epoch ", point.epoch + 1, "/", ctx.config.epochs, "  step ", point.step - run_steps_at_epoch_start_,
+                   "/", epoch_steps_total_, "  (", point.step, "/", ctx.total_steps, ")  loss ", fixed(point.loss, 4),
+                   "  lr ", point.lr, "  ", fixed(point.samples_per_sec, 0), " samples/s  run ETA ", eta);
+  }
   // In bar mode (verbose) the line goes above the bar, which the next step redraws.
   write((bar_open_ ? "\r\x1b[K" : "") + line + "\n");
   bar_open_ = false;

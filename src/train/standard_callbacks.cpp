@@ -84,6 +84,17 @@ void ConsoleLogger::on_evaluate(TrainContext& ctx, const EvalPoint& point) {
 void ConsoleLogger::on_epoch_end(TrainContext& ctx, const EpochEnd& end) {
   // With eval_every > 0 an epoch may end before the first evaluation: nothing to show yet.
   const std::string eval = end.eval.samples > 0 ? str_cat(eval_text(end.eval), "  ") : std::string();
+  if (ctx.config.model == config::ModelKind::kGpt) {
+    // A language model: tokens, and its epoch only where the run spans one (a run cut
+    // short inside its first epoch is labelled by its steps).
+    const bool spans = ctx.total_steps >= ctx.steps_per_epoch;
+    const int64_t epochs = (ctx.total_steps + ctx.steps_per_epoch - 1) / std::max<int64_t>(ctx.steps_per_epoch, 1);
+    chief_info(str_cat(spans ? str_cat("epoch ", end.epoch + 1, "/", epochs) : str_cat("steps 1-", ctx.total_steps),
+                       "  loss ", fixed(end.train_loss, 4), "  ", eval,
+                       fixed(end.samples_per_sec * static_cast<double>(ctx.config.gpt_context), 0), " tokens/s  ",
+                       fixed(end.seconds, 2), " s"));
+    return;
+  }
   chief_info(str_cat("epoch ", end.epoch + 1, "/", ctx.config.epochs, "  loss ", fixed(end.train_loss, 4), "  ", eval,
                      fixed(end.samples_per_sec, 0), " samples/s  ", fixed(end.seconds, 2), " s"));
 }
@@ -92,8 +103,12 @@ void ConsoleLogger::on_train_end(TrainContext& ctx, const TrainSummary& summary)
   const std::string result = summary.final_eval.kind == EvalKind::kLanguageModel
                                  ? str_cat("final ", eval_text(summary.final_eval))
                                  : str_cat("final test accuracy: ", fixed(summary.final_test_accuracy, 4));
-  chief_print(str_cat(result, "  (", summary.steps,
-                      " steps, ", fixed(summary.samples_per_sec, 0), " samples/s over ",
+  const bool tokens = ctx.config.model == config::ModelKind::kGpt;
+  chief_print(str_cat(result, "  (", summary.steps, " steps, ",
+                      tokens ? str_cat(fixed(summary.samples_per_sec * static_cast<double>(ctx.config.gpt_context), 0),
+                                       " tokens/s")
+                             : str_cat(fixed(summary.samples_per_sec, 0), " samples/s"),
+                      " over ",
                       ctx.strategy.num_replicas_in_sync(), " replica(s))"));
 }
 

@@ -44,3 +44,16 @@ status=0
 "$MIRRORED" "${common[@]}" --verbose --quiet >"$WORK/both.out" 2>&1 || status=$?
 [[ $status == 2 ]] || fail "--quiet --verbose: exit $status, expected 2"
 echo "ok: verbose"
+
+# A language model counts tokens and step time, and names no epoch in a run shorter than
+# one (this corpus has hundreds of windows per epoch; the run takes 20 steps).
+"$MIRRORED" data import-text --out "$WORK/corpus" "${DOCS_TEXT[@]}" >/dev/null
+"$MIRRORED" train --config "$SOURCE_DIR/launch/configs/shakespeare_gpt.ini" --data.train "$WORK/corpus/train.h5" \
+  --data.test "$WORK/corpus/val.h5" --max_steps 20 --log_every 10 --eval_every 20 --eval_windows 20 --threads 1 \
+  --progress plain --out "$WORK/lm" >"$WORK/lm.out" 2>"$WORK/lm.err" || { cat "$WORK/lm.err"; fail "the gpt run failed"; }
+[[ $(grep -cE '^step (10|20)/20  loss [0-9.]+  lr [0-9.e-]+  [0-9]+ tokens/s  [0-9.]+ ms/step  run ETA [0-9]+:[0-9]{2}$' \
+   "$WORK/lm.err") == 2 ]] || { cat "$WORK/lm.err"; fail "a language model's progress lines lack tokens/s and ms/step"; }
+! grep -qE "^epoch |  epoch " "$WORK/lm.err" "$WORK/lm.out" || { cat "$WORK/lm.err" "$WORK/lm.out"; fail "a 20-step run named an epoch"; }
+grep -qE '^final val_loss .*\(20 steps, [0-9]+ tokens/s over 1 replica' "$WORK/lm.out" ||
+  { cat "$WORK/lm.out"; fail "the final line of a language model is not in tokens/s"; }
+echo "ok: a language model shows tokens/s and ms/step, and no epoch in a run shorter than one"

@@ -35,3 +35,9 @@ TEST(Progress, BarText) {
   EXPECT_EQ(format_bar(1, 1, 0, 10, 0, 0, -1, 0).substr(0, 22), "epoch 1/1 [>" + std::string(10, ' '));
   EXPECT_EQ(format_bar(1, 1, 5, 10, 1, 1, 1, 20).size(), 20u);  // cut to the terminal width
 }
+
+TEST(Progress, ALanguageModelsBarCountsTokensAndStepTime) {
+  EXPECT_EQ(format_token_bar("", 117, 300, 52100, 12.34, 2.48213, 3.2, 0),
+            "step [===========>                  ] 117/300  52.1k tokens/s  12.3 ms/step  loss 2.4821  ETA 0:03");
+  EXPECT_EQ(format_token_bar("epoch 1/2", 10, 10, 950, 5, 1.5, 0, 0).substr(0, 11), "epoch 1/2 [");
+}

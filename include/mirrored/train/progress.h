@@ -27,6 +27,12 @@ std::string format_duration(double seconds);
 // "epoch 2/3 [=====>    ] 117/468  52.1k samples/s  loss 0.4821  ETA 0:03", cut to `width`.
 std::string format_bar(int64_t epoch, int64_t epochs, int64_t step, int64_t steps, double samples_per_sec,
                        double loss, double eta_seconds, int width);
+// A language model's bar, in tokens and step time (a sample is a window of tokens, so
+// samples/s says little): "epoch 1/2 [===>   ] 117/6233  52.1k tokens/s  12.3 ms/step  loss
+// 2.4821  ETA 0:03"; `epoch_label` (e.g. "epoch 1/2") is left out when empty, as for a
+// run shorter than an epoch, whose bar then counts the run's steps.
+std::string format_token_bar(const std::string& epoch_label, int64_t step, int64_t steps, double tokens_per_sec,
+                             double ms_per_step, double loss, double eta_seconds, int width);
 
 class ProgressReporter final : public Callback {
  public:
