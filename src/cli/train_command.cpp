@@ -2,6 +2,7 @@
 
 #include "commands.h"
 #include "mirrored/app/run_training.h"
+#include "mirrored/checkpoint/init_from.h"
 #include "mirrored/config/library_options.h"
 #include "mirrored/core/log.h"
 #include "mirrored/runtime/runtime.h"
@@ -11,11 +12,13 @@ namespace mirrored::cli {
 int train_command(int& argc, char**& argv, const Args& args) {
   bool help = false;
   // Every rank parses the same file and flags, so a bad value fails on all of them alike.
-  const config::TrainConfig config = config::parse_train_config(args, &help);
+  config::TrainConfig config = config::parse_train_config(args, &help);
   if (help) {
     std::fputs(config::train_config_help().c_str(), stdout);
     return 0;
   }
+  // The model's shape from the file it starts from, before anything is built or written.
+  checkpoint::take_shape_from_init_from(config);
   // Before the runtime, whose start-up lines (device = auto's choice) --quiet silences too.
   if (config.quiet) set_log_level(LogLevel::kQuiet);
   if (config.verbose) set_log_level(LogLevel::kVerbose);
