@@ -110,8 +110,13 @@ void write_model_directory(const std::string& dir, const ModelDirectory& content
   make_model_directory(dir);
   const fs::path folder(dir);
   // The tokenizer first: a model without the tokenizer it reads is of no use.
-  if (!contents.tokenizer_model.empty())
-    replace_file((folder / kTokenizerFileName).string(), read_whole(contents.tokenizer_model));
+  const std::string tokenizer = (folder / kTokenizerFileName).string();
+  if (!contents.tokenizer_model.empty()) {
+    replace_file(tokenizer, read_whole(contents.tokenizer_model));
+  } else if (::unlink(tokenizer.c_str()) != 0 && errno != ENOENT) {  // an earlier export's, of another model
+    throw Error(ExitCode::kWriteFailed, str_cat("export: cannot remove the earlier '", tokenizer,
+                                                "' (this model has none): ", std::strerror(errno)));
+  }
   io::write_safetensors((folder / kModelFileName).string(), contents.tensors, contents.metadata);
   replace_file((folder / "config.json").string(), gpt2_config_json(contents.spec));
   replace_file((folder / "generation_config.json").string(), gpt2_generation_config_json(contents.spec));

@@ -86,8 +86,12 @@ TEST(ModelDirectory, WritesEveryFileAndReadsTheShapeBack) {
   EXPECT_EQ(back.width, 16);
   EXPECT_EQ(back.context, 12);
   EXPECT_EQ(back.vocab, 37);
-  // Written again over itself: the files are replaced, the directory reused.
+  // Written again over itself: the files are replaced, the directory reused; a model
+  // without a tokenizer file leaves none of the earlier one's.
+  model.tokenizer_model.clear();
   checkpoint::write_model_directory(dir.file("out"), model);
+  EXPECT_FALSE(fs::exists(dir.file("out/tokenizer.model")));
+  EXPECT_TRUE(fs::exists(dir.file("out/model.safetensors")));
 }
 
 TEST(ModelDirectory, RefusesAPlantedSymlinkAndWritesNothingThroughIt) {

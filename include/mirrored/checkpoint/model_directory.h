@@ -8,7 +8,8 @@
 //                            dropouts, tie_word_embeddings, model_type, architectures
 //   generation_config.json   sampling as `mirrored generate` samples by default
 //   tokenizer.model          the run's SentencePiece model, when it has one (byte tokens
-//                            need none: a token is a byte)
+//                            need none: a token is a byte, and an earlier export's
+//                            tokenizer.model is removed)
 // Every file is written whole or not at all (core/file_replacement.h). The directory is
 // created with mode 0777 less the umask when missing; an existing one is used only when it
 // is a real directory (not a symlink) of this user, and a symlink planted under a file's
