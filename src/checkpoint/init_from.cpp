@@ -1,11 +1,42 @@
 #include "mirrored/checkpoint/init_from.h"
 
 #include "mirrored/checkpoint/gpt2_weights.h"
+#include "mirrored/checkpoint/model_directory.h"
 #include "mirrored/core/error.h"
 #include "mirrored/core/log.h"
 #include "mirrored/kernels/kernels.h"
 
 namespace mirrored::checkpoint {
+
+void take_shape_from_init_from(config::TrainConfig& config) {
+  if (config.init_from.empty() || config.model != config::ModelKind::kGpt) return;
+  std::string file;
+  nn::GptSpec spec;
+  try {  // the file's own problems (missing, truncated, mislabelled) as init_from's
+    file = model_file_in(config.init_from);
+    if (!io::SafetensorsFile(file).metadata().count("n_layer")) return;
+    spec = gpt2_spec_of(file);
+  } catch (const InputError& e) {
+    throw InputError(str_cat("init_from: ", e.what()), ExitCode::kUsage);
+  }
+  struct Field {
+    const char* key;       // the configuration's
+    const char* file_key;  // GPT2Config's
+    int64_t config::TrainConfig::*field;
+    int64_t value;
+  };
+  for (const Field& f : {Field{"gpt.layers", "n_layer", &config::TrainConfig::gpt_layers, spec.layers},
+                         Field{"gpt.heads", "n_head", &config::TrainConfig::gpt_heads, spec.heads},
+                         Field{"gpt.width", "n_embd", &config::TrainConfig::gpt_width, spec.width},
+                         Field{"gpt.context", "n_positions", &config::TrainConfig::gpt_context, spec.context}}) {
+    if (config.given_keys.count(f.key) && config.*f.field != f.value)
+      throw InputError(str_cat("init_from: '", file, "' holds a gpt with ", f.file_key, " = ", f.value, ", but ", f.key,
+                               " = ", config.*f.field, " was given; leave ", f.key,
+                               " out to take the file's shape, or give ", f.value),
+                       ExitCode::kUsage);
+    config.*f.field = f.value;
+  }
+}
 
 void initialize_from_file(const config::TrainConfig& config, distribute::MirroredStrategy& strategy,
                           distribute::DistributedModel& model) {
@@ -18,7 +49,7 @@ void initialize_from_file(const config::TrainConfig& config, distribute::Mirrore
       if (config.model != config::ModelKind::kGpt)
         throw InputError(str_cat("model = ", config::model_kind_name(config.model),
                                  ": a safetensors file in GPT-2's layout initialises a gpt only"));
-      values = read_gpt2_parameters(io::SafetensorsFile(config.init_from), arena);
+      values = read_gpt2_parameters(io::SafetensorsFile(model_file_in(config.init_from)), arena);
     } catch (const InputError& e) {
       problem = e.what();
     }

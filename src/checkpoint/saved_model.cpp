@@ -2,10 +2,13 @@
 
 #include <filesystem>
 
+#include "mirrored/checkpoint/gpt2_weights.h"
+#include "mirrored/checkpoint/model_directory.h"
 #include "mirrored/config/model_factory.h"
 #include "mirrored/core/error.h"
 #include "mirrored/data/token_file.h"
 #include "mirrored/io/checkpoint_file.h"
+#include "mirrored/kernels/kernels.h"
 #include "mirrored/io/hdf5.h"
 #include "mirrored/io/params_file.h"
 
@@ -33,9 +36,46 @@ std::string parameters_in(const std::string& command, const std::string& path) {
   return final_params;
 }
 
+void load_parameters_into(const SavedModel& saved, nn::ParameterArena& arena) {
+  if (!saved.safetensors) return io::load_parameters(saved.parameters, arena);
+  const std::vector<float> values = read_gpt2_parameters(io::SafetensorsFile(saved.parameters), arena);
+  Tensor& params = arena.flat_params();
+  kernels::copy(Tensor::from(values, params.shape()), params);
+}
+
+// An export: the shape from the file's metadata, every other setting the defaults (data
+// comes from the command's own flags), unless --config names the run's config.ini.
+SavedModel find_exported_model(const std::string& command, const std::string& path, const std::string& config_path) {
+  SavedModel saved;
+  saved.safetensors = true;
+  try {
+    saved.parameters = model_file_in(path);
+    if (!config_path.empty()) {
+      saved.config_origin = str_cat("'", config_path, "'");
+      saved.config = config::parse_train_config({"--config", config_path});
+    } else {
+      const nn::GptSpec spec = gpt2_spec_of(saved.parameters);
+      saved.config_origin = str_cat("the metadata of '", saved.parameters, "'");
+      saved.config = config::parse_config_text(
+          str_cat("model = gpt\ngpt.layers = ", spec.layers, "\ngpt.heads = ", spec.heads, "\ngpt.width = ", spec.width,
+                  "\ngpt.context = ", spec.context, "\n"),
+          saved.config_origin);
+      saved.config.train_data.clear();  // no training file: the tokenizer is the directory's
+    }
+  } catch (const InputError& e) {
+    throw InputError(str_cat(command, ": ", e.what()), e.code());
+  }
+  const fs::path tokenizer = fs::path(saved.parameters).parent_path() / kTokenizerFileName;
+  std::error_code error;
+  if (fs::is_directory(path, error) && fs::exists(tokenizer, error)) saved.tokenizer_model = tokenizer.string();
+  saved.lib = config::library_options(saved.config);
+  return saved;
+}
+
 }  // namespace
 
 SavedModel find_saved_model(const std::string& command, const std::string& path, const std::string& config_path) {
+  if (is_safetensors_model(path)) return find_exported_model(command, path, config_path);
   SavedModel saved;
   saved.parameters = parameters_in(command, path);
   if (config_path.empty() && is_checkpoint_file(saved.parameters)) {
@@ -60,6 +100,14 @@ SavedModel find_saved_model(const std::string& command, const std::string& path,
 config::ModelInputs saved_token_model_inputs(const SavedModel& saved) {
   MIRRORED_CHECK(saved.lib.model.kind == config::ModelKind::kGpt, "token inputs of a ",
                  config::model_kind_name(saved.lib.model.kind));
+  if (saved.safetensors) {
+    const io::SafetensorsFile file(saved.parameters);
+    const std::string table = file.contains("transformer.wte.weight") ? "transformer.wte.weight" : "wte.weight";
+    if (!file.contains(table))
+      throw InputError(str_cat("'", saved.parameters, "' has no transformer.wte.weight, the token table of a GPT-2"),
+                       ExitCode::kCheckpoint);
+    return {{saved.lib.data.context}, static_cast<int>(file.shape(table).at(0))};
+  }
   const io::H5File file(saved.parameters, io::H5File::Access::kRead);
   if (!file.exists(kTokenTable))
     throw InputError(str_cat("'", saved.parameters, "' has no ", kTokenTable, ", the token table of the gpt that ",
@@ -78,9 +126,16 @@ data::Tokenizer saved_tokenizer(const SavedModel& saved, int64_t vocab, const st
   };
   if (!tokenizer_path.empty())
     return check_vocab(data::Tokenizer::load_sentencepiece(tokenizer_path), str_cat("--tokenizer '", tokenizer_path, "'"));
+  if (!saved.tokenizer_model.empty())
+    return check_vocab(data::Tokenizer::load_sentencepiece(saved.tokenizer_model),
+                       str_cat("'", saved.tokenizer_model, "'"));
   const std::string& train = saved.lib.data.train;
-  if (!fs::exists(train)) {
+  if (train.empty() || !fs::exists(train)) {
     if (vocab <= data::kByteVocabulary) return data::Tokenizer::bytes();
+    if (train.empty())  // an export without its directory's tokenizer.model
+      throw InputError(str_cat("the model in '", saved.parameters, "' reads ", vocab,
+                               " tokens and names no tokenizer file; pass its tokenizer.model with --tokenizer"),
+                       ExitCode::kUsage);
     throw InputError(str_cat("the model in '", saved.parameters, "' reads ", vocab, " tokens and its data.train '", train,
                              "' (which names the tokenizer) does not exist; pass the run's tokenizer.model with "
                              "--tokenizer"),
@@ -107,7 +162,7 @@ data::Tokenizer saved_tokenizer(const SavedModel& saved, int64_t vocab, const st
 nn::Model load_saved_model(const SavedModel& saved, const config::ModelInputs& inputs) {
   nn::Model model = config::build_model(saved.lib.model, inputs.sample_shape, inputs.num_classes);
   model.build(inputs.sample_shape);
-  io::load_parameters(saved.parameters, model.parameters());
+  load_parameters_into(saved, model.parameters());
   return model;
 }
 
@@ -117,7 +172,7 @@ distribute::DistributedModel load_saved_model(const SavedModel& saved, const con
       strategy.scope([&] { return config::build_model(saved.lib.model, inputs.sample_shape, inputs.num_classes); },
                      {inputs.sample_shape, saved.config.seed});
   nn::ParameterArena& arena = model.parameters();
-  if (strategy.is_chief()) io::load_parameters(saved.parameters, arena);
+  if (strategy.is_chief()) load_parameters_into(saved, arena);
   // The running statistics too: a replica that kept its initial ones would evaluate another model.
   for (Tensor* values : {&arena.flat_params(), &arena.flat_buffers()})
     if (values->defined() && values->numel() > 0)

@@ -20,6 +20,7 @@ int generate_command(const Args& args);  // one process, CPU
 int export_command(const Args& args);    // one process, CPU
 int bench_layers(int& argc, char**& argv, const Args& args);
 int trace_command(const Args& args);  // one process: reads a run's flight recorder dumps
+int ps_command(const Args& args);     // one process: reads a run's ranks.jsonl
 // mirrored rank-agent PROGRAM [ARGS...]: argc/argv are the words after `rank-agent`.
 int rank_agent_command(int argc, char** argv);
 // mirrored info --ranks RUN_DIR: the straggler scores of a finished run, per rank.

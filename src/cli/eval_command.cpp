@@ -35,7 +35,8 @@ struct EvalArgs {
 bool parse_eval_args(const Args& args, EvalArgs& out) {
   po::options_description desc("usage: mirrored eval --checkpoint FILE --data FILE [options]");
   desc.add_options()("help,h", "print this help")(
-      "checkpoint", po::value(&out.checkpoint)->required(), "a run's final.h5, one of its checkpoints, or its directory")(
+      "checkpoint", po::value(&out.checkpoint)->required(),
+      "a run's final.h5, one of its checkpoints, its directory, or a gpt's export (model directory or .safetensors)")(
       "data", po::value(&out.data)->required(),
       "HDF5 file to score: an image set (/images, /labels), or a token file (/tokens) for a gpt")(
       "config", po::value(&out.config),

@@ -51,7 +51,8 @@ bool parse_generate_args(const Args& args, GenerateArgs& out) {
   po::options_description desc("usage: mirrored generate --checkpoint FILE [options]");
   desc.add_options()("help,h", "print this help")(
       "checkpoint", po::value(&out.checkpoint)->required(),
-      "a gpt run's checkpoint (checkpoints/ckpt-*.h5), final.h5, or its directory")(
+      "a gpt run's checkpoint (checkpoints/ckpt-*.h5), final.h5, its directory, or its export (model directory or "
+      ".safetensors)")(
       "config", po::value(&out.config), "for a final.h5: the run's config.ini (default: next to it)")(
       "prompt", po::value(&out.prompt)->default_value("\n", "newline"), "text the model continues")(
       "tokens", po::value(&out.tokens)->default_value(256), "tokens to sample")(

@@ -17,7 +17,7 @@ namespace mirrored::cli {
 int info_command(int& argc, char**& argv, const Args& args) {
   boost::program_options::options_description desc(
       "usage: mirrored info   (under mpirun or srun: one row per rank in the table, printed by rank 0)\n"
-      "       mirrored info --ranks RUN_DIR   (a run's straggler scores per rank, from its metrics.jsonl)\n"
+      "       mirrored info --ranks RUN_DIR   (a run's straggler scores per rank and membership changes, from its metrics.jsonl)\n"
       "Version, build options, libraries, the devices this process would train on and the\n"
       "cluster table.\noptions");
   desc.add_options()("help,h", "print this help")(

@@ -1,8 +1,11 @@
 // mirrored info --ranks RUN_DIR: the straggler scores of a run, per rank, from its
 // metrics.jsonl ({"kind": "rank_scores"} at every log point of a multi-rank run, and
-// {"kind": "straggler"} for each flagged rank; train/straggler.h defines the score).
+// {"kind": "straggler"} for each flagged rank; train/straggler.h defines the score), and
+// the world's changes ({"kind": "membership"}: on_failure = shrink). Every other record
+// mirrored writes there (train, eval, memory) is read and passed over.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <map>
 
 #include "commands.h"
@@ -28,6 +31,7 @@ int rank_scores_report(const std::string& run_dir) {
   const std::string path = run_dir + "/metrics.jsonl";
   const std::vector<io::JsonObject> records = io::read_jsonl(path);
   std::vector<RankSummary> ranks;
+  std::vector<std::string> membership;  // the world's changes, in order
   int64_t points = 0;
   for (size_t i = 0; i < records.size(); ++i) {
     const std::string origin = str_cat(path, ":", i + 1);
@@ -55,7 +59,17 @@ int rank_scores_report(const std::string& run_dir) {
       if (ranks.size() <= r) ranks.resize(r + 1);
       ++ranks[r].flagged;
       ranks[r].host = io::json_optional_string(records[i], "host").value_or("");
+    } else if (kind == "membership") {
+      const auto lost = records[i].find("lost");
+      const auto* text = lost == records[i].end() ? nullptr : std::get_if<io::JsonText>(&lost->second);
+      membership.push_back(str_cat("  step ", io::json_integer(records[i], "step", origin, 0, INT64_MAX),
+                                   ": world size ", io::json_integer(records[i], "world_size", origin, 1, INT32_MAX),
+                                   ", lost ", text ? text->text : std::string("[]")));
     }
+  }
+  if (!membership.empty()) {
+    chief_print(str_cat("membership changes (", membership.size(), "):"));
+    for (const std::string& line : membership) chief_print(line);
   }
   if (points == 0) {
     chief_print(str_cat("no straggler scores in ", path, " (they are recorded at every log point of a run with "

@@ -3,6 +3,7 @@
 
 #include "commands.h"
 #include "mirrored/app/run_training.h"
+#include "mirrored/checkpoint/init_from.h"
 #include "mirrored/config/library_options.h"
 #include "mirrored/core/log.h"
 #include "mirrored/runtime/runtime.h"
@@ -23,11 +24,13 @@ std::string run_directory_line(const config::TrainConfig& config) {
 int train_command(int& argc, char**& argv, const Args& args) {
   bool help = false;
   // Every rank parses the same file and flags, so a bad value fails on all of them alike.
-  const config::TrainConfig config = config::parse_train_config(args, &help);
+  config::TrainConfig config = config::parse_train_config(args, &help);
   if (help) {
     std::fputs(config::train_config_help().c_str(), stdout);
     return 0;
   }
+  // The model's shape from the file it starts from, before anything is built or written.
+  checkpoint::take_shape_from_init_from(config);
   if (config.dry_run) {
     // Before the runtime: no MPI, no device, no data; every rank would print the same.
     std::fputs(str_cat(run_directory_line(config), "\n", config::to_ini(config)).c_str(), stdout);

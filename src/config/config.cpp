@@ -270,8 +270,9 @@ const std::vector<Option>& options() {
       real_option("gpt.dropout", "gpt: dropout after the embeddings, attention projections and MLPs",
                   &TrainConfig::gpt_dropout, 0, 1, false, true, "a number in [0, 1)"),
       optional_string_option("init_from",
-                             "gpt: start a new run from this safetensors file in GPT-2's layout (mirrored export "
-                             "writes one) instead of random weights; the shapes must match",
+                             "gpt: start a new run from this model directory or safetensors file in GPT-2's layout "
+                             "(mirrored export writes them) instead of random weights; the gpt.* shape comes "
+                             "from it (a gpt.* key given must agree)",
                              &TrainConfig::init_from),
       operational(memory_option("data.cache_mb", "token and image files: MiB of the file held in the block cache; an image set smaller than this is loaded whole (0: no bound, load image sets whole)",
                                 &TrainConfig::data_cache_mb, kMaxCacheMb, 1 << 20, "",
@@ -585,8 +586,10 @@ void check_consistency(const TrainConfig& c, const std::string& origin) {
 
 void apply(TrainConfig& config, const po::variables_map& values, const std::string& origin) {
   for (const auto& option : options())
-    if (values.count(option.key))
+    if (values.count(option.key)) {
       option.parse(config, values[option.key].as<std::vector<std::string>>().back(), origin);
+      config.given_keys.insert(option.key);
+    }
 }
 }  // namespace
 

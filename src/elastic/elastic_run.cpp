@@ -97,7 +97,10 @@ std::optional<train::TrainSummary> ElasticRun::train(const TrainerFactory& make_
 
 void ElasticRun::peer_failed(const comm::PeerFailure& failure) {
   since_failure_.reset();
-  rank_warning(str_cat("a peer failed: ", failure.what()));
+  // The MPI error's words only: where in mirrored's source it surfaced says nothing to a
+  // user (--verbose shows it).
+  rank_warning(str_cat("a peer failed (", failure.reason(), "): recovering with the survivors"));
+  chief_verbose(str_cat("peer failure seen at ", failure.what()));
 }
 
 // Collective over the survivors. Nothing when too few of them can go on: each then ends on

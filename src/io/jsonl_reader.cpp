@@ -13,12 +13,12 @@
 namespace mirrored::io {
 namespace {
 
-// One flat record: {"key": value, ...}, values numbers, strings, true/false, null or arrays
-// of numbers (and null). Strings and numbers are read by io/json_text.h's strict rules.
+// One flat record: {"key": value, ...}, values numbers, strings, true/false, null, arrays
+// of numbers (and null) or arrays of flat objects (kept as JSON text). Strings and numbers are read by io/json_text.h's strict rules.
 class Parser {
  public:
   Parser(const std::string& text, const std::string& origin)
-      : cursor_(text, [&origin](size_t position, const std::string& expected) {
+      : text_(text), cursor_(text, [&origin](size_t position, const std::string& expected) {
           return str_cat(origin, ": not a JSON record at column ", position + 1, ": expected ", expected);
         }) {}
 
@@ -50,7 +50,10 @@ class Parser {
     const char c = cursor_.peek();
     if (c == '"') return cursor_.string();
     if (c == '[') {
+      const size_t start = cursor_.position();
       cursor_.expect('[');
+      cursor_.skip_space();
+      if (cursor_.peek() == '{') return objects(start, key);
       std::vector<double> array;
       if (cursor_.consume(']')) return array;
       do array.push_back(number_or_null());
@@ -76,6 +79,32 @@ class Parser {
     return cursor_.number();
   }
 
+  // An array of flat objects (to_json_array's: a membership record's lost ranks), kept as
+  // its JSON text after checking it: [{"key": scalar, ...}, ...].
+  JsonText objects(size_t start, const std::string& key) {
+    do {
+      cursor_.expect('{');
+      if (!cursor_.consume('}')) {
+        do {
+          const std::string inner = cursor_.string();
+          cursor_.expect(':');
+          cursor_.skip_space();
+          const char c = cursor_.peek();
+          if (c == '"') {
+            cursor_.string();
+          } else if (!cursor_.consume_word("true") && !cursor_.consume_word("false") && !cursor_.consume_word("null")) {
+            if (c == '{' || c == '[') cursor_.fail(str_cat("a number or string for '", key, "': '", inner, "'"));
+            cursor_.number();
+          }
+        } while (cursor_.consume(','));
+        cursor_.expect('}');
+      }
+    } while (cursor_.consume(','));
+    cursor_.expect(']');
+    return JsonText{std::string(text_.substr(start, cursor_.position() - start))};
+  }
+
+  std::string_view text_;
   JsonCursor cursor_;
 };
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include "mirrored/checkpoint/init_from.h"
 #include "mirrored/checkpoint/run_directory.h"
+#include "mirrored/train/rank_table.h"
 #include "mirrored/comm/failure/fault_tolerance.h"
 #include "mirrored/comm/health/flight_recorder.h"
 #include "mirrored/config/model_factory.h"
@@ -242,6 +243,8 @@ void Trainer::begin() {
   const MemoryFootprint memory =
       report_memory(s.strategy.communicator(), memory_footprint(*s.model, *s.optimizer));
   if (s.resumed.step == 0) s.run_dir->log_metrics(memory_record(memory));
+  if (s.options.write_files)
+    record_ranks(s.strategy.communicator(), *s.run_dir, s.strategy.is_chief(), s.resumed.step);
   keep_shard_copies();
   for_each_callback([&](Callback& c) { c.on_train_begin(*s.ctx); });
 }

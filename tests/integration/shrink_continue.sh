@@ -64,6 +64,10 @@ for victim in 2 0; do
   membership=$(grep '"kind": "membership"' "$out/metrics.jsonl") || { cat "$out/metrics.jsonl"; fail "no membership record"; }
   grep -q "\"world_size\": 3, \"lost\": \[{\"rank\": $victim, \"host\": \"[^\"]*\"}\], \"recovery_s\": " <<<"$membership" ||
     fail "membership record: $membership"
+  [[ $(grep -c '"world_size": 3' "$out/ranks.jsonl") -eq 3 ]] || { cat "$out/ranks.jsonl"; fail "ranks.jsonl: not the 3 survivors"; }
+  "$MIRRORED" info --ranks "$out" > "$WORK/info$victim.out" 2>&1 || { cat "$WORK/info$victim.out"; fail "info --ranks"; }
+  grep -q "world size 3, lost \[{\"rank\": $victim," "$WORK/info$victim.out" ||
+    { cat "$WORK/info$victim.out"; fail "info --ranks does not show the membership change"; }
   [[ $(grep '"kind": "train"' "$out/metrics.jsonl" | tail -1 | grep -c '"world_size": 3') == 1 ]] ||
     fail "the last train record does not say world_size 3"
   grep -q "membership: 3 replica(s) after losing rank $victim" "$WORK/killed$victim.log" ||

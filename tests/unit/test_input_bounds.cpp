@@ -229,6 +229,21 @@ TEST(InputBounds, JsonRecordNumbersAndEscapesAreInputErrors) {
   expect_mentions(message_of<InputError>([&] { io::json_integer(ok, "i", "x", 0, 10); }), {"from 0 to 10"});
 }
 
+TEST(InputBounds, JsonRecordArraysOfFlatObjectsAreKeptAsText) {
+  // A membership record's lost ranks (io::to_json_array), as elastic/membership.cpp writes it.
+  const std::string lost = R"([{"rank": 1, "host": "node-b"}, {"rank": 3, "host": "n", "x": null}])";
+  const io::JsonRecord written = {{"kind", std::string("membership")}, {"lost", io::JsonText{lost}}};
+  const io::JsonObject read = io::parse_json_object(io::to_json(written), "m.jsonl:1");
+  EXPECT_EQ(std::get<io::JsonText>(read.at("lost")).text, lost);
+  EXPECT_EQ(std::get<std::string>(read.at("kind")), "membership");
+  const auto error = [](const std::string& line) {
+    return message_of<InputError>([&] { io::parse_json_object(line, "f.jsonl:1"); });
+  };
+  expect_mentions(error(R"({"a": [{"b": {"c": 1}}]})"), {"f.jsonl:1", "a number or string for 'a': 'b'"});
+  expect_mentions(error(R"({"a": [{"b": 1}, 2]})"), {"f.jsonl:1"});
+  expect_mentions(error(R"({"a": [{"b": 1})"), {"f.jsonl:1"});
+}
+
 // --- token files ----------------------------------------------------------------------------
 
 TEST(InputBounds, ATokenizerModelIsAFileNameInItsOwnFolder) {

@@ -3,7 +3,10 @@
 // the file with its parameters, and the run's configuration that names the architecture.
 // The parameters live in a checkpoint (checkpoints/ckpt-*.h5, which also stores the run's
 // resolved configuration) or in a parameter file (final.h5, whose configuration is the
-// config.ini the run wrote next to it); --config overrides either.
+// config.ini the run wrote next to it); --config overrides either. A model exported to
+// safetensors (a model directory, or one .safetensors file: checkpoint/model_directory.h)
+// is read too: its GPT-2 shape from the file's metadata, its tokenizer from the directory's
+// tokenizer.model.
 #include <string>
 
 #include "mirrored/config/config.h"
@@ -20,9 +23,12 @@ struct SavedModel {
   config::TrainConfig config;         // the configuration of the run that wrote them
   std::string config_origin;  // how messages name it: "'runs/a/config.ini'", "the configuration stored in '...'"
   config::LibraryOptions lib;         // library_options(config)
+  bool safetensors = false;           // parameters in GPT-2's layout (an export), not HDF5
+  std::string tokenizer_model;        // a model directory's tokenizer.model, when it has one
 };
 
-// `path`: a checkpoint, a parameter file, or a run directory (its final.h5). `config_path`:
+// `path`: a checkpoint, a parameter file, a run directory (its final.h5), a model directory
+// or a .safetensors file. `config_path`:
 // the run's config.ini; empty for a checkpoint's own configuration, or the config.ini next
 // to a parameter file. Errors begin with `command` and exit with kCheckpoint for a missing
 // parameter file, kUsage for a missing configuration.

@@ -9,6 +9,7 @@
 // that lists the valid ones, and nothing downstream maps strings again. library_options.h
 // turns a TrainConfig into the library's option structs.
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -130,6 +131,9 @@ struct TrainConfig {
   PreemptionSignal preemption_signal = PreemptionSignal::kUsr1;  // checkpoint and exit 7 on it
   OnFailure on_failure = OnFailure::kAbort;
   int64_t shrink_min_replicas = 1;  // on_failure = shrink: fewer survivors end the run
+  // Not a key: the keys the config file or a flag set (the others hold defaults), so that a
+  // shape read from init_from fills in what was left out and checks what was given.
+  std::set<std::string> given_keys;
 };
 
 // Parses `args` (the words after `mirrored train`). `--config FILE` names the INI file;

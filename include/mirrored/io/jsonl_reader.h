@@ -1,7 +1,8 @@
 #pragma once
 // Reads back what JsonlWriter and the flight recorder write: one flat JSON object per line,
-// whose values are numbers, strings, true/false, null or arrays of numbers (nested objects
-// are refused). For the commands that summarise a run (mirrored trace, mirrored info --ranks).
+// whose values are numbers, strings, true/false, null, arrays of numbers, or arrays of flat
+// objects (to_json_array's, read as JsonText: their JSON text); an object nested deeper is
+// refused. For the commands that summarise a run (mirrored trace, mirrored info --ranks).
 #include <map>
 #include <optional>
 #include <string>

@@ -128,10 +128,12 @@ void throw_mpi_error(int status, const std::string& where_and_call) {
   const std::string message = str_cat(where_and_call, ": ", mpi_error_string(status));
   if (is_failure_class(status) || (enabled() && failure_known())) {
     revoke_tracked_communicators();
-    throw PeerFailure(message);
+    throw PeerFailure(message, mpi_error_string(status));
   }
   throw Error(ExitCode::kFailure, message);
 }
+
+bool is_peer_failure(int status) { return status != MPI_SUCCESS && enabled() && is_failure_class(status); }
 
 void track_communicator(MPI_Comm comm) {
   if (!enabled() || comm == MPI_COMM_NULL) return;

@@ -108,7 +108,10 @@ void CollectiveWatchdog::stop() {
   // is released here, after every rank has stopped sending.
   for (auto& request : pending_sends_)
     if (request != MPI_REQUEST_NULL) MIRRORED_MPI_LOG(MPI_Request_free(&request));
-  MIRRORED_MPI_LOG(MPI_Barrier(comm_));
+  // After a peer's failure the communicator is revoked and this barrier fails as expected;
+  // the failure itself is reported once, by the recovery.
+  if (const int status = MPI_Barrier(comm_); status != MPI_SUCCESS && !is_peer_failure(status))
+    rank_warning(where(__FILE__, __LINE__, str_cat("MPI_Barrier(comm_): ", mpi_error_string(status))));
   receive_heartbeats();
   untrack_communicator(comm_);
   MIRRORED_MPI_LOG(MPI_Comm_free(&comm_));

@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include <string>
+#include <utility>
 
 #include "mirrored/core/error.h"
 
@@ -77,7 +78,14 @@ bool end_lost_process(int64_t pid, int rank);
 // after seeing a failure. Exit code 5 when nothing recovers from it (on_failure = abort).
 class PeerFailure : public Error {
  public:
-  explicit PeerFailure(const std::string& message) : Error(ExitCode::kCommTimeout, message) {}
+  // `message`: where and what, for the logs; `reason`: what a user is told (the MPI error's
+  // own words, "MPI_ERR_PROC_FAILED: Process Failure"), the message when empty.
+  explicit PeerFailure(const std::string& message, std::string reason = "")
+      : Error(ExitCode::kCommTimeout, message), reason_(std::move(reason)) {}
+  const char* reason() const { return reason_.empty() ? what() : reason_.c_str(); }
+
+ private:
+  std::string reason_;
 };
 
 // The error MIRRORED_MPI_CHECK raises for a failed call: PeerFailure for ULFM's failure
@@ -100,6 +108,9 @@ uint64_t revocations();
 // peer failed, or revoked a communicator) revokes every tracked one, so the news reaches
 // the whole process, and is true; anything else is false.
 bool note_failure(int status);
+// Whether `status` is a failure class (a peer failed, or a communicator was revoked) while
+// fault tolerance is on; no side effect (for teardown that expects such errors).
+bool is_peer_failure(int status);
 
 // Collective over the survivors of `comm` (which may hold failed ranks and be revoked): a
 // new communicator of the live ranks in their old order (MPIX_Comm_shrink), after they
