@@ -4,6 +4,7 @@
 
 #include "mirrored/config/model_factory.h"
 #include "mirrored/core/error.h"
+#include "mirrored/data/shard_list.h"
 #include "mirrored/data/token_file.h"
 #include "mirrored/io/checkpoint_file.h"
 #include "mirrored/io/hdf5.h"
@@ -78,7 +79,8 @@ data::Tokenizer saved_tokenizer(const SavedModel& saved, int64_t vocab, const st
   };
   if (!tokenizer_path.empty())
     return check_vocab(data::Tokenizer::load_sentencepiece(tokenizer_path), str_cat("--tokenizer '", tokenizer_path, "'"));
-  const std::string& train = saved.lib.data.train;
+  // Sharded token files name one tokenizer (loading them checks that they agree): the first's.
+  const std::string train = data::first_shard(saved.lib.data.train);
   if (!fs::exists(train)) {
     if (vocab <= data::kByteVocabulary) return data::Tokenizer::bytes();
     throw InputError(str_cat("the model in '", saved.parameters, "' reads ", vocab, " tokens and its data.train '", train,
