@@ -92,7 +92,7 @@ int import_text_command(const Args& args) {
 
 int data_command(const Args& args) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-    std::puts("usage: mirrored data import-idx --images FILE --labels FILE --out FILE.h5\n"
+    std::puts("usage: mirrored data import-idx --images FILE --labels FILE --out FILE.h5 [--shard_mb N]\n"
               "       mirrored data import-text --out DIR [--members GLOB] [--tokenizer bytes|sentencepiece|FILE.model]\n"
               "                                 [--vocab_size N] [--model_type bpe|unigram] FILE...\n"
               "       mirrored data inspect FILE.h5");
