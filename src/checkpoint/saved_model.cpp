@@ -6,6 +6,7 @@
 #include "mirrored/checkpoint/model_directory.h"
 #include "mirrored/config/model_factory.h"
 #include "mirrored/core/error.h"
+#include "mirrored/data/shard_list.h"
 #include "mirrored/data/token_file.h"
 #include "mirrored/io/checkpoint_file.h"
 #include "mirrored/kernels/kernels.h"
@@ -129,7 +130,8 @@ data::Tokenizer saved_tokenizer(const SavedModel& saved, int64_t vocab, const st
   if (!saved.tokenizer_model.empty())
     return check_vocab(data::Tokenizer::load_sentencepiece(saved.tokenizer_model),
                        str_cat("'", saved.tokenizer_model, "'"));
-  const std::string& train = saved.lib.data.train;
+  // Sharded token files name one tokenizer (loading them checks that they agree): the first's.
+  const std::string train = saved.lib.data.train.empty() ? "" : data::first_shard(saved.lib.data.train);
   if (train.empty() || !fs::exists(train)) {
     if (vocab <= data::kByteVocabulary) return data::Tokenizer::bytes();
     if (train.empty())  // an export without its directory's tokenizer.model

@@ -7,6 +7,7 @@
 #include "parse_options.h"
 #include "mirrored/core/error.h"
 #include "mirrored/core/log.h"
+#include "mirrored/data/hdf5_dataset.h"
 #include "mirrored/data/idx.h"
 #include "mirrored/data/text_import.h"
 
@@ -19,12 +20,26 @@ int import_idx_command(const Args& args) {
   desc.add_options()("help,h", "print this help")(
       "images", po::value<std::string>()->required(), "IDX images file, gzip'd or plain ([N, H, W] uint8)")(
       "labels", po::value<std::string>()->required(), "IDX labels file, gzip'd or plain ([N] uint8)")(
-      "out", po::value<std::string>()->required(), "HDF5 file to write (/images, /labels)");
+      "out", po::value<std::string>()->required(), "HDF5 file to write (/images, /labels)")(
+      "shard_mb", po::value<int64_t>()->default_value(0),
+      "write shards of at most this many MiB of samples each, OUT-00000-of-0000N.h5 and on (0: one file)");
   po::variables_map values;
   if (!parse_options(args, desc, nullptr, values, "data import-idx")) return 0;
   const auto out = values["out"].as<std::string>();
-  const int64_t count = data::import_idx(values["images"].as<std::string>(), values["labels"].as<std::string>(), out);
-  chief_print(str_cat("wrote ", count, " samples to ", out));
+  const int64_t shard_mb = values["shard_mb"].as<int64_t>();
+  if (shard_mb < 0 || shard_mb > (int64_t{1} << 30))
+    throw InputError(str_cat("--shard_mb ", shard_mb, ": expected 0 (one file) to 2^30 MiB"), ExitCode::kUsage);
+  const data::ImportedShards written = data::import_idx_shards(
+      values["images"].as<std::string>(), values["labels"].as<std::string>(), out, shard_mb << 20);
+  if (written.paths.size() == 1) {
+    chief_print(str_cat("wrote ", written.samples, " samples to ", out));
+  } else {
+    const auto count = static_cast<int64_t>(written.paths.size());
+    std::string glob = data::shard_name(out, 0, count);
+    glob.replace(glob.rfind("-00000-of-"), 10, "-*-of-");
+    chief_print(str_cat("wrote ", written.samples, " samples in ", count, " shards, ", written.paths.front(), " to ",
+                        written.paths.back(), " (data.train = '", glob, "' reads them as one set)"));
+  }
   return 0;
 }
 
@@ -77,7 +92,7 @@ int import_text_command(const Args& args) {
 
 int data_command(const Args& args) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-    std::puts("usage: mirrored data import-idx --images FILE --labels FILE --out FILE.h5\n"
+    std::puts("usage: mirrored data import-idx --images FILE --labels FILE --out FILE.h5 [--shard_mb N]\n"
               "       mirrored data import-text --out DIR [--members GLOB] [--tokenizer bytes|sentencepiece|FILE.model]\n"
               "                                 [--vocab_size N] [--model_type bpe|unigram] FILE...\n"
               "       mirrored data inspect FILE.h5");

@@ -13,6 +13,7 @@
 #include "mirrored/core/error.h"
 #include "mirrored/core/log.h"
 #include "mirrored/data/hdf5_dataset.h"
+#include "mirrored/data/shard_list.h"
 #include "mirrored/data/token_dataset.h"
 #include "mirrored/io/hdf5.h"
 
@@ -132,17 +133,20 @@ int data_inspect_command(const Args& args) {
     std::puts("usage: mirrored data inspect FILE.h5");
     return args.size() == 1 ? 0 : static_cast<int>(ExitCode::kUsage);
   }
+  // A list or glob of shards (shard_list.h): the first file's layout, then the set as one.
   const std::string& path = args[0];
+  const std::vector<std::string> shards = data::expand_shards(path);
   std::vector<DatasetRow> rows;
   {
-    const io::H5File file(path, io::H5File::Access::kRead);  // InputError for a missing or non-HDF5 file
+    const io::H5File file(shards.front(), io::H5File::Access::kRead);  // InputError for a missing or non-HDF5 file
     if (H5Lvisit(file.id(), H5_INDEX_NAME, H5_ITER_NATIVE, collect, &rows) < 0)
-      throw InputError(str_cat("'", path, "': cannot list its datasets"));
+      throw InputError(str_cat("'", shards.front(), "': cannot list its datasets"));
   }
-  chief_print(str_cat("file ", path));
+  chief_print(str_cat("file ", shards.front()));
   for (const auto& row : rows) chief_print(str_cat("  ", row.path, "  ", row.type, "  ", row.shape));
+  if (shards.size() > 1) chief_print(str_cat("shards       ", shards.size(), " (", shards.front(), " to ", shards.back(), ")"));
 
-  if (data::is_token_file(path)) {
+  if (data::is_token_file(shards.front())) {
     inspect_tokens(path);
     return 0;
   }

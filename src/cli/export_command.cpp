@@ -17,6 +17,7 @@
 #include "mirrored/checkpoint/saved_model.h"
 #include "mirrored/core/error.h"
 #include "mirrored/core/log.h"
+#include "mirrored/data/shard_list.h"
 #include "mirrored/data/token_file.h"
 #include "mirrored/io/safetensors.h"
 
@@ -49,9 +50,10 @@ int export_command(const Args& args) {
   // Which token ids the model reads, when the run's training file says: a model is only
   // useful with the tokenizer it was trained on.
   std::error_code error;
-  if (std::filesystem::exists(saved.lib.data.train, error)) {
+  const std::string train = data::first_shard(saved.lib.data.train);
+  if (std::filesystem::exists(train, error)) {
     try {
-      const data::TokenFileInfo info = data::describe_token_file(saved.lib.data.train);
+      const data::TokenFileInfo info = data::describe_token_file(train);
       contents.metadata["mirrored_tokenizer"] = info.tokenizer;
       if (!info.tokenizer_sha256.empty()) contents.metadata["mirrored_tokenizer_sha256"] = info.tokenizer_sha256;
     } catch (const InputError&) {  // not a token file after all: the weights are still the model

@@ -238,7 +238,8 @@ const std::vector<Option>& options() {
   using distribute::Overlap;
   using optim::LrScheduleKind;
   static const std::vector<Option> table = {
-      string_option("data.train", "training set (HDF5: /images, /labels; model = gpt: a token file from data import-text)",
+      string_option("data.train", "training set (HDF5: /images, /labels; model = gpt: a token file from data import-text); "
+                    "a list (a.h5,b.h5) or glob (DIR/train-*.h5) of shards reads as one set",
                     &TrainConfig::train_data),
       operational(string_option("data.test", "test set, evaluated at each epoch end (or every eval_every steps)", &TrainConfig::test_data)),
       enum_option<ModelKind>("model", "model architecture", &TrainConfig::model,

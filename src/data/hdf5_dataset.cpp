@@ -2,11 +2,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <filesystem>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "mirrored/core/log.h"
 #include "mirrored/core/strings.h"
 #include "mirrored/data/image_cache.h"
+#include "mirrored/data/shard_list.h"
 #include "mirrored/io/hdf5.h"
 #include "pixel_checks.h"
 
@@ -78,21 +83,27 @@ std::vector<float> float_pixels(const io::H5File& file, int64_t sample_numel, bo
   return values;
 }
 
-// A file larger than the budget: its pixels stay on disk behind a block cache. They are
+// A set larger than the budget: its pixels stay on disk behind a block cache. They are
 // checked once here, block by block, as the whole-file reader checks them, so both refuse
 // the same files with the same messages (integer pixels are range-checked by the reads).
-std::shared_ptr<ImageCache> cached_pixels(const io::H5File& file, int64_t num_samples, int64_t sample_numel,
-                                          bool floats, bool scaled, int64_t cache_bytes) {
-  auto cache = std::make_shared<ImageCache>(file.path(), num_samples, sample_numel, floats,
+std::shared_ptr<ImageCache> cached_pixels(std::vector<ImageShard> shards, int64_t sample_numel, bool floats,
+                                          bool scaled, int64_t cache_bytes) {
+  auto cache = std::make_shared<ImageCache>(std::move(shards), sample_numel, floats,
                                             ImageCacheOptions{.cache_bytes = cache_bytes});
   if (floats) {
-    detail::FloatPixelCheck check(file.path(), sample_numel, scaled);
-    cache->scan([&](const Block& block) {
-      check.check(block.as<float>(), block.items() * sample_numel, block.first_item() * sample_numel);
+    std::optional<detail::FloatPixelCheck> check;  // one per shard: positions count from its first pixel
+    std::string checking;
+    cache->scan([&](const Block& block, int64_t, const std::string& path) {
+      if (!check || path != checking) {
+        if (check) check->finish();
+        check.emplace(path, sample_numel, scaled);
+        checking = path;
+      }
+      check->check(block.as<float>(), block.items() * sample_numel, block.first_item() * sample_numel);
     });
-    check.finish();
+    check->finish();
   } else {
-    cache->scan([](const Block&) {});
+    cache->scan([](const Block&, int64_t, const std::string&) {});
   }
   return cache;
 }
@@ -130,11 +141,14 @@ std::vector<uint8_t> read_labels(const io::H5File& file, int num_classes) {
   return labels;
 }
 
-}  // namespace
+// What one file holds, checked, but for its pixels.
+struct FileHeader {
+  Dataset dataset;  // everything but the pixels
+  bool floats = false;
+};
 
-Dataset load_hdf5_dataset(const std::string& path, int64_t cache_bytes) {
-  MIRRORED_CHECK(cache_bytes >= 0, "cache_bytes ", cache_bytes);
-  const io::H5File file = open_dataset_file(path);
+FileHeader read_header(const io::H5File& file) {
+  const std::string& path = file.path();
   require(file, kImages, "uint8 or float32 images [N, H, W] or [N, C, H, W]");
   require(file, kLabels, "integer labels [N]");
 
@@ -155,7 +169,8 @@ Dataset load_hdf5_dataset(const std::string& path, int64_t cache_bytes) {
     throw problem(path, str_cat("dataset is empty: ", kImages, " and ", kLabels, " hold 0 samples"));
   }
 
-  Dataset dataset;
+  FileHeader header;
+  Dataset& dataset = header.dataset;
   dataset.source = path;
   dataset.size = image_shape[0];
   dataset.sample_shape = image_shape.size() == 3
@@ -180,19 +195,79 @@ Dataset load_hdf5_dataset(const std::string& path, int64_t cache_bytes) {
     throw problem(path, str_cat(kImages, " holds ", class_name(image_class),
                                 " values, expected uint8 or float32 pixels"));
   }
-  const bool floats = image_class == H5T_FLOAT;
+  header.floats = image_class == H5T_FLOAT;
+  return header;
+}
+
+std::string scale_str(const std::optional<float>& scale) {
+  return scale ? str_cat(*scale) : std::string("absent (pixel / 255)");
+}
+
+// The shards of one set agree on everything a batch depends on but the samples; else an
+// InputError naming the shard, the field, and what the first shard holds.
+void check_agrees(const FileHeader& first, const FileHeader& shard) {
+  const Dataset& a = first.dataset;
+  const Dataset& b = shard.dataset;
+  const auto differs = [&](const std::string& field, const std::string& here, const std::string& there) {
+    return problem(b.source, str_cat(field, " is ", here, " but the first shard '", a.source, "' has ", there,
+                                     "; the shards of one dataset must agree"));
+  };
+  if (b.sample_shape != a.sample_shape)
+    throw differs(str_cat(kImages, " sample shape [C, H, W]"), shape_str(b.sample_shape), shape_str(a.sample_shape));
+  if (shard.floats != first.floats)
+    throw differs(str_cat(kImages, " type"), shard.floats ? "float" : "integer", first.floats ? "float" : "integer");
+  if (b.num_classes != a.num_classes)
+    throw differs("attribute num_classes", str_cat(b.num_classes), str_cat(a.num_classes));
+  if (b.pixel_scale != a.pixel_scale)
+    throw differs("attribute pixel_scale", scale_str(b.pixel_scale), scale_str(a.pixel_scale));
+}
+
+template <typename T>
+void append(std::vector<T>& to, std::vector<T> more) {
+  if (to.empty()) to = std::move(more);
+  else to.insert(to.end(), more.begin(), more.end());
+}
+
+}  // namespace
+
+Dataset load_hdf5_dataset(const std::string& path, int64_t cache_bytes) {
+  MIRRORED_CHECK(cache_bytes >= 0, "cache_bytes ", cache_bytes);
+  const std::vector<std::string> paths = expand_shards(path);
+  // Every shard's header first: whether the set is cached depends on all of them.
+  std::vector<FileHeader> headers;
+  std::vector<ImageShard> shards;
+  Dataset dataset;
+  for (const std::string& shard_path : paths) {
+    headers.push_back(read_header(open_dataset_file(shard_path)));
+    const FileHeader& header = headers.back();
+    if (headers.size() == 1) {
+      dataset = header.dataset;
+    } else {
+      check_agrees(headers.front(), header);
+      dataset.size += header.dataset.size;
+      append(dataset.labels, header.dataset.labels);
+    }
+    shards.push_back({shard_path, header.dataset.size});
+  }
+  dataset.source = path;
+  const bool floats = headers.front().floats;
   const int64_t held_bytes = dataset.size * dataset.sample_numel() * (floats ? int64_t{sizeof(float)} : int64_t{1});
   if (cache_bytes > 0 && held_bytes > cache_bytes) {
-    dataset.cache = cached_pixels(file, dataset.size, dataset.sample_numel(), floats, dataset.pixel_scale.has_value(),
+    dataset.cache = cached_pixels(std::move(shards), dataset.sample_numel(), floats, dataset.pixel_scale.has_value(),
                                   cache_bytes);
     constexpr double kMiB = 1 << 20;
     chief_info(str_cat("'", path, "': ", fixed(static_cast<double>(held_bytes) / kMiB, 1),
                        " MiB of pixels, more than data.cache_mb: read in blocks through a ",
                        fixed(static_cast<double>(cache_bytes) / kMiB, 1), " MiB cache"));
-  } else if (floats) {
-    dataset.float_images = float_pixels(file, dataset.sample_numel(), dataset.pixel_scale.has_value());
-  } else {
-    dataset.images = integer_pixels(file, dataset.sample_numel());
+    return dataset;
+  }
+  for (const std::string& shard_path : paths) {
+    const io::H5File file = open_dataset_file(shard_path);
+    if (floats) {
+      append(dataset.float_images, float_pixels(file, dataset.sample_numel(), dataset.pixel_scale.has_value()));
+    } else {
+      append(dataset.images, integer_pixels(file, dataset.sample_numel()));
+    }
   }
   return dataset;
 }
@@ -218,6 +293,44 @@ void write_hdf5_dataset(const std::string& path, const Dataset& dataset) {
     file.write_attribute("num_classes", int64_t{dataset.num_classes});
     if (dataset.pixel_scale) file.write_real_attribute("pixel_scale", *dataset.pixel_scale);
   });
+}
+
+std::string shard_name(const std::string& path, int64_t index, int64_t count) {
+  const std::filesystem::path whole(path);
+  char number[64];
+  std::snprintf(number, sizeof number, "-%05lld-of-%05lld", static_cast<long long>(index),
+                static_cast<long long>(count));
+  return (whole.parent_path() / str_cat(whole.stem().string(), number, whole.extension().string())).string();
+}
+
+std::vector<std::string> write_hdf5_shards(const std::string& path, const Dataset& dataset, int64_t shard_bytes) {
+  MIRRORED_CHECK(shard_bytes >= 0, "shard_bytes ", shard_bytes);
+  const int64_t sample_bytes = dataset.sample_numel() + 1;
+  const int64_t per_shard =
+      shard_bytes == 0 ? dataset.size : std::clamp<int64_t>(shard_bytes / sample_bytes, 1, dataset.size);
+  const int64_t count = (dataset.size + per_shard - 1) / per_shard;
+  if (count == 1) {
+    write_hdf5_dataset(path, dataset);
+    return {path};
+  }
+  std::vector<std::string> paths;
+  for (int64_t index = 0; index < count; ++index) {
+    const int64_t first = index * per_shard;
+    const int64_t samples = std::min(per_shard, dataset.size - first);
+    Dataset shard;
+    shard.source = shard_name(path, index, count);
+    shard.size = samples;
+    shard.sample_shape = dataset.sample_shape;
+    shard.num_classes = dataset.num_classes;
+    shard.pixel_scale = dataset.pixel_scale;
+    const auto numel = static_cast<size_t>(dataset.sample_numel());
+    shard.images.assign(dataset.images.begin() + static_cast<std::ptrdiff_t>(first * numel),
+                        dataset.images.begin() + static_cast<std::ptrdiff_t>((first + samples) * numel));
+    shard.labels.assign(dataset.labels.begin() + first, dataset.labels.begin() + first + samples);
+    write_hdf5_dataset(shard.source, shard);
+    paths.push_back(shard.source);
+  }
+  return paths;
 }
 
 }  // namespace mirrored::data

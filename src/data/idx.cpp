@@ -164,8 +164,10 @@ void write_idx(const std::string& path, const IdxArray& array, bool gzip) {
   }
 }
 
-int64_t import_idx(const std::string& images_path, const std::string& labels_path,
-                   const std::string& out_path) {
+namespace {
+
+// The images and labels of two IDX files as one dataset, checked.
+Dataset idx_dataset(const std::string& images_path, const std::string& labels_path, const std::string& out_path) {
   const IdxArray images = read_idx(images_path);
   const IdxArray labels = read_idx(labels_path);
   if (images.dims.size() != 3) {
@@ -191,8 +193,22 @@ int64_t import_idx(const std::string& images_path, const std::string& labels_pat
   dataset.num_classes = std::max(int{max_label} + 1, 2);
   dataset.images = images.values;
   dataset.labels = labels.values;
+  return dataset;
+}
+
+}  // namespace
+
+int64_t import_idx(const std::string& images_path, const std::string& labels_path,
+                   const std::string& out_path) {
+  const Dataset dataset = idx_dataset(images_path, labels_path, out_path);
   write_hdf5_dataset(out_path, dataset);
   return dataset.size;
+}
+
+ImportedShards import_idx_shards(const std::string& images_path, const std::string& labels_path,
+                                 const std::string& out_path, int64_t shard_bytes) {
+  const Dataset dataset = idx_dataset(images_path, labels_path, out_path);
+  return {dataset.size, write_hdf5_shards(out_path, dataset, shard_bytes)};
 }
 
 }  // namespace mirrored::data

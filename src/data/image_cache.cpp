@@ -1,8 +1,11 @@
 #include "mirrored/data/image_cache.h"
 
+#include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "mirrored/core/error.h"
+#include "mirrored/core/strings.h"
 #include "hdf5_rows.h"
 #include "pixel_checks.h"
 
@@ -34,19 +37,30 @@ BlockSource pixel_blocks(std::shared_ptr<const detail::Hdf5Rows> rows, bool floa
 
 ImageCache::ImageCache(const std::string& path, int64_t num_samples, int64_t sample_numel, bool floats,
                        ImageCacheOptions options)
-    : path_(path), num_samples_(num_samples), sample_numel_(sample_numel), floats_(floats) {
+    : ImageCache({ImageShard{path, num_samples}}, sample_numel, floats, options) {}
+
+ImageCache::ImageCache(std::vector<ImageShard> shards, int64_t sample_numel, bool floats, ImageCacheOptions options)
+    : shards_(std::move(shards)), sample_numel_(sample_numel), floats_(floats) {
   MIRRORED_CHECK(options.cache_bytes > 0, "image cache of ", options.cache_bytes, " bytes");
-  MIRRORED_CHECK(num_samples > 0 && sample_numel > 0, num_samples, " samples of ", sample_numel, " pixels");
+  MIRRORED_CHECK(!shards_.empty() && sample_numel > 0, shards_.size(), " shards of ", sample_numel, " pixels");
   hdf5_thread_safe_ = detail::hdf5_thread_safe();
   opener_ = std::this_thread::get_id();
-  auto rows = std::make_shared<const detail::Hdf5Rows>(path_, "/images", "samples");
-  MIRRORED_CHECK(rows->rows() == num_samples && rows->row_numel() == sample_numel, "'", path_, "' /images holds ",
-                 rows->rows(), " samples of ", rows->row_numel(), " pixels, not ", num_samples, " of ", sample_numel);
   const int64_t sample_bytes = sample_numel_ * (floats_ ? int64_t{sizeof(float)} : int64_t{1});
-  block_samples_ = pick_block_items(options.block_samples, rows->chunk_rows(), sample_bytes, num_samples_,
-                                    options.cache_bytes, kImageBlocks);
   std::vector<BlockSource> sources;
-  sources.push_back(pixel_blocks(std::move(rows), floats_, block_samples_));
+  for (const ImageShard& shard : shards_) {
+    MIRRORED_CHECK(shard.samples > 0, "'", shard.path, "' of ", shard.samples, " samples");
+    auto rows = std::make_shared<const detail::Hdf5Rows>(shard.path, "/images", "samples");
+    MIRRORED_CHECK(rows->rows() == shard.samples && rows->row_numel() == sample_numel, "'", shard.path,
+                   "' /images holds ", rows->rows(), " samples of ", rows->row_numel(), " pixels, not ",
+                   shard.samples, " of ", sample_numel);
+    const int64_t block_samples = pick_block_items(options.block_samples, rows->chunk_rows(), sample_bytes,
+                                                   shard.samples, options.cache_bytes, kImageBlocks);
+    if (sources.empty()) block_samples_ = block_samples;
+    sources.push_back(pixel_blocks(std::move(rows), floats_, block_samples));
+    starts_.push_back(num_samples_);
+    num_samples_ += shard.samples;
+    path_ += str_cat(path_.empty() ? "" : ",", shard.path);
+  }
   cache_ = std::make_unique<BlockCache>(std::move(sources), BlockCacheOptions{.capacity_bytes = options.cache_bytes});
 }
 
@@ -60,13 +74,21 @@ ImageCache::Sample ImageCache::sample(int64_t index) {
                 str_cat("'", path_, "' is read through the image block cache from a second thread (a device "
                         "prefetcher), which needs an HDF5 library built thread-safe; this one is not. Set "
                         "data.cache_mb to 0 (or above the size of the images) to load the file whole"));
-  std::shared_ptr<const Block> block = cache_->block_of(0, index);
-  const int64_t offset = (index - block->first_item()) * sample_numel_;
+  // The last shard that starts at or before `index`.
+  const auto shard = static_cast<int>(std::upper_bound(starts_.begin(), starts_.end(), index) - starts_.begin()) - 1;
+  const int64_t local = index - starts_[static_cast<size_t>(shard)];
+  std::shared_ptr<const Block> block = cache_->block_of(shard, local);
+  const int64_t offset = (local - block->first_item()) * sample_numel_;
   return {std::move(block), offset};
 }
 
-void ImageCache::scan(const std::function<void(const Block& block)>& visit) const {
-  for_each_block(cache_->source(0), visit);
+void ImageCache::scan(
+    const std::function<void(const Block& block, int64_t first_sample, const std::string& path)>& visit) const {
+  for (size_t shard = 0; shard < shards_.size(); ++shard) {
+    for_each_block(cache_->source(static_cast<int>(shard)), [&](const Block& block) {
+      visit(block, starts_[shard] + block.first_item(), shards_[shard].path);
+    });
+  }
 }
 
 ImageCacheStats ImageCache::stats() const {

@@ -6,6 +6,7 @@
 #include "mirrored/config/run_setup.h"
 #include "mirrored/core/error.h"
 #include "mirrored/data/dataset.h"
+#include "mirrored/data/shard_list.h"
 #include "mirrored/data/token_dataset.h"
 #include "mirrored/data/token_file.h"
 #include "mirrored/distribute/distributed_token_dataset.h"
@@ -62,7 +63,7 @@ void check_data_kind(const std::string& path, const config::ModelSpec& model, co
   const bool gpt = model.kind == config::ModelKind::kGpt;
   bool tokens = false;
   try {
-    tokens = data::is_token_file(path);
+    tokens = data::is_token_file(data::expand_shards(path).front());  // shards agree, or loading says which not
   } catch (const InputError&) {  // missing or not HDF5: for an image model, the image reader says so in its terms
     if (gpt) throw;
   }

@@ -5,6 +5,7 @@
 // and an optional attribute num_classes on the root group (default 10).
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "mirrored/data/dataset.h"
 
@@ -20,5 +21,15 @@ namespace mirrored::data {
 Dataset load_hdf5_dataset(const std::string& path, int64_t cache_bytes = 0);
 // Writes (or replaces) `path` whole or not at all (io::write_hdf5_file).
 void write_hdf5_dataset(const std::string& path, const Dataset& dataset);
+
+// Writes `dataset` as shards of at most `shard_bytes` bytes of samples each (pixels and
+// label; at least one sample a shard), each whole or not at all. One shard is `path`
+// itself; more are named like TensorFlow's: `path` train.h5 gives train-00000-of-00004.h5
+// and on. Returns the paths written, in order (read back as one set through a list or a
+// glob, shard_list.h). `shard_bytes` 0: one file.
+std::vector<std::string> write_hdf5_shards(const std::string& path, const Dataset& dataset, int64_t shard_bytes);
+
+// The name of shard `index` of `count` for `path` (as above).
+std::string shard_name(const std::string& path, int64_t index, int64_t count);
 
 }  // namespace mirrored::data

@@ -1,6 +1,6 @@
 #pragma once
-// The images of a file larger than its memory budget, read on demand through the block
-// cache (block_cache.h): blocks of consecutive samples, one HDF5 hyperslab read each, in a
+// The images of a file (or of several shards read as one set) larger than its memory
+// budget, read on demand through the block cache (block_cache.h), one source per shard: blocks of consecutive samples, one HDF5 hyperslab read each, in a
 // least-recently-used cache bounded in bytes, so memory stays within the budget however
 // large the file is and a shuffled epoch re-reads only what was evicted. Pixels are held
 // as the in-memory reader holds them (bytes, or float32), so a batch has the same bits
@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "mirrored/data/block_cache.h"
 
@@ -30,7 +31,13 @@ struct ImageCacheOptions {
 };
 
 struct ImageCacheStats : BlockCacheStats {
-  int64_t block_samples = 0;
+  int64_t block_samples = 0;  // of the first shard (each shard's chunking picks its own)
+};
+
+// One file of a sharded set and the samples its /images holds.
+struct ImageShard {
+  std::string path;
+  int64_t samples = 0;
 };
 
 class ImageCache {
@@ -46,21 +53,26 @@ class ImageCache {
   // way they are held. Integer pixels wider than a byte are narrowed with a range check.
   ImageCache(const std::string& path, int64_t num_samples, int64_t sample_numel, bool floats,
              ImageCacheOptions options);
+  // The shards as one set: sample i of the set is sample i - (the samples of the shards
+  // before it) of its shard. Every shard holds samples of `sample_numel` pixels.
+  ImageCache(std::vector<ImageShard> shards, int64_t sample_numel, bool floats, ImageCacheOptions options);
   ~ImageCache();
   ImageCache(const ImageCache&) = delete;
   ImageCache& operator=(const ImageCache&) = delete;
 
   bool floats() const { return floats_; }
   Sample sample(int64_t index);
-  // Reads every block once in order, without caching, and hands each to `visit` (its
-  // first_item() is the index of its first sample): how a file is validated without
-  // holding it.
-  void scan(const std::function<void(const Block& block)>& visit) const;
+  // Reads every block of every shard once in order, without caching, and hands each to
+  // `visit` with the index in the set of its first sample (block.first_item() counts within
+  // its shard) and its shard's path: how the files are validated without holding them.
+  void scan(const std::function<void(const Block& block, int64_t first_sample, const std::string& path)>& visit) const;
   ImageCacheStats stats() const;
 
  private:
-  std::string path_;
-  int64_t num_samples_;
+  std::string path_;             // the shards' paths, for messages
+  std::vector<ImageShard> shards_;
+  std::vector<int64_t> starts_;  // the set's index of each shard's first sample
+  int64_t num_samples_ = 0;
   int64_t sample_numel_;
   bool floats_;
   bool hdf5_thread_safe_ = false;

@@ -6,11 +6,15 @@
 // its capacity (blocks being loaded included), so memory stays bounded however large the
 // file is. Every public member is safe to call from several threads when the HDF5 library
 // is built thread-safe (Debian's is); with one that is not, there is no prefetch thread and
-// the caller must read from one thread at a time.
+// the caller must read from one thread at a time. Several token files (shards, named as
+// shard_list.h says) are read as one: their tokens concatenated in order, one cache source
+// per shard, and a window may span two shards.
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <utility>
 #include <string>
+#include <vector>
 
 #include "mirrored/core/tensor.h"
 #include "mirrored/data/block_cache.h"
@@ -34,7 +38,10 @@ struct TokenCacheStats : BlockCacheStats {
 
 class TokenDataset {
  public:
-  // Opens and validates the file (open_token_file: every token within the vocabulary).
+  // Opens and validates the file, or each shard `path` names (open_token_file: every token
+  // within the vocabulary). Shards must agree on the token type, the vocabulary and the
+  // tokenizer (model and sha256); an InputError names the shard and the field otherwise.
+  // info() then describes the set: path is `path`, num_tokens the sum.
   TokenDataset(const std::string& path, TokenCacheOptions options = {});
   ~TokenDataset();
   TokenDataset(const TokenDataset&) = delete;
@@ -61,7 +68,11 @@ class TokenDataset {
   bool reads_from_any_thread() const { return hdf5_thread_safe_; }
 
  private:
+  // The shard holding token `offset`, and the offset within it.
+  std::pair<int, int64_t> locate(int64_t offset) const;
+
   TokenFileInfo info_;
+  std::vector<int64_t> starts_;  // the set's offset of each shard's first token
   int64_t block_tokens_ = 0;
   bool hdf5_thread_safe_ = false;
   std::unique_ptr<BlockCache> cache_;
