@@ -144,7 +144,11 @@ void Checkpointer::on_epoch_end(TrainContext& ctx, const EpochEnd& end) {
     save(ctx, end.step);
 }
 
-void Checkpointer::save(TrainContext& ctx, int64_t step) {
+void Checkpointer::on_train_end(TrainContext& ctx, const TrainSummary&) {
+  if (ctx.checkpoints) ctx.checkpoints->wait();
+}
+
+void Checkpointer::save(TrainContext& ctx, int64_t step, Wait wait) {
   // Every rank: it may end the run, and corrects the optimizer's steps.
   // The losses hold the epoch of `step` (saved as that step ends).
   if (ctx.guard)
@@ -154,8 +158,15 @@ void Checkpointer::save(TrainContext& ctx, int64_t step) {
   if (!ctx.strategy.is_chief()) return;
   io::Checkpoint checkpoint = capture_checkpoint(ctx, step);
   checkpoint.optimizer_state = std::move(optimizer_state);
-  const std::string path = ctx.checkpoints->write(checkpoint);
-  chief_verbose(str_cat("  checkpoint ", path));
+  // Everything the file needs is now a host copy; the step may go on changing the model.
+  const std::string path = ctx.checkpoints->path(step);
+  if (checkpoint::CheckpointWriter::background_writes(ctx.config)) {
+    ctx.checkpoints->write_in_background(std::move(checkpoint));
+    if (wait == Wait::kUntilDurable) ctx.checkpoints->wait();
+  } else {
+    ctx.checkpoints->write(checkpoint);
+  }
+  chief_verbose(str_cat("  checkpoint ", path, wait == Wait::kNo && ctx.checkpoints->writing() ? " (writing)" : ""));
 }
 
 }  // namespace mirrored::train
