@@ -154,13 +154,17 @@ void Checkpointer::save(TrainContext& ctx, int64_t step, Wait wait) {
   if (ctx.guard)
     settle_guard(*ctx.guard, ctx.optimizer, *ctx.losses, (step - 1) / ctx.steps_per_epoch * ctx.steps_per_epoch,
                  ctx.steps_per_epoch);
+  // One copy of the state in host memory at a time: a background write still in flight
+  // ends before this snapshot is taken (the step would wait for it at the write anyway).
+  const bool background = checkpoint::CheckpointWriter::background_writes(ctx.config);
+  if (background && ctx.strategy.is_chief()) ctx.checkpoints->wait();
   auto optimizer_state = gather_optimizer_state(ctx);  // collective
   if (!ctx.strategy.is_chief()) return;
   io::Checkpoint checkpoint = capture_checkpoint(ctx, step);
   checkpoint.optimizer_state = std::move(optimizer_state);
   // Everything the file needs is now a host copy; the step may go on changing the model.
   const std::string path = ctx.checkpoints->path(step);
-  if (checkpoint::CheckpointWriter::background_writes(ctx.config)) {
+  if (background) {
     ctx.checkpoints->write_in_background(std::move(checkpoint));
     if (wait == Wait::kUntilDurable) ctx.checkpoints->wait();
   } else {
