@@ -20,9 +20,12 @@
 #include <random>
 #include <thread>
 
+#include <hdf5.h>
+
 #include "error_matchers.h"
 #include "mirrored/checkpoint/checkpoint_store.h"
 #include "mirrored/checkpoint/checkpoint_writer.h"
+#include "mirrored/config/config.h"
 #include "mirrored/core/error.h"
 #include "mirrored/io/checkpoint_file.h"
 #include "temp_dir.h"
@@ -245,6 +248,17 @@ TEST(CheckpointWriterInBackground, AFailureIsReportedOnTheCallingThreadOnce) {
   writer.write_in_background(checkpoint_of(2, 1.0f));
   EXPECT_THROW(writer.write_in_background(checkpoint_of(3, 1.0f)), Error);
   // The destructor, which may not throw, lets the last one finish and only logs its failure.
+}
+
+TEST(CheckpointWriterInBackground, OnByDefaultWhereHdf5IsThreadSafeAndOffWhenAsked) {
+  hbool_t thread_safe = 0;
+  ASSERT_GE(H5is_library_threadsafe(&thread_safe), 0);
+  config::TrainConfig config;
+  EXPECT_TRUE(config.checkpoint_async);
+  EXPECT_EQ(CheckpointWriter::background_writes(config), thread_safe != 0);
+  config = config::parse_train_config({"--checkpoint.async", "false"});
+  EXPECT_FALSE(config.checkpoint_async);
+  EXPECT_FALSE(CheckpointWriter::background_writes(config));
 }
 
 // The writer's process dies while a background write is in flight (a temporary exists):
