@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The threaded communication code (the gradient reducer's communication thread, the
-# collective watchdog) and the token reader's prefetch thread under ThreadSanitizer: their
+# collective watchdog), the token reader's prefetch thread and the checkpoint writer's
+# background thread under ThreadSanitizer: their
 # unit tests and the MPI tests at 2 ranks.
 # usage: tests/tsan.sh
 set -euo pipefail
@@ -26,4 +27,4 @@ export OPENBLAS_NUM_THREADS=1
 # whose stacks lie only in its libraries are suppressed (tests/sanitizers/tsan.supp).
 export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/sanitizers/tsan.supp"
 cd build-tsan
-ctest --output-on-failure --timeout 600 -R "GradientBuckets|GradientReducer|Bf16|TokenReader|TokenDatasetTest|mpi_tests|it.import_data|it.comm_engine"
+ctest --output-on-failure --timeout 600 -R "GradientBuckets|GradientReducer|Bf16|TokenReader|TokenDatasetTest|CheckpointWriter|mpi_tests|it.import_data|it.comm_engine"

@@ -1,6 +1,9 @@
 #include "mirrored/checkpoint/checkpoint_writer.h"
 
 #include <filesystem>
+#include <utility>
+
+#include <hdf5.h>
 
 #include "mirrored/checkpoint/checkpoint_store.h"
 #include "mirrored/core/error.h"
@@ -16,9 +19,28 @@ CheckpointWriter::CheckpointWriter(std::string dir, int64_t keep) : dir_(std::mo
 CheckpointWriter::CheckpointWriter(const config::TrainConfig& config)
     : CheckpointWriter(checkpoint_dir(config), config.checkpoint_keep) {}
 
+CheckpointWriter::~CheckpointWriter() {
+  try {
+    wait();
+  } catch (const std::exception& e) {
+    rank_warning(str_cat("the last checkpoint was not written: ", e.what()));
+  }
+}
+
+bool CheckpointWriter::background_writes(const config::TrainConfig& config) {
+  hbool_t thread_safe = 0;
+  return config.checkpoint_async && H5is_library_threadsafe(&thread_safe) >= 0 && thread_safe != 0;
+}
+
 std::string CheckpointWriter::path(int64_t step) const { return (fs::path(dir_) / checkpoint_file_name(step)).string(); }
 
 std::string CheckpointWriter::write(const io::Checkpoint& checkpoint) {
+  wait();
+  return write_now(checkpoint);
+}
+
+// Reads only dir_ and keep_ (fixed at construction), so it may run on the writer thread.
+std::string CheckpointWriter::write_now(const io::Checkpoint& checkpoint) const {
   std::error_code error;
   fs::create_directories(dir_, error);
   if (error)
@@ -27,6 +49,23 @@ std::string CheckpointWriter::write(const io::Checkpoint& checkpoint) {
   io::write_checkpoint(file, checkpoint);  // atomic: temporary, fsync, rename, directory fsync
   prune();
   return file;
+}
+
+void CheckpointWriter::write_in_background(io::Checkpoint checkpoint) {
+  wait();
+  // The thread owns the checkpoint; failure_ is written by it and read only after join().
+  writer_ = std::thread([this, checkpoint = std::move(checkpoint)] {
+    try {
+      write_now(checkpoint);
+    } catch (...) {
+      failure_ = std::current_exception();
+    }
+  });
+}
+
+void CheckpointWriter::wait() {
+  if (writer_.joinable()) writer_.join();
+  if (failure_) std::rethrow_exception(std::exchange(failure_, nullptr));
 }
 
 // Newest first: the first `keep_` of this writer's files stay.

@@ -19,6 +19,7 @@ int bench_train(int& argc, char**& argv, const Args& args);
 int generate_command(const Args& args);  // one process, CPU
 int export_command(const Args& args);    // one process, CPU
 int bench_layers(int& argc, char**& argv, const Args& args);
+int bench_checkpoint(int& argc, char**& argv, const Args& args);
 int trace_command(const Args& args);  // one process: reads a run's flight recorder dumps
 int ps_command(const Args& args);     // one process: reads a run's ranks.jsonl
 // mirrored rank-agent PROGRAM [ARGS...]: argc/argv are the words after `rank-agent`.

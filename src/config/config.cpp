@@ -429,6 +429,10 @@ const std::vector<Option>& options() {
                              &TrainConfig::checkpoint_every_epochs, 0)),
       operational(int_option("checkpoint.keep", "newest checkpoints kept in <out>/checkpoints",
                              &TrainConfig::checkpoint_keep, 1)),
+      operational(bool_option("checkpoint.async",
+                              "write checkpoints on a background thread: the step takes only a host copy of the "
+                              "state (needs an HDF5 built thread-safe; otherwise written in the step)",
+                              &TrainConfig::checkpoint_async)),
       operational(resume_option()),
       operational(enum_option<PreemptionSignal>(
           "preemption_signal",

@@ -157,6 +157,14 @@ Membership ElasticRun::agree_on_new_world() {
 // way on); `step`: the step written, -1 for none.
 std::string ElasticRun::write_recovered_state(const std::optional<checkpoint::ReplicaSnapshot>& snapshot,
                                               const Membership& membership, int64_t& step) {
+  // A background checkpoint of an earlier step may still be in flight on this rank: it ends
+  // before the recovery writes or lists checkpoints. Its failure costs that one file only
+  // (the recovered state is written next), so it is a warning here.
+  try {
+    checkpoints_.wait();
+  } catch (const Error& error) {
+    rank_warning(error.what());
+  }
   comm::Communicator& world = runtime_.world();
   const RecoveredState state = recover_state(world, membership, current_, snapshot);
   step = state.step;

@@ -143,18 +143,33 @@ void Checkpointer::on_epoch_end(TrainContext& ctx, const EpochEnd& end) {
     save(ctx, end.step);
 }
 
-void Checkpointer::save(TrainContext& ctx, int64_t step) {
+void Checkpointer::on_train_end(TrainContext& ctx, const TrainSummary&) {
+  if (ctx.checkpoints) ctx.checkpoints->wait();
+}
+
+void Checkpointer::save(TrainContext& ctx, int64_t step, Wait wait) {
   // Every rank: it may end the run, and corrects the optimizer's steps.
   // The losses hold the epoch of `step` (saved as that step ends).
   if (ctx.guard)
     settle_guard(*ctx.guard, ctx.optimizer, *ctx.losses, (step - 1) / ctx.steps_per_epoch * ctx.steps_per_epoch,
                  ctx.steps_per_epoch);
+  // One copy of the state in host memory at a time: a background write still in flight
+  // ends before this snapshot is taken (the step would wait for it at the write anyway).
+  const bool background = checkpoint::CheckpointWriter::background_writes(ctx.config);
+  if (background && ctx.strategy.is_chief()) ctx.checkpoints->wait();
   auto optimizer_state = gather_optimizer_state(ctx);  // collective
   if (!ctx.strategy.is_chief()) return;
   io::Checkpoint checkpoint = capture_checkpoint(ctx, step);
   checkpoint.optimizer_state = std::move(optimizer_state);
-  const std::string path = ctx.checkpoints->write(checkpoint);
-  chief_verbose(str_cat("  checkpoint ", path));
+  // Everything the file needs is now a host copy; the step may go on changing the model.
+  const std::string path = ctx.checkpoints->path(step);
+  if (background) {
+    ctx.checkpoints->write_in_background(std::move(checkpoint));
+    if (wait == Wait::kUntilDurable) ctx.checkpoints->wait();
+  } else {
+    ctx.checkpoints->write(checkpoint);
+  }
+  chief_verbose(str_cat("  checkpoint ", path, wait == Wait::kNo && ctx.checkpoints->writing() ? " (writing)" : ""));
 }
 
 }  // namespace mirrored::train

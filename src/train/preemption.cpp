@@ -150,7 +150,7 @@ void PreemptionHandler::on_step_end(TrainContext& ctx, const StepEnd& step) {
                           ? ctx.strategy.reduce(distribute::ReduceOp::kMax, mine)
                           : mine;
   if (any == kNothing) return;
-  Checkpointer().save(ctx, step.step);
+  Checkpointer().save(ctx, step.step, Checkpointer::Wait::kUntilDurable);
   ctx.strategy.communicator().barrier();  // the checkpoint is on disk before any rank exits
   ctx.stop_training = true;
   ctx.preempted = true;

@@ -14,8 +14,20 @@
 // One writer serves a whole run, across the Trainers a shrink replaces, so whatever must
 // see a checkpoint on disk (a resume, the end of the run) asks the object that wrote it.
 // write() returns once the file is durable.
+//
+// write_in_background() (checkpoint.async) hands the same three steps to a thread of its
+// own and returns at once: the caller has already taken the snapshot (the checkpoint's
+// values are host copies the step no longer touches), so only the file's encoding, fsync and
+// rename leave the step. At most one write is in flight: the next write, wait() and the
+// destructor first let it finish. The thread makes no collective and touches nothing but its
+// own checkpoint and this writer's directory, so training collectives never share a
+// communicator with it. A write that fails in the background is reported by the next
+// write(), write_in_background() or wait() on the calling thread (the destructor, which may
+// not throw, logs it). A process that dies mid-write leaves the files as they were (step 2).
 #include <cstdint>
+#include <exception>
 #include <string>
+#include <thread>
 
 #include "mirrored/config/config.h"
 #include "mirrored/io/checkpoint_file.h"
@@ -28,11 +40,30 @@ class CheckpointWriter {
   CheckpointWriter(std::string dir, int64_t keep);
   // checkpoint_dir(config), config.checkpoint_keep.
   explicit CheckpointWriter(const config::TrainConfig& config);
+  // Lets a write in flight finish (logging its failure: a destructor cannot throw).
+  ~CheckpointWriter();
+  CheckpointWriter(const CheckpointWriter&) = delete;
+  CheckpointWriter& operator=(const CheckpointWriter&) = delete;
 
   // Writes `checkpoint` as the checkpoint of its step (checkpoint.step) and prunes; returns
   // the file's path. Error(kCheckpoint) naming the directory or the file and the cause when
   // the directory cannot be created or the file cannot be written.
+  // Waits for a write in flight first (and reports its failure).
   std::string write(const io::Checkpoint& checkpoint);
+
+  // Waits for the write in flight (reporting its failure as write() would), then starts
+  // writing `checkpoint` on a background thread and returns; the file is durable once
+  // wait() returns. Its path is path(checkpoint.step).
+  void write_in_background(io::Checkpoint checkpoint);
+
+  // Returns once no write is in flight; rethrows the failure of the last background write.
+  void wait();
+  bool writing() const { return writer_.joinable(); }
+
+  // checkpoint.async and an HDF5 library built thread-safe (the data pipeline may read HDF5
+  // files on other threads while a checkpoint is written): write_in_background() is what
+  // the run's checkpoints use; otherwise write().
+  static bool background_writes(const config::TrainConfig& config);
 
   // Where the checkpoint of `step` is written.
   std::string path(int64_t step) const;
@@ -40,10 +71,13 @@ class CheckpointWriter {
   int64_t keep() const { return keep_; }
 
  private:
+  std::string write_now(const io::Checkpoint& checkpoint) const;
   void prune() const;
 
   std::string dir_;
   int64_t keep_;
+  std::thread writer_;           // the write in flight, if any
+  std::exception_ptr failure_;   // its failure, read after joining it
 };
 
 }  // namespace mirrored::checkpoint

@@ -125,6 +125,7 @@ struct TrainConfig {
   int64_t checkpoint_every_steps = 0;   // 0: not by step count
   int64_t checkpoint_every_epochs = 1;  // 0: not at epoch ends
   int64_t checkpoint_keep = 3;          // newest files kept
+  bool checkpoint_async = true;         // written on a background thread (checkpoint_writer.h)
   ResumeMode resume = ResumeMode::kAuto;
   std::string resume_path;              // resume = kPath: a checkpoint file or directory
   NanPolicy nan_policy = NanPolicy::kStop;

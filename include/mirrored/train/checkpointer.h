@@ -51,10 +51,17 @@ class Checkpointer final : public Callback {
  public:
   void on_log(TrainContext& ctx, const LogPoint& point) override;
   void on_epoch_end(TrainContext& ctx, const EpochEnd& end) override;
-  // Collective: the chief writes the checkpoint of `step` now, through the run's writer
-  // (ctx.checkpoints: it prunes old ones). Public for callbacks that must checkpoint out of
-  // schedule (preemption).
-  void save(TrainContext& ctx, int64_t step);
+  // The run's checkpoints are durable (or their failure is thrown) before training returns.
+  void on_train_end(TrainContext& ctx, const TrainSummary& summary) override;
+
+  enum class Wait { kNo, kUntilDurable };
+  // Collective: every rank takes part in the snapshot (the optimizer state is gathered in
+  // the step, on the training communicator); the chief then writes the checkpoint of `step`
+  // through the run's writer (ctx.checkpoints: it prunes old ones): on its background
+  // thread with checkpoint.async (CheckpointWriter::background_writes), returning before the
+  // file is durable unless `wait` says so, else in the step. Public for callbacks that must
+  // checkpoint out of schedule (preemption, which waits).
+  void save(TrainContext& ctx, int64_t step, Wait wait = Wait::kNo);
 };
 
 }  // namespace mirrored::train

@@ -23,6 +23,8 @@ const std::vector<Benchmark>& benchmarks() {
       {"train", "training step time and throughput, split into data/forward/backward/all-reduce/optimizer",
        bench_train},
       {"layers", "per-layer forward/backward time against FLOPs and this machine's sgemm rate", bench_layers},
+      {"checkpoint", "the step-time stall of a checkpoint written in the step and in the background, side by side",
+       bench_checkpoint},
   };
   return table;
 }
