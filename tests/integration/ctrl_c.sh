@@ -17,7 +17,7 @@ run=(train --model gpt --gpt.layers 2 --gpt.heads 2 --gpt.width 64 --gpt.context
 
 # 1. Once.
 status=0
-"${PTY[@]}" --ctrl-c-after '(20/' "$WORK/once.tty" 120 "$MIRRORED" "${run[@]}" --max_steps 3000 --out "$WORK/once" \
+"${PTY[@]}" --ctrl-c-after 'step 20/' "$WORK/once.tty" 120 "$MIRRORED" "${run[@]}" --max_steps 3000 --out "$WORK/once" \
   2>"$WORK/once.err" || status=$?
 text=$(tr '\r' '\n' <"$WORK/once.tty")
 ((status == 130)) || { echo "$text"; fail "first Ctrl-C: exit $status, expected 130"; }
@@ -36,7 +36,7 @@ echo "ok: the same command resumed from step $step and finished"
 
 # 2. Twice: a model whose step takes long enough for the second Ctrl-C to come within it.
 status=0
-"${PTY[@]}" --ctrl-c-after '(20/' --ctrl-c-after 'again to stop at once' "$WORK/twice.tty" 120 "$MIRRORED" "${run[@]}" \
+"${PTY[@]}" --ctrl-c-after 'step 20/' --ctrl-c-after 'again to stop at once' "$WORK/twice.tty" 120 "$MIRRORED" "${run[@]}" \
   --gpt.width 512 --gpt.layers 4 --gpt.heads 4 --max_steps 100000 --out "$WORK/twice" 2>"$WORK/twice.err" || status=$?
 text=$(tr '\r' '\n' <"$WORK/twice.tty")
 ((status == 130)) || { echo "$text"; fail "second Ctrl-C: exit $status, expected 130"; }
@@ -48,7 +48,7 @@ echo "ok: a second Ctrl-C stopped at once with 130, naming the checkpoint direct
 
 # 3. The launch script.
 status=0
-"${PTY[@]}" --ctrl-c-after '(20/' "$WORK/local.tty" 120 "$SOURCE_DIR/launch/local.sh" 2 "$MIRRORED" "${run[@]}" \
+"${PTY[@]}" --ctrl-c-after 'step 20/' "$WORK/local.tty" 120 "$SOURCE_DIR/launch/local.sh" 2 "$MIRRORED" "${run[@]}" \
   --max_steps 100000 --out "$WORK/local" 2>"$WORK/local.err" || status=$?
 text=$(tr '\r' '\n' <"$WORK/local.tty")
 ((status == 130)) || { echo "$text"; fail "launch/local.sh: exit $status, expected 130"; }
