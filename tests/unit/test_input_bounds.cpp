@@ -123,6 +123,9 @@ TEST(InputBounds, SafetensorsJsonEscapesAndNumbersAreInputErrors) {
 // it is shaped (here: the most tensors, each with 6 dimensions, a header can describe per
 // byte); a 21 MB header once took 1.78 GB.
 TEST(InputBounds, SafetensorsHeaderMemoryIsBoundedByItsSize) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "a sanitizer's shadow memory and redzones grow the peak, so the bound is measured in the plain build";
+#endif
   TempDir dir;
   std::string header = "{";
   const int tensors = 200000;
