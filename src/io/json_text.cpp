@@ -59,6 +59,31 @@ bool JsonCursor::consume_word(std::string_view word) {
   return true;
 }
 
+void JsonCursor::skip_value(int max_depth) { skip_nested(1, max_depth); }
+
+void JsonCursor::skip_nested(int depth, int max_depth) {
+  if (depth > max_depth) fail(str_cat("a value nested at most ", max_depth, " deep"));
+  skip_space();
+  const char c = peek();
+  if (c == '"') {
+    string();
+  } else if (c == '{' || c == '[') {
+    const char close = c == '{' ? '}' : ']';
+    expect(c);
+    if (consume(close)) return;
+    do {
+      if (c == '{') {
+        string();
+        expect(':');
+      }
+      skip_nested(depth + 1, max_depth);
+    } while (consume(','));
+    expect(close);
+  } else if (!consume_word("true") && !consume_word("false") && !consume_word("null")) {
+    number();
+  }
+}
+
 unsigned JsonCursor::hex4() {
   unsigned code = 0;
   for (int i = 0; i < 4; ++i, ++at_) {

@@ -113,6 +113,50 @@ JsonObject parse_json_object(const std::string& line, const std::string& origin)
   return Parser(line, origin).object();
 }
 
+namespace {
+
+// What a JSON value is, named from its first character, for "expected a string" errors.
+std::string json_kind(char first) {
+  if (first == '{') return "an object";
+  if (first == '[') return "an array";
+  if (first == 't' || first == 'f') return "a boolean";
+  if (first == 'n') return "null";
+  return "a number";
+}
+
+}  // namespace
+
+std::string json_string_field(std::string_view line, const std::string& field, const std::string& origin) {
+  JsonCursor cursor(line, [&origin](size_t position, const std::string& expected) {
+    return str_cat(origin, ": not a JSON record at column ", position + 1, ": expected ", expected);
+  });
+  std::optional<std::string> value;
+  cursor.expect('{');
+  if (!cursor.consume('}')) {
+    do {
+      const std::string key = cursor.string();
+      cursor.expect(':');
+      cursor.skip_space();
+      if (key != field) {
+        cursor.skip_value();
+        continue;
+      }
+      if (value) throw InputError(str_cat(origin, ": field '", field, "' appears twice (expected it once a record)"));
+      const char first = cursor.peek();
+      if (first != '"') {
+        throw InputError(str_cat(origin, ": field '", field, "' is ", json_kind(first),
+                                 "; expected a string (the document's text)"));
+      }
+      value = cursor.string();
+    } while (cursor.consume(','));
+    cursor.expect('}');
+  }
+  cursor.skip_space();
+  if (!cursor.at_end()) cursor.fail("the end of the line after the object");
+  if (!value) throw InputError(str_cat(origin, ": no field '", field, "' (expected a string '", field, "' in every record)"));
+  return *std::move(value);
+}
+
 std::vector<JsonObject> read_jsonl(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw InputError(str_cat("cannot read '", path, "'"), ExitCode::kBadInput);

@@ -211,7 +211,7 @@ class HeaderReader {
             offsets.push_back(cursor_.unsigned_integer());
           }, expected, bad);
         } else {
-          skip_value(1);  // another key (a newer format's): not ours to read
+          cursor_.skip_value(kMaxDepth);  // another key (a newer format's): not ours to read
         }
       } while (cursor_.consume(','));
       cursor_.expect('}');
@@ -234,30 +234,6 @@ class HeaderReader {
       }
     } while (cursor_.consume(','));
     cursor_.expect(']');
-  }
-
-  // Any JSON value, read and dropped (nesting at most kMaxDepth deep).
-  void skip_value(int depth) {
-    if (depth > kMaxDepth) cursor_.fail("a value nested at most 16 deep");
-    cursor_.skip_space();
-    const char c = cursor_.peek();
-    if (c == '"') {
-      cursor_.string();
-    } else if (c == '{' || c == '[') {
-      const char close = c == '{' ? '}' : ']';
-      cursor_.expect(c);
-      if (cursor_.consume(close)) return;
-      do {
-        if (c == '{') {
-          cursor_.string();
-          cursor_.expect(':');
-        }
-        skip_value(depth + 1);
-      } while (cursor_.consume(','));
-      cursor_.expect(close);
-    } else if (!cursor_.consume_word("true") && !cursor_.consume_word("false") && !cursor_.consume_word("null")) {
-      cursor_.number();
-    }
   }
 
   const std::string& path_;

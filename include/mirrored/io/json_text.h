@@ -44,11 +44,16 @@ class JsonCursor {
   uint64_t unsigned_integer(uint64_t max = UINT64_MAX);
   // Any number, finite as a double.
   double number();
+  // Any JSON value, read by the rules above and dropped: objects and arrays nested at most
+  // `max_depth` deep (deeper is refused, so a hostile line cannot exhaust the stack).
+  void skip_value(int max_depth = kMaxSkipDepth);
+  static constexpr int kMaxSkipDepth = 16;
 
   [[noreturn]] void fail(const std::string& expected) const;
 
  private:
   unsigned hex4();
+  void skip_nested(int depth, int max_depth);
 
   std::string_view text_;
   Failure failure_;

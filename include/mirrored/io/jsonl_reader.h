@@ -18,6 +18,12 @@ using JsonObject = std::map<std::string, JsonValue>;
 // Integers without a fraction or exponent stay int64_t; null becomes NaN; true/false 1/0.
 JsonObject parse_json_object(const std::string& line, const std::string& origin);
 
+// A text corpus' record (one JSON object a line, of any shape: other fields may nest
+// objects and arrays, read and dropped up to 16 deep): the string value of `field`.
+// InputError naming `origin` (file:line) when the line is not a JSON object, `field` is
+// missing or appears twice, or its value is not a string (the message says what it is).
+std::string json_string_field(std::string_view line, const std::string& field, const std::string& origin);
+
 // Every non-empty line of `path`. Throws InputError naming the file when it cannot be read
 // or a line is not a JSON object.
 std::vector<JsonObject> read_jsonl(const std::string& path);
