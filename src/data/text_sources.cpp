@@ -52,6 +52,7 @@ std::vector<TextSource> walk_directory(const std::string& root, std::vector<Skip
   // Byte order of the relative paths: the same on every machine, whatever the locale or the
   // order the file system lists entries in.
   std::sort(found.begin(), found.end());
+  std::sort(skipped.begin(), skipped.end(), [](const SkippedFile& a, const SkippedFile& b) { return a.path < b.path; });
   std::vector<TextSource> files;
   for (auto& [relative, path] : found) files.push_back({std::move(path), text_format_of(relative), /*walked=*/true});
   return files;

@@ -31,7 +31,7 @@ struct SkippedFile {
 
 struct TextSources {
   std::vector<TextSource> files;  // in corpus order
-  std::vector<SkippedFile> skipped;
+  std::vector<SkippedFile> skipped;  // each directory's in path order
 };
 
 // The format a file's name says (above).
