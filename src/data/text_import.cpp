@@ -7,6 +7,7 @@
 #include <span>
 
 #include "mirrored/core/error.h"
+#include "mirrored/data/decompressing_reader.h"
 #include "mirrored/data/document_reader.h"
 #include "mirrored/data/hdf5_dataset.h"
 #include "mirrored/data/token_file.h"
@@ -203,6 +204,26 @@ bool glob_match(const std::string& pattern, const std::string& path) {
 
 int64_t train_split_tokens(int64_t total) { return total * 9 / 10; }
 
+namespace {
+
+// The corpus' likely size: files as stored, compressed ones at 4 bytes of text a byte (text's
+// usual ratio). Reserved up front, it spares the corpus most of the copies of its growth
+// (measured: a third of the import of 200 MB of plain text went to page faults of those).
+size_t likely_corpus_bytes(const std::vector<TextSource>& files) {
+  uintmax_t total = 0;
+  for (const TextSource& file : files) {
+    std::error_code error;
+    const uintmax_t size = fs::file_size(file.path, error);
+    if (error || file.format == TextFormat::kArchive) continue;
+    total += compression_of(file.path) == Compression::kNone ? size : size * 4;
+  }
+  // Plus the buffer a text file is read into at the corpus' end (document_reader.cpp), so
+  // the last read of an exact estimate does not reallocate it.
+  return static_cast<size_t>(std::min<uintmax_t>(total, uintmax_t{1} << 40)) + (size_t{2} << 20);
+}
+
+}  // namespace
+
 std::vector<uint8_t> read_corpus(const std::vector<std::string>& inputs, const TextImportOptions& options,
                                  std::vector<std::string>& parts, CorpusStats* stats) {
   if (inputs.empty()) throw InputError("no input files to import", ExitCode::kUsage);
@@ -210,6 +231,7 @@ std::vector<uint8_t> read_corpus(const std::vector<std::string>& inputs, const T
   const TextSources sources = find_text_sources(inputs);
   found.skipped = sources.skipped;
   std::vector<uint8_t> corpus;
+  corpus.reserve(likely_corpus_bytes(sources.files));
   const auto total = static_cast<int64_t>(sources.files.size());
   for (int64_t index = 0; index < total; ++index) {
     const TextSource& source = sources.files[static_cast<size_t>(index)];
