@@ -55,6 +55,13 @@ void append_jsonl(DecompressingReader& reader, const std::string& field, std::ve
     while (at < end) {
       const char* newline = static_cast<const char*>(std::memchr(at, '\n', static_cast<size_t>(end - at)));
       const char* stop = newline ? newline : end;
+      if (line.empty() && newline && static_cast<size_t>(stop - at) <= kMaxJsonlLineBytes) {
+        // The whole line is in the buffer: parsed where it lies, without a copy.
+        append_record(std::string_view(at, static_cast<size_t>(stop - at)), field, origin(), corpus, stats);
+        ++number;
+        at = stop + 1;
+        continue;
+      }
       if (line.size() + static_cast<size_t>(stop - at) > kMaxJsonlLineBytes) {
         throw InputError(str_cat(origin(), ": a line longer than ", kMaxJsonlLineBytes >> 20,
                                  " MiB (expected one JSON record a line)"));

@@ -113,7 +113,15 @@ std::string JsonCursor::string() {
       fail("a character of a string (a control character must be escaped)");
     }
     if (c != '\\') {
+      // The run of plain characters from here goes in at once: a corpus record's text is
+      // mostly such runs, and a character at a time was a fifth of a .jsonl.gz import.
+      size_t end = at_;
+      while (end < text_.size() && text_[end] != '"' && text_[end] != '\\' &&
+             static_cast<unsigned char>(text_[end]) >= 0x20)
+        ++end;
       out += c;
+      out.append(text_.substr(at_, end - at_));
+      at_ = end;
       continue;
     }
     if (at_end()) fail("an escaped character");

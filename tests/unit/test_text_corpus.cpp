@@ -225,6 +225,25 @@ TEST(JsonlRecords, ErrorsInACompressedFileNameItsLine) {
   EXPECT_EQ(stats.documents, 2);
 }
 
+TEST(JsonlRecords, RecordsAcrossBufferBoundariesAndLongerThanABuffer) {
+  TempDir dir;
+  // Records of 300 KB and one of 1.5 MiB: lines cut by the 1 MiB read buffer, and a line
+  // longer than the buffer. An error on the last line still names its number.
+  std::string jsonl, expected;
+  for (int i = 0; i < 8; ++i) {
+    const std::string text = sample_text(i == 5 ? (3u << 19) : 300000u, i);
+    jsonl += "{\"text\": \"" + json_escaped(text) + "\", \"n\": " + std::to_string(i) + "}\n";
+    expected += text;
+  }
+  const std::string good = write_file(dir.file("long.jsonl.zst"), zstd_of(jsonl));
+  std::vector<uint8_t> corpus;
+  EXPECT_EQ(append_documents({good, TextFormat::kJsonl}, "text", corpus).documents, 8);
+  EXPECT_TRUE(std::string(corpus.begin(), corpus.end()) == expected);
+  const std::string bad = write_file(dir.file("bad.jsonl"), jsonl + "{\"text\": null}\n");
+  expect_mentions(message_of<InputError>([&] { append_documents({bad, TextFormat::kJsonl}, "text", corpus); }),
+                  {bad + ":9", "'text' is null"});
+}
+
 // The corpus of the tests below: documents written plainly, compressed, and as records.
 struct MixedCorpus {
   std::string root, plain;  // the folder, and one file of the same documents concatenated
