@@ -5,14 +5,14 @@
 # build-fuzz/findings/. New inputs go to a scratch copy, so the committed corpus only
 # changes on purpose.
 # usage: tests/fuzz/run.sh [target...]     (default: idx hdf5_dataset config safetensors json zip
-#        token_file; also: hdf5_file)
+#        token_file text_corpus; also: hdf5_file)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$(pwd)
 source tests/sanitizer_flags.sh
 seconds=${FUZZ_SECONDS:-20}
 targets=("$@")
-((${#targets[@]})) || targets=(idx hdf5_dataset config safetensors json zip token_file)
+((${#targets[@]})) || targets=(idx hdf5_dataset config safetensors json zip token_file text_corpus)
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DMIRRORED_CUDA=OFF -DMIRRORED_FUZZ=ON -DMIRRORED_BUILD_TESTS=OFF \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo "${SANITIZER_FLAGS[@]}" > build-fuzz.configure.log 2>&1 || { cat build-fuzz.configure.log; exit 1; }
 rm -f build-fuzz.configure.log
