@@ -5,6 +5,7 @@
 #include <unistd.h>
 #include <zlib.h>
 #include <zstd.h>
+#include <zstd_errors.h>
 
 #include <algorithm>
 #include <cctype>
@@ -81,11 +82,15 @@ class GzipDecoder final : public DecompressingReader::Decoder {
 };
 
 // zstd frames through ZSTD_decompressStream (frame checksums, when present, checked by
-// libzstd; windows above libzstd's default limit, 128 MiB, refused by it).
+// libzstd). A frame's window is what the decoder holds: at most 2^27 bytes (128 MiB,
+// libzstd's default limit, named here so it is this reader's promise, not a default's).
+constexpr int kZstdWindowLogMax = 27;
+
 class ZstdDecoder final : public DecompressingReader::Decoder {
  public:
   explicit ZstdDecoder(const std::string& path) : path_(path), context_(ZSTD_createDCtx()) {
     if (context_ == nullptr) throw Error(ExitCode::kFailure, "libzstd: ZSTD_createDCtx failed");
+    ZSTD_DCtx_setParameter(context_, ZSTD_d_windowLogMax, kZstdWindowLogMax);
   }
   ~ZstdDecoder() override { ZSTD_freeDCtx(context_); }
 
@@ -93,6 +98,10 @@ class ZstdDecoder final : public DecompressingReader::Decoder {
     ZSTD_inBuffer input{in + at, end - at, 0};
     ZSTD_outBuffer output{out, capacity, 0};
     const size_t status = ZSTD_decompressStream(context_, &output, &input);
+    if (ZSTD_isError(status) && ZSTD_getErrorCode(status) == ZSTD_error_frameParameter_windowTooLarge) {
+      throw InputError(str_cat("'", path_, "': a zstd frame with a window above 128 MiB (expected at most ",
+                               "zstd --long=27; recompress it with a smaller window)"));
+    }
     if (ZSTD_isError(status))
       throw InputError(str_cat("'", path_, "': damaged zstd data (libzstd: ", ZSTD_getErrorName(status), ")"));
     at += input.pos;

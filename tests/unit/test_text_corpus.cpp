@@ -132,6 +132,21 @@ TEST(DecompressingReader, TruncatedAndDamagedStreamsNameTheFile) {
                   {"tail.gz", "damaged gzip data"});
   expect_mentions(message_of<InputError>([&] { read_all(write_file(dir.file("plain.zst"), text)); }),
                   {"plain.zst", "damaged zstd data"});
+
+  // A frame declaring a 256 MiB window (zstd --long=28, streamed: the size unknown up front,
+  // so the window is not shrunk to it) is refused before any of it is held.
+  ZSTD_CCtx* context = ZSTD_createCCtx();
+  ZSTD_CCtx_setParameter(context, ZSTD_c_windowLog, 28);
+  std::string wide(ZSTD_compressBound(text.size()) + 1024, '\0');
+  ZSTD_outBuffer out{wide.data(), wide.size(), 0};
+  ZSTD_inBuffer in{text.data(), text.size(), 0};
+  ZSTD_compressStream2(context, &out, &in, ZSTD_e_continue);
+  while (ZSTD_compressStream2(context, &out, &in, ZSTD_e_end) != 0) {
+  }
+  wide.resize(out.pos);
+  ZSTD_freeCCtx(context);
+  expect_mentions(message_of<InputError>([&] { read_all(write_file(dir.file("wide.zst"), wide)); }),
+                  {"wide.zst", "window above 128 MiB"});
 }
 
 TEST(DecompressingReader, ABombIsRefusedByWhatWasRead) {
