@@ -149,9 +149,14 @@ DecompressingReader::DecompressingReader(const std::string& path, bool follow_sy
     ::close(fd_);
     throw InputError(str_cat("cannot open '", path, "': not a regular file"));
   }
-  if (compression_ == Compression::kGzip) decoder_ = std::make_unique<GzipDecoder>(path);
-  if (compression_ == Compression::kZstd) decoder_ = std::make_unique<ZstdDecoder>(path);
-  if (decoder_) input_ = std::make_unique<uint8_t[]>(kInputBytes);
+  try {  // the destructor does not run for a constructor that throws: close here
+    if (compression_ == Compression::kGzip) decoder_ = std::make_unique<GzipDecoder>(path);
+    if (compression_ == Compression::kZstd) decoder_ = std::make_unique<ZstdDecoder>(path);
+    if (decoder_) input_ = std::make_unique<uint8_t[]>(kInputBytes);
+  } catch (...) {
+    ::close(fd_);
+    throw;
+  }
 }
 
 DecompressingReader::~DecompressingReader() {
