@@ -118,7 +118,7 @@ int import_text_command(const Args& args) {
       "bytes, sentencepiece (train a model on the training part), or a SentencePiece .model file")(
       "vocab_size", po::value<int64_t>()->default_value(1024), "sentencepiece: pieces in the trained model")(
       "model_type", po::value<std::string>()->default_value("bpe"), "sentencepiece: bpe or unigram")(
-      "field", po::value<std::string>()->default_value(""),
+      "field", po::value<std::string>(),
       "the field of each .jsonl record that holds its text (\"text\" in most public corpora)")(
       "shard_mb", po::value<int64_t>()->default_value(0),
       "write each split as shards of at most this many MiB of tokens, train-00000-of-0000N.h5 and on (0: one file)")(
@@ -140,7 +140,7 @@ int import_text_command(const Args& args) {
   options.tokenizer = values["tokenizer"].as<std::string>();
   options.training.vocab_size = values["vocab_size"].as<int64_t>();
   options.training.model_type = values["model_type"].as<std::string>();
-  options.jsonl_field = values["field"].as<std::string>();
+  if (values.count("field")) options.jsonl_field = values["field"].as<std::string>();
   options.shard_bytes = shard_mb << 20;
   ImportProgressLine progress_line;
   options.progress = [&progress_line](const data::CorpusProgress& progress) { progress_line.update(progress); };
