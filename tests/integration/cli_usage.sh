@@ -72,7 +72,9 @@ expect_exit 2 wide_head "gpt.width = 768 / gpt.heads = 3 is a head size of 256, 
   --config "$SOURCE_DIR/launch/configs/gpt2_small.ini" --gpt.heads 3 --dry_run
 # An unknown key suggests the nearest ones, in one line.
 expect_exit 2 learning_rate "unknown key '--learning_rate'; did you mean --lr?" 10 1 train --learning_rate 0.1
-[[ $(grep -c . "$WORK/learning_rate.out") -le 3 ]] || { cat "$WORK/learning_rate.out"; fail "more than one line of error"; }
+# mirrored's own lines only: Open MPI 4.1's mpirun adds a banner for a non-zero exit.
+[[ $(grep -c '^mirrored: ' "$WORK/learning_rate.out") -eq 1 && $(awk 'length > 300' "$WORK/learning_rate.out" | wc -l) -eq 0 ]] ||
+  { cat "$WORK/learning_rate.out"; fail "more than one line of error"; }
 
 # The launch scripts print their usage when an argument is missing.
 status=0; "$SOURCE_DIR/launch/local.sh" build/mirrored train >"$WORK/local.out" 2>&1 || status=$?
