@@ -18,7 +18,6 @@
 #include <cstdio>
 #include <exception>
 #include <string>
-#include <thread>
 
 #include "blas_core.h"
 #include "commands.h"
@@ -50,14 +49,16 @@ constexpr const char* kUsage =
     "  --version            print the version\n";
 
 // Reports the error once and ends every rank. An error every rank raises identically
-// (a bad config) is printed by rank 0 alone; the others give it a moment to get out
-// before their abort could tear the job down.
+// (a bad config, a checkpoint of another model, a malformed data file) is printed by rank 0
+// alone, and each rank ends on its own with MPI finalised and the code: the launcher
+// reports the code, and no MPI_Abort banner follows the one-line error. An error of one
+// rank (the others would wait for it in a collective) aborts the whole job.
 [[noreturn]] void fail(const mirrored::Error& error) {
   using namespace mirrored;
   const bool report_here = !error.uniform() || process_identity().rank == 0;
   if (report_here) rank_error(error.what());
   report_exit_status(static_cast<int>(error.code()));
-  if (!report_here) std::this_thread::sleep_for(std::chrono::seconds(2));
+  if (error.uniform()) runtime::Runtime::end_job_alike(error.code(), report_here ? std::string() : error.what());
   runtime::Runtime::abort_job(error.code());
 }
 

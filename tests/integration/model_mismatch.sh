@@ -3,7 +3,10 @@
 # compared with the one to build before any tensor, the mismatch is said once ("'FILE'
 # holds an mlp model (hidden 32); ... a cnn (...)"), and every command exits 4
 # (docs/troubleshooting.md, exit codes): train --resume at 2 ranks, eval --config, generate,
-# export. Nothing is left behind by the refused training run.
+# export. Nothing is left behind by the refused training run. Errors every rank reaches alike
+# end a 2-rank job with their code and without Open MPI's MPI_ABORT banner: the checkpoint of
+# another model (found after MPI started, decided by the chief and broadcast), a bad
+# configuration value, a missing data file.
 source "$(dirname "$0")/lib.sh"
 require_data
 data=(--data.train "$DATA_DIR/test.h5" --data.test "$DATA_DIR/test.h5" --batch_size 64 --threads 1 --quiet)
@@ -27,6 +30,14 @@ once() {
 expect_exit 4 train_resume "resume: '$cnn_ckpt' holds $cnn; this run builds an mlp (hidden 32)" 30 2 train \
   "${data[@]}" --model mlp --model.hidden 32 --max_steps 4 --resume "$cnn_ckpt" --out "$WORK/refused"
 once train_resume "holds a cnn model"
+no_abort_banner() {
+  ! grep -q "MPI_ABORT" "$WORK/$1.out" || { cat "$WORK/$1.out"; fail "$1: Open MPI's MPI_ABORT banner"; }
+}
+no_abort_banner train_resume
+expect_exit 2 bad_config "lr = '-1': expected a number > 0" 30 2 train "${data[@]}" --lr -1 --out "$WORK/bad_config"
+no_abort_banner bad_config
+expect_exit 3 missing_data "$WORK/nope.h5" 30 2 train "${data[@]}" --data.train "$WORK/nope.h5" --out "$WORK/missing"
+no_abort_banner missing_data
 [[ ! -e "$WORK/refused/final.h5" && -z "$(ls "$WORK/refused/checkpoints" 2>/dev/null)" ]] ||
   fail "train_resume: the refused run wrote a model or checkpoints"
 
