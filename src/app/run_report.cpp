@@ -91,7 +91,7 @@ std::string figure(const io::LineChart& chart, const std::string& caption) {
 }
 
 std::string thinning_note(size_t stride) {
-  return stride > 1 ? str_cat(" Drawn from every ", stride, "th log point and the last.") : std::string();
+  return stride > 1 ? str_cat(" Drawn from one log point in ", stride, " and the last.") : std::string();
 }
 
 std::string loss_chart(const RunRecords& records) {

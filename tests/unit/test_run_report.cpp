@@ -158,5 +158,20 @@ TEST(RunReport, LanguageModelShowsTokensAndValidation) {
   EXPECT_NE(html.find("perplexity 12.180"), std::string::npos);
 }
 
+// A long run is drawn from one log point in k (and its last), and the caption says so.
+TEST(RunReport, LongSeriesAreThinnedAndSaySo) {
+  RunRecords records;
+  for (int64_t step = 1; step <= 5000; ++step)
+    records.train.push_back({step, 1.0 / static_cast<double>(step), 100, std::nullopt, 1});
+  const std::string html = run_report_html(records);
+  EXPECT_NE(html.find("Drawn from one log point in 3 and the last."), std::string::npos);
+  const size_t path = html.find("<path d=\"");
+  ASSERT_NE(path, std::string::npos);
+  const std::string d = html.substr(path, html.find('"', path + 9) - path);
+  size_t points = 0;
+  for (const char c : d) points += c == 'L' || c == 'M';
+  EXPECT_EQ(points, 1668u);  // steps 1, 4, ..., 4999 (1667 points) and 5000
+}
+
 }  // namespace
 }  // namespace mirrored::app
