@@ -6,7 +6,8 @@
 # export. Nothing is left behind by the refused training run. Errors every rank reaches alike
 # end a 2-rank job with their code and without Open MPI's MPI_ABORT banner: the checkpoint of
 # another model (found after MPI started, decided by the chief and broadcast), a bad
-# configuration value, a missing data file.
+# configuration value (before MPI starts, and one judged by the started world), a missing
+# data file.
 source "$(dirname "$0")/lib.sh"
 require_data
 data=(--data.train "$DATA_DIR/test.h5" --data.test "$DATA_DIR/test.h5" --batch_size 64 --threads 1 --quiet)
@@ -36,6 +37,10 @@ no_abort_banner() {
 no_abort_banner train_resume
 expect_exit 2 bad_config "lr = '-1': expected a number > 0" 30 2 train "${data[@]}" --lr -1 --out "$WORK/bad_config"
 no_abort_banner bad_config
+# A configuration that only the started world can judge (after MPI_Init): 65 over 2 ranks.
+expect_exit 2 indivisible_batch "batch_size (global) 65 does not divide evenly over 2 replicas" 30 2 train "${data[@]}" \
+  --batch_size 65 --out "$WORK/indivisible"
+no_abort_banner indivisible_batch
 expect_exit 3 missing_data "$WORK/nope.h5" 30 2 train "${data[@]}" --data.train "$WORK/nope.h5" --out "$WORK/missing"
 no_abort_banner missing_data
 [[ ! -e "$WORK/refused/final.h5" && -z "$(ls "$WORK/refused/checkpoints" 2>/dev/null)" ]] ||
