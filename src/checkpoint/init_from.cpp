@@ -17,7 +17,7 @@ void take_shape_from_init_from(config::TrainConfig& config) {
     if (!io::SafetensorsFile(file).metadata().count("n_layer")) return;
     spec = gpt2_spec_of(file);
   } catch (const InputError& e) {
-    throw InputError(str_cat("init_from: ", e.what()), ExitCode::kUsage);
+    throw InputError(str_cat("init_from: ", e.what()), ExitCode::kCheckpoint);
   }
   struct Field {
     const char* key;       // the configuration's
@@ -33,7 +33,7 @@ void take_shape_from_init_from(config::TrainConfig& config) {
       throw InputError(str_cat("init_from: '", file, "' holds a gpt with ", f.file_key, " = ", f.value, ", but ", f.key,
                                " = ", config.*f.field, " was given; leave ", f.key,
                                " out to take the file's shape, or give ", f.value),
-                       ExitCode::kUsage);
+                       ExitCode::kCheckpoint);
     config.*f.field = f.value;
   }
 }
@@ -43,12 +43,14 @@ void initialize_from_file(const config::TrainConfig& config, distribute::Mirrore
   comm::Communicator& comm = strategy.communicator();
   nn::ParameterArena& arena = model.parameters();
   std::vector<float> values;
+  // A setting every rank sees alike: a configuration error, before any file is read.
+  if (config.model != config::ModelKind::kGpt)
+    throw InputError(str_cat("init_from: model = ", config::model_kind_name(config.model),
+                             ": init_from takes a gpt's safetensors (GPT-2's layout), so it initialises a gpt only"),
+                     ExitCode::kUsage);
   std::string problem;
   if (strategy.is_chief()) {
     try {
-      if (config.model != config::ModelKind::kGpt)
-        throw InputError(str_cat("model = ", config::model_kind_name(config.model),
-                                 ": a safetensors file in GPT-2's layout initialises a gpt only"));
       values = read_gpt2_parameters(io::SafetensorsFile(model_file_in(config.init_from)), arena);
     } catch (const InputError& e) {
       problem = e.what();
@@ -56,7 +58,7 @@ void initialize_from_file(const config::TrainConfig& config, distribute::Mirrore
   }
   // Every rank learns of a bad file and exits; none waits in the broadcast below.
   problem = comm.broadcast_string(problem, 0);
-  if (!problem.empty()) throw InputError(str_cat("init_from: ", problem), ExitCode::kUsage);
+  if (!problem.empty()) throw InputError(str_cat("init_from: ", problem), ExitCode::kCheckpoint);
   Tensor& params = arena.flat_params();
   values.resize(static_cast<size_t>(params.numel()));
   comm.broadcast(values.data(), values.size(), 0);

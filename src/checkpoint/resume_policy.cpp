@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "mirrored/checkpoint/checkpoint_store.h"
+#include "mirrored/config/model_identity.h"
 #include "mirrored/core/error.h"
 #include "mirrored/core/log.h"
 
@@ -19,6 +20,21 @@ distribute::Reduction stored_reduction(const io::Checkpoint& checkpoint) {
         .reduction;
   } catch (const InputError&) {
     return distribute::Reduction::kFast;  // config_changes warns about unreadable text
+  }
+}
+
+// A checkpoint of another model, told from the configuration it records (kind and shape
+// keys), before any tensor is compared: "'FILE' holds an mlp model (...); this run builds a
+// gpt (...)", or "" (also for a file written before checkpoints held their configuration,
+// whose tensors misfit() compares).
+std::string other_model(const ResumeTarget& run, const io::Checkpoint& checkpoint, const std::string& source) {
+  if (checkpoint.config.empty()) return "";
+  try {
+    const config::TrainConfig stored = config::parse_config_text(
+        checkpoint.config, "the configuration stored in the checkpoint", /*ignore_unknown_keys=*/true);
+    return config::model_mismatch(source, stored, "this run builds", run.config);
+  } catch (const InputError&) {
+    return "";  // unreadable: misfit() compares the tensors themselves
   }
 }
 
@@ -128,9 +144,9 @@ ResumeChoice choose_resume(const ResumeTarget& run) {
   } else {
     candidates = {resume};
   }
-  std::vector<std::string> problems;
+  std::string problem;  // the last candidate's
+  bool names_file = false;
   for (size_t i = 0; i < candidates.size(); ++i) {
-    std::string problem;
     try {
       io::Checkpoint checkpoint = io::read_checkpoint(candidates[i]);
       if (run.config.resume == config::ResumeMode::kAuto) {
@@ -151,29 +167,36 @@ ResumeChoice choose_resume(const ResumeTarget& run) {
           return choice;
         }
       }
-      problem = misfit(run, checkpoint);
+      problem = other_model(run, checkpoint, candidates[i]);
       if (problem.empty()) {
-        choice.status = 1;
-        choice.source = candidates[i];
-        choice.checkpoint = std::move(checkpoint);
-        return choice;
+        problem = misfit(run, checkpoint);
+        if (problem.empty()) {
+          choice.status = 1;
+          choice.source = candidates[i];
+          choice.checkpoint = std::move(checkpoint);
+          return choice;
+        }
+        problem = str_cat("checkpoint '", candidates[i], "': does not fit this run: ", problem);
       }
-      problem = str_cat("checkpoint '", candidates[i], "': does not fit this run: ", problem);
     } catch (const Error& e) {
       problem = e.what();
     }
-    problems.push_back(problem);
-    rank_warning(str_cat("skipping ", problem,
-                         i + 1 < candidates.size() ? str_cat("; trying the previous one, '", candidates[i + 1], "'")
-                                                   : std::string()));
+    // Each problem is told once: a warning when an older checkpoint is tried next, else in
+    // the error below.
+    // (A model mismatch names its file first: "'FILE' holds ...".)
+    names_file = problem.rfind(str_cat("'", candidates[i], "'"), 0) == 0;
+    if (i + 1 < candidates.size())
+      rank_warning(str_cat("skipping", names_file ? ": " : " ", problem, "; trying the previous one, '",
+                           candidates[i + 1], "'"));
   }
   choice.status = 2;
   choice.message =
       candidates.size() == 1 && where.empty()
-          ? str_cat("resume = '", resume, "': ", problems.front())
+          ? (names_file ? str_cat("resume: ", problem) : str_cat("resume = '", resume, "': ", problem))
           : str_cat("resume = ", run.config.resume == config::ResumeMode::kAuto ? std::string("auto") : resume,
-                    ": none of the ", candidates.size(), " checkpoint(s) in '", where,
-                    "' is usable; remove them or set resume = never to start over");
+                    ": none of the ", candidates.size(), " checkpoint(s) in '", where, "' is usable (",
+                    candidates.size() > 1 ? "the oldest: " : "", problem,
+                    "); remove them or set resume = never to start over");
   return choice;
 }
 

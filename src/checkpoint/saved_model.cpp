@@ -1,10 +1,12 @@
 #include "mirrored/checkpoint/saved_model.h"
 
 #include <filesystem>
+#include <optional>
 
 #include "mirrored/checkpoint/gpt2_weights.h"
 #include "mirrored/checkpoint/model_directory.h"
 #include "mirrored/config/model_factory.h"
+#include "mirrored/config/model_identity.h"
 #include "mirrored/core/error.h"
 #include "mirrored/data/shard_list.h"
 #include "mirrored/data/token_file.h"
@@ -44,6 +46,40 @@ void load_parameters_into(const SavedModel& saved, nn::ParameterArena& arena) {
   kernels::copy(Tensor::from(values, params.shape()), params);
 }
 
+// The configuration a file records for its own model: a checkpoint's stored one, or the
+// config.ini beside a parameter file; nothing when there is none or it cannot be read (the
+// tensors are then compared by name and shape as they load).
+std::optional<config::TrainConfig> recorded_config(const std::string& parameters) {
+  try {
+    if (is_checkpoint_file(parameters))
+      return config::parse_config_text(io::read_checkpoint(parameters).config, "the stored configuration",
+                                       /*ignore_unknown_keys=*/true);
+    const std::string ini = (fs::path(parameters).parent_path() / "config.ini").string();
+    if (fs::exists(ini)) return config::parse_train_config({"--config", ini});
+  } catch (const InputError&) {
+  }
+  return std::nullopt;
+}
+
+// --config names the architecture to build; a file that records another one is refused,
+// once, before any tensor is read.
+void check_recorded_model(const std::string& command, const std::string& parameters,
+                          const std::optional<config::TrainConfig>& recorded, const std::string& config_path,
+                          const config::TrainConfig& config) {
+  if (!recorded) return;
+  const std::string other =
+      config::model_mismatch(parameters, *recorded, str_cat("--config '", config_path, "' builds"), config);
+  if (!other.empty()) throw InputError(str_cat(command, ": ", other), ExitCode::kCheckpoint);
+}
+
+// A gpt's configuration from an export's metadata (GPT2Config's fields).
+config::TrainConfig exported_config(const std::string& file, const std::string& origin) {
+  const nn::GptSpec spec = gpt2_spec_of(file);
+  return config::parse_config_text(str_cat("model = gpt\ngpt.layers = ", spec.layers, "\ngpt.heads = ", spec.heads,
+                                           "\ngpt.width = ", spec.width, "\ngpt.context = ", spec.context, "\n"),
+                                   origin);
+}
+
 // An export: the shape from the file's metadata, every other setting the defaults (data
 // comes from the command's own flags), unless --config names the run's config.ini.
 SavedModel find_exported_model(const std::string& command, const std::string& path, const std::string& config_path) {
@@ -55,16 +91,21 @@ SavedModel find_exported_model(const std::string& command, const std::string& pa
       saved.config_origin = str_cat("'", config_path, "'");
       saved.config = config::parse_train_config({"--config", config_path});
     } else {
-      const nn::GptSpec spec = gpt2_spec_of(saved.parameters);
       saved.config_origin = str_cat("the metadata of '", saved.parameters, "'");
-      saved.config = config::parse_config_text(
-          str_cat("model = gpt\ngpt.layers = ", spec.layers, "\ngpt.heads = ", spec.heads, "\ngpt.width = ", spec.width,
-                  "\ngpt.context = ", spec.context, "\n"),
-          saved.config_origin);
+      saved.config = exported_config(saved.parameters, saved.config_origin);
       saved.config.train_data.clear();  // no training file: the tokenizer is the directory's
     }
   } catch (const InputError& e) {
     throw InputError(str_cat(command, ": ", e.what()), e.code());
+  }
+  if (!config_path.empty()) {
+    std::optional<config::TrainConfig> recorded;
+    try {
+      if (io::SafetensorsFile(saved.parameters).metadata().count("n_layer"))
+        recorded = exported_config(saved.parameters, "the metadata");
+    } catch (const InputError&) {
+    }
+    check_recorded_model(command, saved.parameters, recorded, config_path, saved.config);
   }
   const fs::path tokenizer = fs::path(saved.parameters).parent_path() / kTokenizerFileName;
   std::error_code error;
@@ -93,6 +134,8 @@ SavedModel find_saved_model(const std::string& command, const std::string& path,
                        ExitCode::kUsage);
     saved.config_origin = str_cat("'", ini, "'");
     saved.config = config::parse_train_config({"--config", ini});
+    if (!config_path.empty())
+      check_recorded_model(command, saved.parameters, recorded_config(saved.parameters), config_path, saved.config);
   }
   saved.lib = config::library_options(saved.config);
   return saved;

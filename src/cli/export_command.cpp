@@ -15,6 +15,7 @@
 #include "mirrored/checkpoint/gpt2_weights.h"
 #include "mirrored/checkpoint/model_directory.h"
 #include "mirrored/checkpoint/saved_model.h"
+#include "mirrored/config/model_identity.h"
 #include "mirrored/core/error.h"
 #include "mirrored/core/log.h"
 #include "mirrored/data/shard_list.h"
@@ -37,10 +38,9 @@ int export_command(const Args& args) {
 
   const checkpoint::SavedModel saved = checkpoint::find_saved_model("export", checkpoint, config);
   if (saved.lib.model.kind != config::ModelKind::kGpt)
-    throw InputError(str_cat("export: ", saved.config_origin, " names model = ",
-                             config::model_kind_name(saved.lib.model.kind),
+    throw InputError(str_cat("export: ", config::held_model(saved.parameters, saved.config),
                              "; export writes a gpt in GPT-2's layout"),
-                     ExitCode::kUsage);
+                     ExitCode::kCheckpoint);
   const config::ModelInputs inputs = checkpoint::saved_token_model_inputs(saved);
   nn::Model model = checkpoint::load_saved_model(saved, inputs);
   nn::GptSpec spec = saved.lib.model.gpt;

@@ -29,6 +29,7 @@
 #include "commands.h"
 #include "parse_options.h"
 #include "mirrored/checkpoint/saved_model.h"
+#include "mirrored/config/model_identity.h"
 #include "mirrored/core/error.h"
 #include "mirrored/core/rng.h"
 #include "mirrored/io/npy_file.h"
@@ -91,9 +92,8 @@ struct LoadedModel {
 LoadedModel load_model(const GenerateArgs& args) {
   const checkpoint::SavedModel saved = checkpoint::find_saved_model("generate", args.checkpoint, args.config);
   if (saved.lib.model.kind != config::ModelKind::kGpt)
-    throw InputError(str_cat("generate: ", saved.config_origin, " names model = ",
-                             config::model_kind_name(saved.lib.model.kind), "; generate needs a gpt"),
-                     ExitCode::kUsage);
+    throw InputError(str_cat("generate: ", config::held_model(saved.parameters, saved.config), "; generate needs a gpt"),
+                     ExitCode::kCheckpoint);
   const config::ModelInputs inputs = checkpoint::saved_token_model_inputs(saved);
   nn::GptSpec spec = saved.lib.model.gpt;
   spec.vocab = inputs.num_classes;

@@ -9,6 +9,7 @@
 //   mirrored info [--ranks RUN_DIR]
 //   mirrored trace RUN_DIR
 //   mirrored ps RUN_DIR
+//   mirrored report RUN_DIR [--out FILE]
 //   mirrored bench allreduce [--min_bytes N --max_bytes N --iters N --warmup N --json FILE]
 //   mirrored bench train --config FILE [--steps N] [--warmup N]
 //   mirrored bench layers --config FILE [--steps N] [--warmup N]
@@ -17,7 +18,6 @@
 #include <cstdio>
 #include <exception>
 #include <string>
-#include <thread>
 
 #include "blas_core.h"
 #include "commands.h"
@@ -42,20 +42,23 @@ constexpr const char* kUsage =
     "                       --ranks RUN_DIR: a finished run's straggler scores per rank\n"
     "  trace                the verdict on a stuck job from its flight recorder dumps (RUN_DIR/trace)\n"
     "  ps                   where each rank of a run runs: rank, host, pid, agent pid, state (RUN_DIR/ranks.jsonl)\n"
+    "  report               a run as one self-contained HTML page: curves, throughput, world size, stragglers\n"
     "  bench allreduce      nccl-tests style all-reduce table\n"
     "  bench train          training step time and throughput, by phase\n"
     "  bench layers         per-layer forward/backward time against FLOPs\n"
     "  --version            print the version\n";
 
 // Reports the error once and ends every rank. An error every rank raises identically
-// (a bad config) is printed by rank 0 alone; the others give it a moment to get out
-// before their abort could tear the job down.
+// (a bad config, a checkpoint of another model, a malformed data file) is printed by rank 0
+// alone, and each rank ends on its own with MPI finalised and the code: the launcher
+// reports the code, and no MPI_Abort banner follows the one-line error. An error of one
+// rank (the others would wait for it in a collective) aborts the whole job.
 [[noreturn]] void fail(const mirrored::Error& error) {
   using namespace mirrored;
   const bool report_here = !error.uniform() || process_identity().rank == 0;
   if (report_here) rank_error(error.what());
   report_exit_status(static_cast<int>(error.code()));
-  if (!report_here) std::this_thread::sleep_for(std::chrono::seconds(2));
+  if (error.uniform()) runtime::Runtime::end_job_alike(error.code(), report_here ? std::string() : error.what());
   runtime::Runtime::abort_job(error.code());
 }
 
@@ -81,6 +84,7 @@ static int run_command(int argc, char** argv) {
     if (command == "export") return cli::export_command(args);
     if (command == "trace") return cli::trace_command(args);
     if (command == "ps") return cli::ps_command(args);
+    if (command == "report") return cli::report_command(args);
     if (command == "--version" || command == "-V" || command == "version") {
       std::printf("mirrored %s\n", MIRRORED_VERSION);
       return 0;
@@ -89,7 +93,7 @@ static int run_command(int argc, char** argv) {
       std::fputs(kUsage, stdout);
       return 0;
     }
-    throw InputError(str_cat("unknown command '", command, "'; valid commands: train, eval, generate, export, data, info, trace, ps, bench, --version (mirrored --help)"), ExitCode::kUsage);
+    throw InputError(str_cat("unknown command '", command, "'; valid commands: train, eval, generate, export, data, info, trace, ps, report, bench, --version (mirrored --help)"), ExitCode::kUsage);
   } catch (const Error& error) {
     fail(error);
   } catch (const std::exception& error) {

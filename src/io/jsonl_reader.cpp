@@ -23,6 +23,28 @@ class Parser {
         }) {}
 
   JsonObject object() {
+    JsonObject out = object_body();
+    cursor_.skip_space();
+    if (!cursor_.at_end()) cursor_.fail("the end of the line after the object");
+    return out;
+  }
+
+  // [{...}, ...]: what objects() accepted, one JsonObject per element.
+  std::vector<JsonObject> array_of_objects() {
+    std::vector<JsonObject> out;
+    cursor_.expect('[');
+    if (!cursor_.consume(']')) {
+      do out.push_back(object_body());
+      while (cursor_.consume(','));
+      cursor_.expect(']');
+    }
+    cursor_.skip_space();
+    if (!cursor_.at_end()) cursor_.fail("the end of the array");
+    return out;
+  }
+
+ private:
+  JsonObject object_body() {
     JsonObject out;
     cursor_.expect('{');
     if (!cursor_.consume('}')) {
@@ -34,12 +56,9 @@ class Parser {
       } while (cursor_.consume(','));
       cursor_.expect('}');
     }
-    cursor_.skip_space();
-    if (!cursor_.at_end()) cursor_.fail("the end of the line after the object");
     return out;
   }
 
- private:
   double number_or_null() {
     cursor_.skip_space();
     if (cursor_.consume_word("null")) return std::numeric_limits<double>::quiet_NaN();
@@ -155,6 +174,10 @@ std::string json_string_field(std::string_view line, const std::string& field, c
   if (!cursor.at_end()) cursor.fail("the end of the line after the object");
   if (!value) throw InputError(str_cat(origin, ": no field '", field, "' (expected a string '", field, "' in every record)"));
   return *std::move(value);
+}
+
+std::vector<JsonObject> parse_json_objects(const JsonText& array, const std::string& origin) {
+  return Parser(array.text, origin).array_of_objects();
 }
 
 std::vector<JsonObject> read_jsonl(const std::string& path) {

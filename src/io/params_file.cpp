@@ -39,17 +39,20 @@ void load_parameters(const std::string& path, nn::ParameterArena& arena) {
     const std::string dataset = dataset_for(info);
     if (!file.exists(dataset)) {
       throw InputError(str_cat("'", path, "': parameter ", info.name, " is missing (no dataset ",
-                               dataset, "); was the file saved from a different model?"));
+                               dataset, "); was the file saved from a different model?"),
+                       ExitCode::kCheckpoint);
     }
     const Shape stored = file.shape(dataset);
     if (stored != info.shape) {
       throw InputError(str_cat("'", path, "': parameter ", info.name, " has shape ",
                                shape_str(stored), " in the file but the model expects ",
-                               shape_str(info.shape)));
+                               shape_str(info.shape)),
+                       ExitCode::kCheckpoint);
     }
     if (file.type_class(dataset) != H5T_FLOAT) {
       throw InputError(str_cat("'", path, "': parameter ", info.name, " (", dataset,
-                               ") is not floating point"));
+                               ") is not floating point"),
+                       ExitCode::kCheckpoint);
     }
     const std::vector<float> values = file.read_f32(dataset);
     Tensor param = is_param ? arena.param(i) : arena.buffer(i - arena.size());

@@ -293,4 +293,6 @@ void Runtime::free_job_communicator(MPI_Comm& comm) {
 
 void Runtime::abort_job(ExitCode code) { comm::abort_job(code); }
 
+void Runtime::end_job_alike(ExitCode code, const std::string& unprinted) { comm::end_job_alike(code, unprinted); }
+
 }  // namespace mirrored::runtime

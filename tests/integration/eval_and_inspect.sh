@@ -50,8 +50,13 @@ expect_failure no_config "config.ini' does not exist" 30 1 eval --checkpoint "$W
 expect_failure missing_ckpt "does not exist" 30 1 eval --checkpoint "$WORK/run/nope.h5" --data "$DATA_DIR/test.h5" \
   --config "$WORK/run/config.ini"
 sed 's/^hidden = 64$/hidden = 32/' "$WORK/run/config.ini" >"$WORK/other.ini"
-expect_failure wrong_model "0.linear.weight" 30 2 eval --checkpoint "$WORK/run/final.h5" --config "$WORK/other.ini" \
-  --data "$DATA_DIR/test.h5"
+expect_exit 4 wrong_model "eval: '$WORK/run/final.h5' holds an mlp model (hidden 64); --config '$WORK/other.ini' builds an mlp (hidden 32)" \
+  30 2 eval --checkpoint "$WORK/run/final.h5" --config "$WORK/other.ini" --data "$DATA_DIR/test.h5"
+# The same parameters without the config.ini beside them record no model: the tensors are
+# compared, and the first that does not fit is named, with the same exit code.
+mkdir -p "$WORK/bare" && cp "$WORK/run/final.h5" "$WORK/bare/params.h5"
+expect_exit 4 wrong_model_unrecorded "0.linear.weight" 30 2 eval --checkpoint "$WORK/bare/params.h5" \
+  --config "$WORK/other.ini" --data "$DATA_DIR/test.h5"
 status=0; "$MIRRORED" eval --checkpoint "$WORK/lonely.h5" --data "$DATA_DIR/test.h5" >/dev/null 2>&1 || status=$?
 [[ $status == 2 ]] || fail "missing config: exit $status, expected 2"
 status=0; "$MIRRORED" eval --checkpoint "$WORK/run/nope.h5" --config "$WORK/run/config.ini" --data "$DATA_DIR/test.h5" \

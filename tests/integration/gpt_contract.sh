@@ -97,8 +97,14 @@ grep -q "^val_loss $(printf '%.4f' "$loss2")  perplexity $(printf '%.3f' "$ppl")
 expect_exit 2 eval_image_for_gpt "'$WORK/a2/final.h5' has no /tokens dataset, but the model in '$WORK/a2/config.ini' is a gpt" \
   30 2 eval --checkpoint "$WORK/a2/final.h5" --data "$WORK/a2/final.h5"
 sed -E 's/^model = gpt$/model = mlp/' "$WORK/a2/config.ini" > "$WORK/mlp.ini"
+# The gpt's final.h5 beside its config.ini records a gpt: --config naming an mlp is refused
+# as a file of another model (exit 4); a parameter file alone records nothing, so the token
+# data meets the mlp configuration (exit 2).
+expect_exit 4 eval_gpt_file_as_mlp "'$WORK/a2/final.h5' holds a gpt model (" 30 2 eval \
+  --checkpoint "$WORK/a2/final.h5" --config "$WORK/mlp.ini" --data "$WORK/corpus/val.h5"
+mkdir -p "$WORK/bare" && cp "$WORK/a2/final.h5" "$WORK/bare/params.h5"
 expect_exit 2 eval_tokens_for_mlp "'$WORK/corpus/val.h5' is a token file (/tokens), but the model in '$WORK/mlp.ini' is mlp" \
-  30 2 eval --checkpoint "$WORK/a2/final.h5" --config "$WORK/mlp.ini" --data "$WORK/corpus/val.h5"
+  30 2 eval --checkpoint "$WORK/bare/params.h5" --config "$WORK/mlp.ini" --data "$WORK/corpus/val.h5"
 echo "ok: eval reproduces the last evaluation ($(cat "$WORK/eval1.out"))"
 
 # 7. A checkpoint file carries its run's configuration: eval needs no config.ini for it, and

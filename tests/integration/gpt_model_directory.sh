@@ -69,7 +69,7 @@ tune=(--model gpt --batch_size 8 --seed 5 --threads 1 "${data[@]}"
 sed -n '/^\[gpt\]/,/^\[/p' "$WORK/tuned/config.ini" | grep -q "^layers = 2" ||
   { cat "$WORK/tuned/config.ini"; fail "the shape was not taken"; }
 "$COMPARE" "$WORK/run/final.h5" "$WORK/tuned/final.h5" --rtol 1e-20
-expect_exit 2 disagreeing_flag "holds a gpt with n_head = 2, but gpt.heads = 4 was given" 30 1 train "${tune[@]}" \
+expect_exit 4 disagreeing_flag "holds a gpt with n_head = 2, but gpt.heads = 4 was given" 30 1 train "${tune[@]}" \
   --gpt.heads 4 --init_from "$WORK/model" --out "$WORK/disagree"
 echo "ok: init_from DIR takes the shape; a disagreeing gpt.heads is refused"
 

@@ -68,11 +68,11 @@ echo "ok: init_from = the export starts from the exported parameters"
 
 size=$(stat -c %s "$WORK/model.safetensors")
 head -c $((size - 100)) "$WORK/model.safetensors" > "$WORK/cut.safetensors"
-expect_exit 2 truncated_safetensors "'$WORK/cut.safetensors': tensor transformer.ln_f.bias" 30 1 train "${tune[@]}" \
+expect_exit 4 truncated_safetensors "'$WORK/cut.safetensors': tensor transformer.ln_f.bias" 30 1 train "${tune[@]}" \
   --init_from "$WORK/cut.safetensors" --out "$WORK/cut"
 sed '0,/"F32"/s//"F16"/' "$WORK/model.safetensors" > "$WORK/f16.safetensors"
-expect_exit 2 mislabelled_safetensors "(mislabelled)" 30 1 train "${tune[@]}" --init_from "$WORK/f16.safetensors" \
+expect_exit 4 mislabelled_safetensors "(mislabelled)" 30 1 train "${tune[@]}" --init_from "$WORK/f16.safetensors" \
   --out "$WORK/f16"
-expect_exit 2 other_shape "holds a gpt with n_positions = 32, but gpt.context = 16 was given" 30 1 train "${tune[@]}" \
+expect_exit 4 other_shape "holds a gpt with n_positions = 32, but gpt.context = 16 was given" 30 1 train "${tune[@]}" \
   --gpt.context 16 --init_from "$WORK/model.safetensors" --out "$WORK/shape"
 [[ $torch_status -eq 0 ]] || { tail -1 "$WORK/torch.out"; exit 77; }

@@ -82,10 +82,13 @@ cp -r "$WORK/part" "$WORK/bad"
 for f in "$WORK"/bad/checkpoints/*.h5; do truncate -s 5000 "$f"; done
 expect_exit 4 no_valid_checkpoint "none of the 3 checkpoint(s)" 30 2 train "${common[@]}" "${upto[@]}" --out "$WORK/bad"
 expect_exit 4 resume_missing_path "nope.h5" 30 2 train "${common[@]}" "${upto[@]}" --out "$WORK/x" --resume "$WORK/nope.h5"
-# A checkpoint of another model is refused with the reason.
-expect_exit 4 resume_other_model "does not fit this run" 30 2 train --data.train "$DATA_DIR/test.h5" \
+# A checkpoint of another model is refused, once, naming the model it holds and this run's.
+expect_exit 4 resume_other_model "' holds an mlp model (hidden " 30 2 train --data.train "$DATA_DIR/test.h5" \
   --data.test "$DATA_DIR/test.h5" --batch_size 64 --model.hidden 16 --threads 1 --out "$WORK/x2" \
   --resume "$WORK/part/checkpoints/ckpt-000000100.h5"
+grep -q "this run builds an mlp (hidden 16)" "$WORK/resume_other_model.out" || fail "resume_other_model: no model of this run"
+[[ $(grep -c "holds an mlp model" "$WORK/resume_other_model.out") -eq 1 ]] ||
+  { cat "$WORK/resume_other_model.out"; fail "resume_other_model: the mismatch is not said once"; }
 
 # A model with batch norm: its running statistics are in the checkpoint too, so a resumed
 # run evaluates and ends exactly like the uninterrupted one (they used to restart at 0/1).

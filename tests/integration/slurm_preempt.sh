@@ -11,6 +11,8 @@ require_slurm
 start=$SECONDS
 slurm_up
 export MIRRORED_ROOT=$SOURCE_DIR
+# The mlp recipe (the script defaults to the cnn): these runs test the script, in seconds.
+export MIRRORED_CONFIG=$SOURCE_DIR/launch/configs/fmnist_mlp.ini
 # The test set as training data, 156 steps per epoch; the signal goes out once the first
 # epoch's checkpoint is on disk, with 4 epochs (seconds) still to run.
 epochs=5

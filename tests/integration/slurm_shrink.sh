@@ -22,6 +22,8 @@ export CPUS=4  # 4 tasks of 1 CPU on this machine's cores (local-cluster.sh decl
 slurm_up
 echo "slurm up in $((SECONDS - start)) s"
 export MIRRORED_ROOT=$SOURCE_DIR
+# The mlp recipe (the script defaults to the cnn): these runs test the script, in seconds.
+export MIRRORED_CONFIG=$SOURCE_DIR/launch/configs/fmnist_mlp.ini
 args="--data.train $DATA_DIR/train.h5 --data.test $DATA_DIR/test.h5 --batch_size 120 --epochs 1 --max_steps 60
       --model.hidden 256,128 --lr 0.05 --momentum 0.9 --seed 5 --log_every 5 --checkpoint.every_epochs 0
       --progress plain --on_failure shrink"

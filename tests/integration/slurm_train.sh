@@ -11,6 +11,8 @@ start=$SECONDS
 slurm_up
 echo "slurm up in $((SECONDS - start)) s"
 export MIRRORED_ROOT=$SOURCE_DIR
+# The mlp recipe (the script defaults to the cnn): these runs test the script, in seconds.
+export MIRRORED_CONFIG=$SOURCE_DIR/launch/configs/fmnist_mlp.ini
 args="--data.train $DATA_DIR/train.h5 --data.test $DATA_DIR/test.h5 --epochs 1 --max_steps 40 --log_every 20
       --model.hidden 64,32 --seed 5"
 for launcher in srun mpirun; do

@@ -113,7 +113,28 @@ TEST_F(ResumeChoiceTest, ACheckpointOfAnotherModelIsNotUsable) {
   CheckpointWriter(config_).write(wrong);
   const ResumeChoice choice = choose_resume(target());
   EXPECT_EQ(choice.status, 2);
-  expect_mentions(choice.message, {"none of the 1 checkpoint(s)", checkpoint_dir(config_)});
+  expect_mentions(choice.message, {"none of the 1 checkpoint(s)", checkpoint_dir(config_),
+                                   "parameter 0 is 0.linear.weight"});
+}
+
+// The model the checkpoint records is compared first and named once, in the error: the
+// steps per epoch that also differ (a gpt's windows, an mlp's images) are never reached.
+TEST_F(ResumeChoiceTest, ANamedCheckpointOfAnotherModelSaysWhichModelItHolds) {
+  config::TrainConfig gpt = config_;
+  gpt.model = config::ModelKind::kGpt;
+  io::Checkpoint of_gpt = checkpoint_of(20, gpt);
+  of_gpt.steps_per_epoch = 6233;
+  CheckpointWriter writer(config_);
+  writer.write(of_gpt);
+  config_.resume = config::ResumeMode::kPath;
+  config_.resume_path = writer.path(20);
+  ::testing::internal::CaptureStderr();
+  const ResumeChoice choice = choose_resume(target());
+  const std::string warnings = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(choice.status, 2);
+  EXPECT_EQ(choice.message, str_cat("resume: '", writer.path(20), "' holds a gpt model (4 layers, 4 heads, width 128, "
+                                    "context 64); this run builds an mlp (hidden 256,128)"));
+  EXPECT_EQ(warnings, "");  // said once, not warned and then raised
 }
 
 }  // namespace

@@ -24,6 +24,9 @@ JsonObject parse_json_object(const std::string& line, const std::string& origin)
 // missing or appears twice, or its value is not a string (the message says what it is).
 std::string json_string_field(std::string_view line, const std::string& field, const std::string& origin);
 
+// The elements of an array of flat objects read as JsonText (a membership record's "lost").
+std::vector<JsonObject> parse_json_objects(const JsonText& array, const std::string& origin);
+
 // Every non-empty line of `path`. Throws InputError naming the file when it cannot be read
 // or a line is not a JSON object.
 std::vector<JsonObject> read_jsonl(const std::string& path);

@@ -12,7 +12,7 @@ namespace mirrored::io {
 // leaves an existing file unchanged).
 void save_parameters(const std::string& path, const nn::ParameterArena& arena);
 // Loads into an allocated arena; InputError naming the file and parameter on a missing
-// dataset or a shape mismatch.
+// dataset or a shape mismatch, with ExitCode::kCheckpoint (a file of another model).
 void load_parameters(const std::string& path, nn::ParameterArena& arena);
 
 }  // namespace mirrored::io

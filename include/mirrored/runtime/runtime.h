@@ -147,6 +147,10 @@ class Runtime {
   // Ends every rank of the job with `code` (comm::abort_job: MPI_Abort when MPI is up,
   // exit() otherwise). Safe to call without a Runtime (before or after one existed).
   [[noreturn]] static void abort_job(ExitCode code);
+  // Ends this rank after an error every rank reached alike (comm::end_job_alike: MPI
+  // finalised, exit with `code`, no MPI_Abort); `unprinted` is printed if a peer never
+  // joins (this rank left the message to rank 0).
+  [[noreturn]] static void end_job_alike(ExitCode code, const std::string& unprinted);
 
   static bool launched_by_mpi();  // launcher variables (Open MPI, PMIx, PMI, Slurm srun)
   // Before MPI starts: the rank and world size the launcher announced, so errors raised

@@ -44,12 +44,16 @@ CollectiveWatchdog::CollectiveWatchdog(MPI_Comm world, double timeout_seconds, s
   send_buffers_.assign(static_cast<size_t>(size_), Heartbeat{});
   g_watchdog = this;
   set_abort_hook(&CollectiveWatchdog::dump_before_abort);
+  set_quiesce_hook(&CollectiveWatchdog::stop_thread_for_exit);
   if (timeout_ > 0 && size_ > 1) thread_ = std::thread([this] { run(); });
 }
 
 CollectiveWatchdog::~CollectiveWatchdog() {
   CollectiveWatchdog* self = this;
-  if (g_watchdog.compare_exchange_strong(self, nullptr)) set_abort_hook(nullptr);
+  if (g_watchdog.compare_exchange_strong(self, nullptr)) {
+    set_abort_hook(nullptr);
+    set_quiesce_hook(nullptr);
+  }
   if (thread_.joinable()) {
     stopping_ = true;
     wake_.notify_all();
@@ -115,6 +119,15 @@ void CollectiveWatchdog::stop() {
   receive_heartbeats();
   untrack_communicator(comm_);
   MIRRORED_MPI_LOG(MPI_Comm_free(&comm_));
+}
+
+void CollectiveWatchdog::stop_thread_for_exit() {
+  CollectiveWatchdog* watchdog = g_watchdog.load();
+  if (watchdog == nullptr || !watchdog->thread_.joinable() || watchdog->thread_.get_id() == std::this_thread::get_id())
+    return;
+  watchdog->stopping_ = true;
+  watchdog->wake_.notify_all();
+  watchdog->thread_.join();
 }
 
 void CollectiveWatchdog::dump_before_abort(ExitCode code) {

@@ -143,6 +143,10 @@ class CollectiveWatchdog {
   // waits (at most a few seconds) for them, then dumps here. Once per process.
   void dump_everywhere(const char* reason);
   static void dump_before_abort(ExitCode code);
+  // comm::end_job_alike's quiesce hook: the heartbeat thread of the watchdog that is still
+  // installed (its owner's error left it running) ends, so nothing calls MPI after
+  // MPI_Finalize. Local: no barrier, pending heartbeats are left to MPI_Finalize.
+  static void stop_thread_for_exit();
   std::string rank_and_host(int rank) const;
   std::string describe_stalled(const InFlight& stalled) const;
 
