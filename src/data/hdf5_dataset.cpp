@@ -321,7 +321,7 @@ Dataset load_hdf5_dataset(const std::string& path, int64_t cache_bytes) {
   return dataset;
 }
 
-void write_hdf5_dataset(const std::string& path, const Dataset& dataset) {
+void write_hdf5_dataset(const std::string& path, const Dataset& dataset, bool compress) {
   MIRRORED_CHECK(dataset.sample_shape.size() == 3, "sample shape ",
                  shape_str(dataset.sample_shape), " is not [C, H, W]");
   MIRRORED_CHECK(dataset.float_images.empty() && dataset.in_memory(),
@@ -339,7 +339,7 @@ void write_hdf5_dataset(const std::string& path, const Dataset& dataset) {
   const Shape image_shape = sample[0] == 1 ? Shape{dataset.size, sample[1], sample[2]}
                                            : Shape{dataset.size, sample[0], sample[1], sample[2]};
   io::write_hdf5_file(path, [&](io::H5File& file) {
-    file.write_u8(kImages, image_shape, dataset.images.data(), /*compress=*/true);
+    file.write_u8(kImages, image_shape, dataset.images.data(), compress);
     file.write_u8(kLabels, {dataset.size}, dataset.labels.data());
     file.write_attribute("num_classes", int64_t{dataset.num_classes});
     if (dataset.pixel_scale) file.write_real_attribute("pixel_scale", *dataset.pixel_scale);

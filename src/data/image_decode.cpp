@@ -91,7 +91,7 @@ bool decode_jpeg(std::span<const uint8_t> bytes, int64_t channels, ImageSize at_
   image.width = TJSCALED(header.width, scale);
   image.height = TJSCALED(header.height, scale);
   image.channels = channels;
-  image.pixels.assign(static_cast<size_t>(image.width * image.height * channels), 0);
+  image.pixels.resize(static_cast<size_t>(image.width * image.height * channels));  // every byte is written
   // Gray output from a colour file is its luma (Y) plane; RGB from a gray file repeats it.
   const int format = channels == 1 ? TJPF_GRAY : TJPF_RGB;
   if (tjDecompress2(tj, bytes.data(), static_cast<unsigned long>(bytes.size()), image.pixels.data(),

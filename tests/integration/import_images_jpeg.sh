@@ -4,7 +4,9 @@
 # is not an image, an empty class folder, symbolic links (a file and a class folder) and a
 # file of another kind. The readable images are imported, the others counted and named,
 # the links not followed; --strict fails naming the first bad file; --channels 1, a
-# validation fraction and shards give the shapes and counts they should.
+# validation fraction and shards give the shapes and counts they should. The resnet trains
+# on the imported RGB images with no shape in its configuration; a data.shape that
+# disagrees with them is an error naming both.
 source "$(dirname "$0")/lib.sh"
 : "${MAKE_JPEG:?MAKE_JPEG must point at tests/tools/make_jpeg}"
 root=$WORK/photos
@@ -74,3 +76,19 @@ status=0
 expect_line "$WORK/strict.log" "'$root/cat/fake.jpg': not a JPEG or PNG file"
 [[ ! -e "$WORK/strict/train.h5" ]] || fail "--strict left a train.h5 behind"
 echo "ok: --strict fails naming $root/cat/fake.jpg"
+
+# The image models take their input shape from the data: the resnet's configuration
+# (written for 28x28 gray Fashion-MNIST) trains on 32x32 RGB images with only the data
+# paths changed; a data.shape that disagrees with the data is an error naming both.
+rm "$root/bird" "$root/cat/link.jpg" "$root/cat/trunc.jpg" "$root/cat/fake.jpg" "$root/dog/readme.txt"
+rmdir "$root/empty"
+import rgb32 --size 32,32 --val_fraction 0.25
+resnet=(train --config "$SOURCE_DIR/launch/configs/fmnist_resnet.ini" --data.train "$WORK/rgb32/train.h5"
+        --data.test "$WORK/rgb32/val.h5" --resnet.channels 4,8,8 --batch_size 4 --max_steps 3 --progress off
+        --threads 1)
+mpirun_np 2 "${resnet[@]}" --out "$WORK/resnet" > "$WORK/resnet.log" 2>&1 ||
+  { cat "$WORK/resnet.log"; fail "the resnet did not train on the imported 32x32 RGB images"; }
+grep -q '"kind": "eval"' "$WORK/resnet/metrics.jsonl" || { cat "$WORK/resnet.log"; fail "no evaluation record"; }
+echo "ok: the resnet trains on imported [3, 32, 32] images with the Fashion-MNIST configuration"
+expect_exit 2 shape_mismatch "data.shape is [1, 28, 28] but data.train '$WORK/rgb32/train.h5' holds samples of shape [3, 32, 32]" \
+  60 2 "${resnet[@]}" --data.shape 1,28,28 --out "$WORK/mismatch"

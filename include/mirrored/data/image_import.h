@@ -24,6 +24,7 @@ struct ImageImportOptions {
   int64_t channels = 3;          // 1 (gray) or 3 (RGB)
   int64_t shard_bytes = 0;       // shards of at most this many bytes of samples (0: one file a split)
   bool strict = false;
+  bool compress = false;         // deflate the pixels (write_hdf5_dataset)
   int threads = 1;
   // Called from the importing thread about 5 times a second while images decode.
   std::function<void(int64_t done, int64_t total)> progress;
