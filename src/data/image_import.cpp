@@ -289,11 +289,10 @@ ImageImportResult import_images(const ImageImportOptions& input) {
     for (const std::string& example : folder->skipped_examples)
       if (result.skipped_examples.size() < kExamples) result.skipped_examples.push_back(example);
   }
-  for (size_t label = 0; label < result.classes.size(); ++label) {
-    if (std::none_of(train_folder.files.begin(), train_folder.files.end(),
-                     [&](const ImageFile& f) { return f.label == static_cast<int>(label); }))
-      result.empty_classes.push_back(result.classes[label]);
-  }
+  std::vector<int64_t> per_class(result.classes.size(), 0);
+  for (const ImageFile& file : train_folder.files) ++per_class[static_cast<size_t>(file.label)];
+  for (size_t label = 0; label < result.classes.size(); ++label)
+    if (per_class[label] == 0) result.empty_classes.push_back(result.classes[label]);
   if (train.empty()) throw InputError(str_cat("'", options.root, "' holds no .jpg, .jpeg or .png files"));
   if (options.height == 0) {
     const detail::ImageSize size = first_image_size(train);

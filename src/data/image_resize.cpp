@@ -156,8 +156,21 @@ Image resize_and_crop(const Image& image, int64_t height, int64_t width) {
 
 void write_planar(const Image& image, uint8_t* out) {
   const int64_t plane = image.height * image.width;
-  for (int64_t c = 0; c < image.channels; ++c) {
-    for (int64_t p = 0; p < plane; ++p) out[c * plane + p] = image.pixels[static_cast<size_t>(p * image.channels + c)];
+  const uint8_t* in = image.pixels.data();
+  if (image.channels == 1) {
+    std::memcpy(out, in, static_cast<size_t>(plane));
+    return;
+  }
+  // One pass writing the three planes at once (a tenth of an import's time when written
+  // plane by plane with strided reads).
+  MIRRORED_CHECK(image.channels == 3, "image channels ", image.channels);
+  uint8_t* r = out;
+  uint8_t* g = out + plane;
+  uint8_t* b = out + 2 * plane;
+  for (int64_t p = 0; p < plane; ++p) {
+    r[p] = in[3 * p];
+    g[p] = in[3 * p + 1];
+    b[p] = in[3 * p + 2];
   }
 }
 
