@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 packages=(cmake g++ make openmpi-bin libopenmpi-dev libhdf5-dev hdf5-tools
           libboost-program-options-dev libopenblas-dev libdnnl-dev zlib1g-dev libsentencepiece-dev
-          pkg-config dataset-fashion-mnist)
+          libturbojpeg0-dev libpng-dev pkg-config dataset-fashion-mnist)
 if [[ "${1:-}" == "--test" ]]; then
   # slurm-wlm + munge: the sbatch tests start a one-node Slurm (slurm/local-cluster.sh);
   # iproute2: the multi-host tests build hosts from network namespaces (tests/netns/).

@@ -14,7 +14,8 @@ int info_command(int& argc, char**& argv, const Args& args);
 int bench_command(int& argc, char**& argv, const Args& args);
 int bench_allreduce(int& argc, char**& argv, const Args& args);
 int eval_command(int& argc, char**& argv, const Args& args);
-int data_inspect_command(const Args& args);  // the words after `mirrored data inspect`
+int data_inspect_command(const Args& args);   // the words after `mirrored data inspect`
+int import_images_command(const Args& args);  // the words after `mirrored data import-images`
 int bench_train(int& argc, char**& argv, const Args& args);
 int generate_command(const Args& args);  // one process, CPU
 int export_command(const Args& args);    // one process, CPU

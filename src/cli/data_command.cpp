@@ -166,6 +166,8 @@ int import_text_command(const Args& args) {
 int data_command(const Args& args) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
     std::puts("usage: mirrored data import-idx --images FILE --labels FILE --out FILE.h5 [--shard_mb N]\n"
+              "       mirrored data import-images --root DIR --out DIR [--size H,W] [--channels 1|3]\n"
+              "                                   [--val DIR | --val_fraction F] [--shard_mb N] [--strict] [--threads N]\n"
               "       mirrored data import-text --out DIR [--members GLOB] [--tokenizer bytes|sentencepiece|FILE.model]\n"
               "                                 [--vocab_size N] [--model_type bpe|unigram] FILE...\n"
               "                                 [--field NAME] [--shard_mb N] (FILE: also a directory, .jsonl, .gz, .zst)\n"
@@ -175,8 +177,9 @@ int data_command(const Args& args) {
   const Args rest(args.begin() + 1, args.end());
   if (args[0] == "inspect") return data_inspect_command(rest);
   if (args[0] == "import-idx") return import_idx_command(rest);
+  if (args[0] == "import-images") return import_images_command(rest);
   if (args[0] == "import-text") return import_text_command(rest);
-  throw InputError(str_cat("unknown data command '", args[0], "'; valid: import-idx, import-text, inspect"),
+  throw InputError(str_cat("unknown data command '", args[0], "'; valid: import-idx, import-images, import-text, inspect"),
                    ExitCode::kUsage);
 }
 

@@ -159,12 +159,12 @@ int data_inspect_command(const Args& args) {
   chief_print(str_cat("num_classes  ", dataset.num_classes));
   chief_print(str_cat("pixels       ", dataset.float_images.empty() ? "uint8" : "float32", ", model input = pixel ",
                       dataset.pixel_scale ? str_cat("* ", *dataset.pixel_scale, " (pixel_scale)") : std::string("/ 255")));
-  chief_print("label  count  fraction");
+  chief_print(dataset.class_names.empty() ? "label  count  fraction" : "label  count  fraction  class");
   for (size_t c = 0; c < counts.size(); ++c) {
     char line[64];
     std::snprintf(line, sizeof(line), "%-5zu  %-5lld  %.4f", c, static_cast<long long>(counts[c]),
                   static_cast<double>(counts[c]) / static_cast<double>(std::max<int64_t>(dataset.size, 1)));
-    chief_print(line);
+    chief_print(dataset.class_names.empty() ? std::string(line) : str_cat(line, "    ", dataset.class_names[c]));
   }
   return 0;
 }

@@ -4,6 +4,7 @@
 //   mirrored generate --checkpoint F --prompt TEXT --tokens N --temperature T --top_k K --seed S
 //   mirrored export --checkpoint F --out model.safetensors
 //   mirrored data import-idx --images F --labels F --out F.h5
+//   mirrored data import-images --root DIR --out DIR [--size H,W] [--channels 1|3]
 //   mirrored data import-text --out DIR [--tokenizer bytes|sentencepiece|F.model] FILE...
 //   mirrored data inspect F
 //   mirrored info [--ranks RUN_DIR]
@@ -36,6 +37,7 @@ constexpr const char* kUsage =
     "  generate             text sampled from a trained gpt\n"
     "  export               a trained gpt as safetensors in GPT-2's layout (PyTorch, transformers)\n"
     "  data import-idx      IDX images and labels (Fashion-MNIST) into HDF5\n"
+    "  data import-images   a folder of JPEG/PNG images, one subfolder per class, into HDF5\n"
     "  data import-text     text files or wheels into byte or SentencePiece tokens (HDF5)\n"
     "  data inspect         what an HDF5 data file holds: datasets, shapes, labels or tokens\n"
     "  info                 version, build options, devices and, under mpirun, the cluster table;\n"

@@ -182,6 +182,21 @@ Option optional_string_option(std::string key, std::string help, std::string Tra
           [field](const TrainConfig& c) { return c.*field; }};
 }
 
+// data.shape: C,H,W (three integers >= 1), or empty for the shape of the data.
+Option image_shape_option() {
+  const std::string key = "data.shape";
+  return {key,
+          "image models: C,H,W the samples of data.train and data.test must have (a mismatch is an error "
+          "naming both); unset: the model takes its input shape from the data",
+          [key](TrainConfig& c, const std::string& v, const std::string& origin) {
+            c.data_shape.clear();
+            if (trim(v).empty()) return;
+            for (const auto& part : split(v, ',')) c.data_shape.push_back(parse_int(origin, key, part, 1));
+            if (c.data_shape.size() != 3) bad_value(origin, key, v, "C,H,W: three integers (channels, height, width)");
+          },
+          [](const TrainConfig& c) { return join(c.data_shape, ","); }};
+}
+
 // resume: auto, never, or a path (anything else that is not empty).
 Option resume_option() {
   return {"resume", "auto: newest valid checkpoint in <out>/checkpoints, if written with the same result-changing "
@@ -242,6 +257,7 @@ const std::vector<Option>& options() {
                     "a list (a.h5,b.h5) or glob (DIR/train-*.h5) of shards reads as one set",
                     &TrainConfig::train_data),
       operational(string_option("data.test", "test set, evaluated at each epoch end (or every eval_every steps)", &TrainConfig::test_data)),
+      image_shape_option(),
       enum_option<ModelKind>("model", "model architecture", &TrainConfig::model,
                              {{model_kind_name(ModelKind::kMlp), ModelKind::kMlp},
                               {model_kind_name(ModelKind::kCnn), ModelKind::kCnn},
@@ -551,6 +567,10 @@ std::vector<std::string> nearest_keys(const std::string& unknown) {
 
 // Checks that need several keys at once.
 void check_consistency(const TrainConfig& c, const std::string& origin) {
+  if (c.model == ModelKind::kGpt && !c.data_shape.empty())
+    throw InputError(str_cat(origin, ": data.shape = ", join(c.data_shape, ","),
+                             " is for image models; a gpt's samples are gpt.context tokens"),
+                     ExitCode::kUsage);
   if (c.lr_schedule == optim::LrScheduleKind::kCosine && c.lr_min > c.lr)
     throw InputError(str_cat(origin, ": lr_min = ", print_real(c.lr_min), ": expected at most lr = ", print_real(c.lr),
                              " (cosine decays from lr to lr_min)"),

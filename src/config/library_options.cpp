@@ -92,7 +92,7 @@ LibraryOptions library_options(const TrainConfig& config) {
   options.threads = config.threads;
   options.data = {config.train_data, config.test_data,  config.eval_batch_size,
                   config.model == ModelKind::kGpt ? config.gpt_context : 0,
-                  config.data_cache_mb, config.eval_windows};
+                  config.data_cache_mb, config.eval_windows, config.data_shape};
   options.model = model_spec(config);
   options.optimizer = optimizer_spec(config);
   options.lr_schedule = {config.lr_schedule, config.lr,     config.lr_warmup_epochs, config.epochs,

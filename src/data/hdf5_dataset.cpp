@@ -13,6 +13,7 @@
 #include "mirrored/data/image_cache.h"
 #include "mirrored/data/shard_list.h"
 #include "mirrored/io/hdf5.h"
+#include "mirrored/io/json_text.h"
 #include "pixel_checks.h"
 
 namespace mirrored::data {
@@ -128,6 +129,53 @@ int read_num_classes(const io::H5File& file) {
   return static_cast<int>(n);
 }
 
+// The root attribute class_names: a JSON array of num_classes strings (absent: no names).
+std::vector<std::string> read_class_names(const io::H5File& file, int num_classes) {
+  if (!file.has_attribute("class_names")) return {};
+  const std::string text = file.read_string_attribute("class_names");
+  io::JsonCursor json(text, [&](size_t position, const std::string& expected) {
+    return problem(file.path(), str_cat("attribute class_names at character ", position, ": expected ", expected,
+                                        " (a JSON array of the class names)"))
+        .what();
+  });
+  std::vector<std::string> names;
+  json.expect('[');
+  if (!json.consume(']')) {
+    do names.push_back(json.string());
+    while (json.consume(','));
+    json.expect(']');
+  }
+  json.skip_space();
+  if (!json.at_end()) json.fail("the end of the array");
+  if (static_cast<int>(names.size()) != num_classes)
+    throw problem(file.path(), str_cat("attribute class_names holds ", names.size(), " names for num_classes ",
+                                       num_classes, "; expected one name a class"));
+  return names;
+}
+
+// `names` as a JSON array of strings (control characters escaped as \u00XX).
+std::string class_names_json(const std::vector<std::string>& names) {
+  std::string out = "[";
+  for (const std::string& name : names) {
+    if (out.size() > 1) out += ',';
+    out += '"';
+    for (const char c : name) {
+      if (c == '"' || c == '\\') {
+        out += '\\';
+        out += c;
+      } else if (static_cast<unsigned char>(c) < 0x20) {
+        char escaped[8];
+        std::snprintf(escaped, sizeof escaped, "\\u%04x", static_cast<unsigned>(c));
+        out += escaped;
+      } else {
+        out += c;
+      }
+    }
+    out += '"';
+  }
+  return out + "]";
+}
+
 std::vector<uint8_t> read_labels(const io::H5File& file, int num_classes) {
   const std::vector<int64_t> wide = file.read_i64(kLabels);
   std::vector<uint8_t> labels(wide.size());
@@ -188,6 +236,7 @@ FileHeader read_header(const io::H5File& file) {
   }
   dataset.num_classes = read_num_classes(file);
   dataset.labels = read_labels(file, dataset.num_classes);
+  dataset.class_names = read_class_names(file, dataset.num_classes);
 
   dataset.pixel_scale = read_pixel_scale(file);
   const H5T_class_t image_class = file.type_class(kImages);
@@ -272,7 +321,7 @@ Dataset load_hdf5_dataset(const std::string& path, int64_t cache_bytes) {
   return dataset;
 }
 
-void write_hdf5_dataset(const std::string& path, const Dataset& dataset) {
+void write_hdf5_dataset(const std::string& path, const Dataset& dataset, bool compress) {
   MIRRORED_CHECK(dataset.sample_shape.size() == 3, "sample shape ",
                  shape_str(dataset.sample_shape), " is not [C, H, W]");
   MIRRORED_CHECK(dataset.float_images.empty() && dataset.in_memory(),
@@ -282,16 +331,19 @@ void write_hdf5_dataset(const std::string& path, const Dataset& dataset) {
                  shape_str(dataset.sample_shape));
   MIRRORED_CHECK(static_cast<int64_t>(dataset.labels.size()) == dataset.size,
                  dataset.labels.size(), " labels for ", dataset.size, " samples");
+  MIRRORED_CHECK(dataset.class_names.empty() || static_cast<int>(dataset.class_names.size()) == dataset.num_classes,
+                 dataset.class_names.size(), " class names for ", dataset.num_classes, " classes");
 
   const Shape& sample = dataset.sample_shape;
   // Single-channel images are stored as [N, H, W], the layout MNIST tools expect.
   const Shape image_shape = sample[0] == 1 ? Shape{dataset.size, sample[1], sample[2]}
                                            : Shape{dataset.size, sample[0], sample[1], sample[2]};
   io::write_hdf5_file(path, [&](io::H5File& file) {
-    file.write_u8(kImages, image_shape, dataset.images.data(), /*compress=*/true);
+    file.write_u8(kImages, image_shape, dataset.images.data(), compress);
     file.write_u8(kLabels, {dataset.size}, dataset.labels.data());
     file.write_attribute("num_classes", int64_t{dataset.num_classes});
     if (dataset.pixel_scale) file.write_real_attribute("pixel_scale", *dataset.pixel_scale);
+    if (!dataset.class_names.empty()) file.write_attribute("class_names", class_names_json(dataset.class_names));
   });
 }
 
@@ -323,6 +375,7 @@ std::vector<std::string> write_hdf5_shards(const std::string& path, const Datase
     shard.sample_shape = dataset.sample_shape;
     shard.num_classes = dataset.num_classes;
     shard.pixel_scale = dataset.pixel_scale;
+    shard.class_names = dataset.class_names;
     const auto numel = static_cast<size_t>(dataset.sample_numel());
     shard.images.assign(dataset.images.begin() + static_cast<std::ptrdiff_t>(first * numel),
                         dataset.images.begin() + static_cast<std::ptrdiff_t>((first + samples) * numel));

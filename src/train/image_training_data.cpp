@@ -15,6 +15,12 @@ class ImageTrainingData final : public TrainingData {
   ImageTrainingData(const config::LibraryOptions& lib, distribute::MirroredStrategy& strategy, bool with_eval) {
     const config::DataSpec& files = lib.data;
     train_set_ = config::load_dataset(files.train, files.cache_mb);
+    if (!files.shape.empty() && files.shape != train_set_->sample_shape)
+      throw InputError(str_cat("data.shape is ", shape_str(files.shape), " but data.train '", files.train,
+                               "' holds samples of shape ", shape_str(train_set_->sample_shape),
+                               " [C, H, W]; leave data.shape out to take the shape from the data, or import the "
+                               "images at that shape (data import-images --size H,W --channels C)"),
+                       ExitCode::kUsage);
     if (with_eval) {
       test_ = load_eval_data(files, files.test, files.eval_batch_size, strategy);
       if (test_->inputs().sample_shape != train_set_->sample_shape)

@@ -15,7 +15,7 @@ grep -qx "$version" "$WORK/info.txt" || { cat "$WORK/info.txt"; fail "--version 
 echo "ok: $version"
 
 "$MIRRORED" --help >"$WORK/usage.txt"
-for command in train eval generate export "data import-idx" "data import-text" "data inspect" info trace "bench allreduce" \
+for command in train eval generate export "data import-idx" "data import-images" "data import-text" "data inspect" info trace "bench allreduce" \
   "bench train" "bench layers" --version; do
   grep -qE "^  $command  " "$WORK/usage.txt" || { cat "$WORK/usage.txt"; fail "the usage does not list '$command'"; }
 done

@@ -39,6 +39,8 @@ struct TrainConfig {
   // data
   std::string train_data = "data/fashion-mnist/train.h5";
   std::string test_data = "data/fashion-mnist/test.h5";
+  // image models: the sample shape [C, H, W] the data must have; empty: taken from the data
+  std::vector<int64_t> data_shape;
   // model
   ModelKind model = ModelKind::kMlp;
   std::vector<int64_t> hidden = {256, 128};

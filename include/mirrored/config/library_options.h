@@ -58,6 +58,7 @@ struct DataSpec {
   int64_t context = 0;             // tokens per window (gpt.context); 0: an image model
   int64_t cache_mb = 256;          // bound of a token or image file's block cache (0: no bound)
   int64_t eval_windows = 0;        // validation windows scored (0: all that fit)
+  std::vector<int64_t> shape;      // data.shape: [C, H, W] the image sets must have (empty: any)
 };
 
 struct LibraryOptions {

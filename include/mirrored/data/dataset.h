@@ -21,6 +21,9 @@ struct Dataset {
   int64_t size = 0;            // number of samples
   Shape sample_shape;          // [C, H, W]
   int num_classes = 10;
+  // The names of labels 0..num_classes-1 when the file keeps them (root attribute
+  // class_names, a JSON array of strings; data import-images writes it), else empty.
+  std::vector<std::string> class_names;
   std::vector<uint8_t> images; // size * C*H*W, row-major (uint8 pixels; empty for float ones)
   std::vector<float> float_images;  // the same for float32 pixels (then `images` is empty)
   // Set when the pixels are read on demand instead (then `images` and `float_images` are

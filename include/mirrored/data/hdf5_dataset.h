@@ -19,8 +19,10 @@ namespace mirrored::data {
 // bounded by `cache_bytes` (Dataset::cache); smaller files, or any file with `cache_bytes`
 // 0, are loaded whole. Batches have the same bits either way.
 Dataset load_hdf5_dataset(const std::string& path, int64_t cache_bytes = 0);
-// Writes (or replaces) `path` whole or not at all (io::write_hdf5_file).
-void write_hdf5_dataset(const std::string& path, const Dataset& dataset);
+// Writes (or replaces) `path` whole or not at all (io::write_hdf5_file). `compress`: pixels
+// deflated in chunks of whole samples (small for MNIST-like images; photographs shrink by a
+// quarter at most, for a write several times slower than their decoding).
+void write_hdf5_dataset(const std::string& path, const Dataset& dataset, bool compress = true);
 
 // Writes `dataset` as shards of at most `shard_bytes` bytes of samples each (pixels and
 // label; at least one sample a shard), each whole or not at all. One shard is `path`
