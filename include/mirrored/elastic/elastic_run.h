@@ -22,6 +22,9 @@
 //              shares allowed), and its first step writes the membership record
 // A peer lost during the recovery starts it over. Under on_failure = abort the first
 // PeerFailure goes to the caller, which ends the job.
+// Growing back (grow_back.h): every Trainer gets a watcher of the resize requests (a shrunk
+// job stops for a relaunch at full size, exit 11), the chief lists the hosts a shrink left
+// empty for the launch script, and the launch's first Trainer reports a completed growth.
 #include <functional>
 #include <memory>
 #include <optional>
