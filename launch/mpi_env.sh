@@ -405,6 +405,9 @@ mirrored_end_lingering_launcher() {
   while kill -0 "$child" 2>/dev/null; do
     if [[ -s "$status" ]]; then
       reported_at=${reported_at:-$SECONDS}
+      # A job that stopped to grow back is relaunched at once: waiting for its lost ranks
+      # would only add to the downtime (every survivor exits right after the chief).
+      [[ "$(head -c 32 "$status" | tr -dc '0-9')" != "$MIRRORED_EXIT_RESIZE" ]] || grace=${MIRRORED_RESIZE_GRACE:-2}
       if ((SECONDS - reported_at >= grace)); then
         echo "warning: mirrored finished (its chief wrote exit status $(head -c 32 "$status" | tr -dc '0-9')), but $name" \
              "is still running ${grace} s later, waiting for ranks the job lost (a crashed or unreachable node, a stopped" \
@@ -469,10 +472,7 @@ mirrored_launch_growing() {
     fi
     status=0
     mirrored_launch "$@" || status=$?
-    if [[ -n "$watcher" ]]; then
-      kill "$watcher" 2>/dev/null || true
-      wait "$watcher" 2>/dev/null || true
-    fi
+    if [[ -n "$watcher" ]]; then mirrored_stop_watcher "$watcher"; fi
     ((status == MIRRORED_EXIT_RESIZE)) && [[ -n "${MIRRORED_RUN_STATE_DIR:-}" ]] || break
     launches=$((launches + 1))
     echo "mirrored wrote a checkpoint and asked to grow back (exit $MIRRORED_EXIT_RESIZE): relaunching it at its" \
@@ -519,6 +519,14 @@ mirrored_host_answers() {
   local agent=${MIRRORED_RSH_AGENT:-ssh} options=()
   [[ "$(basename "$agent")" == ssh ]] && options=(-o BatchMode=yes -o ConnectTimeout=4)
   timeout 5 "$agent" "${options[@]}" "$1" true </dev/null >/dev/null 2>&1
+}
+
+# mirrored_stop_watcher PID: ends the background watcher PID (a child of this shell) and what
+# it runs now (a probe, a sleep), so nothing of it outlives the launch.
+mirrored_stop_watcher() {
+  # shellcheck disable=SC2046  # a list of pids
+  kill "$1" $(mirrored_descendants "$1") 2>/dev/null || true
+  wait "$1" 2>/dev/null || true
 }
 
 # mirrored_watch_lost_hosts HOSTFILE PERIOD: in the background of a launch, every PERIOD

@@ -18,6 +18,8 @@
 #                               yours and of mode 0700)
 #   MIRRORED_LAUNCHER_GRACE=30  seconds mpirun may run on after mirrored's chief wrote its
 #                               status (waiting for a crashed node's ranks) before it is ended
+#   MIRRORED_RESIZE_GRACE=2     the same after the chief's exit 11 (growing back: relaunched)
+#   MIRRORED_HOST_CHECK_S=10    seconds between probes of the hosts the job lost
 # Exit status: mirrored's (its chief's, also when ranks outlived a lost node's runtime; see
 # mirrored_wait_survivors in launch/mpi_env.sh), else mpirun's; 9 when mpirun exited 0 but
 # mirrored did not finish (the MPI runtime ended the job, e.g. on a lost node's daemon, and

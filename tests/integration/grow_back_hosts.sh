@@ -14,7 +14,7 @@
 set -euo pipefail
 source "$SOURCE_DIR/launch/mpi_env.sh"
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/mirrored-it.XXXXXX")
-trap 'kill "${watcher:-}" 2>/dev/null || true; rm -rf "$WORK"' EXIT
+trap '[[ -z "${watcher:-}" ]] || mirrored_stop_watcher "$watcher"; rm -rf "$WORK"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 # wait_until COMMAND...: at most 5 s.
 wait_until() { for _ in $(seq 100); do "$@" && return 0; sleep 0.05; done; return 1; }
@@ -51,7 +51,8 @@ echo "ok: nodea (its ranks lost, the host answering all along): no request"
 grep -Ev '^node[ab] true$' "$WORK/probes" && fail "probed a host the hostfile does not name (above)"
 [[ ! -e "$WORK/pwned" ]] || fail "a lost-hosts line ran as a command"
 echo "ok: only the hostfile's hosts probed ($(sort -u "$WORK/probes" | tr '\n' ' '))"
-kill "$watcher"; wait "$watcher" 2>/dev/null || true
+mirrored_stop_watcher "$watcher"
+sleep 0.3  # a probe the watcher had just started when it was stopped
 
 if [[ $(id -u) -eq 0 ]]; then
   rm -f "$resize" "$WORK/probes" "$WORK/up-nodeb"
@@ -60,7 +61,7 @@ if [[ $(id -u) -eq 0 ]]; then
   watcher=$!
   sleep 0.5
   [[ ! -e "$WORK/probes" ]] || fail "probed the hosts of another user's lost-hosts file: $(cat "$WORK/probes")"
-  kill "$watcher"; wait "$watcher" 2>/dev/null || true
+  mirrored_stop_watcher "$watcher"
   echo "ok: a lost-hosts file of another user is not read"
 else
   echo "note: not root: the foreign lost-hosts file is not checked (chown needs root)"
