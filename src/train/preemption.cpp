@@ -98,7 +98,7 @@ void report_resize(TrainContext& ctx, int64_t step, int64_t step_end_ms) {
   ctx.run_dir.log_metrics({{"kind", std::string("resize")},
                            {"step", step},
                            {"world_size", static_cast<int64_t>(ctx.strategy.num_replicas_in_sync())},
-                           {"trigger", g_resize_trigger.empty() ? std::string("command") : g_resize_trigger},
+                           {"trigger", g_resize_trigger},
                            {"time_ms", step_end_ms}});
   chief_print(str_cat("resize requested (", g_resize_trigger, "): checkpoint of step ", step, " written to ",
                       checkpoint::checkpoint_dir(ctx.config), "; exiting with status ",
