@@ -6,10 +6,10 @@
 #include <chrono>
 #include <csignal>
 
+#include "mirrored/checkpoint/run_directory.h"
 #include "mirrored/comm/health/flight_recorder.h"
 #include "mirrored/core/error.h"
 #include "mirrored/core/log.h"
-#include "mirrored/checkpoint/run_directory.h"
 #include "mirrored/train/checkpointer.h"
 
 namespace mirrored::train {
