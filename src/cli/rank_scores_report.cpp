@@ -33,7 +33,7 @@ std::string membership_line(const io::JsonObject& record, const std::string& ori
                              io::json_integer(record, "world_size", origin, 1, INT32_MAX));
   const auto grown = record.find("grown");
   const auto* grown_text = grown == record.end() ? nullptr : std::get_if<io::JsonText>(&grown->second);
-  // "grown": [{"from_world", "to_world", "downtime_s", "trigger"}], one object.
+  // "grown": [{"from_world", "to_world", "downtime_s", "trigger", "stopped_ms", "first_step_ms"}], one object.
   if (grown_text && grown_text->text.size() > 2) {
     const std::string& text = grown_text->text;
     const io::JsonObject event = io::parse_json_object(text.substr(1, text.size() - 2), origin + " (grown)");

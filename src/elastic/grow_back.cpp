@@ -27,8 +27,9 @@ class GrowRequestWatcher final : public train::Callback {
   GrowBack& owner_;
 };
 
-double wall_seconds() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+int64_t wall_milliseconds() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 }  // namespace
@@ -80,7 +81,7 @@ std::optional<PendingGrowth> pending_growth(const std::vector<io::JsonObject>& r
     growth.step = io::json_integer(records[i], "step", where, 0, INT64_MAX);
     growth.from_world = io::json_integer(records[i], "world_size", where, 1, INT32_MAX);
     growth.trigger = io::json_string(records[i], "trigger", where);
-    growth.stopped_at = static_cast<double>(io::json_integer(records[i], "time_ms", where, 0, INT64_MAX)) / 1000.0;
+    growth.stopped_ms = io::json_integer(records[i], "time_ms", where, 0, INT64_MAX);
     pending = growth;
   }
   return pending;
@@ -103,11 +104,15 @@ void GrowthReporter::on_step_end(train::TrainContext& ctx, const train::StepEnd&
   const int world = ctx.strategy.num_replicas_in_sync();
   // Only the launch that resumed from the resize's own checkpoint, at a larger world, grew.
   if (end.step != pending_->step + 1 || world <= pending_->from_world) return;
-  const double downtime = wall_seconds() - pending_->stopped_at;
+  // Both ends as timestamps too (the old chief's clock and this one's).
+  const int64_t first_step_ms = wall_milliseconds();
+  const double downtime = static_cast<double>(first_step_ms - pending_->stopped_ms) / 1000.0;
   const io::JsonRecord grown{{"from_world", pending_->from_world},
                              {"to_world", static_cast<int64_t>(world)},
                              {"downtime_s", downtime},
-                             {"trigger", pending_->trigger}};
+                             {"trigger", pending_->trigger},
+                             {"stopped_ms", pending_->stopped_ms},
+                             {"first_step_ms", first_step_ms}};
   ctx.run_dir.log_metrics({{"kind", std::string("membership")},
                            {"step", pending_->step},
                            {"world_size", static_cast<int64_t>(world)},

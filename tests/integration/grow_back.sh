@@ -67,7 +67,7 @@ grep -q '"world_size": 3, "trigger": "command", "time_ms": ' <<<"$resize" || fai
 step=$(sed -E 's/.*"step": ([0-9]+),.*/\1/' <<<"$resize")
 grep -q "resuming from '$out/checkpoints/$(printf 'ckpt-%09d.h5' "$step")'" "$out.log" || { cat "$out.log"; fail "did not resume from step $step"; }
 grown=$(grep '"grown"' "$out/metrics.jsonl") || { cat "$out/metrics.jsonl"; fail "no grown record"; }
-grep -Eq "\"kind\": \"membership\", \"step\": $step, \"world_size\": 4, \"lost\": \[\], \"grown\": \[\{\"from_world\": 3, \"to_world\": 4, \"downtime_s\": [0-9.e+-]+, \"trigger\": \"command\"\}\]" <<<"$grown" ||
+grep -Eq "\"kind\": \"membership\", \"step\": $step, \"world_size\": 4, \"lost\": \[\], \"grown\": \[\{\"from_world\": 3, \"to_world\": 4, \"downtime_s\": [0-9.e+-]+, \"trigger\": \"command\", \"stopped_ms\": [0-9]+, \"first_step_ms\": [0-9]+\}\]" <<<"$grown" ||
   fail "grown record: $grown"
 [[ $(grep -c '"kind": "membership"' "$out/metrics.jsonl") == 2 ]] || fail "expected 2 membership records (shrink, grown)"
 grep -q "membership: grown back from 3 to 4 replica(s) at step $step (command); downtime " "$out.log" ||

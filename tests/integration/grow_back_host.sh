@@ -52,7 +52,7 @@ grep -q "exit 11): relaunching it at its configured size" "$out.log" || { cat "$
 "$COMPARE" "$WORK/full/final.h5" "$out/final.h5" --exact ||
   fail "2x2 -> 2 -> 2x2 (reduction = invariant): final.h5 is not bit-identical to the uninterrupted run's"
 grown=$(grep '"grown"' "$out/metrics.jsonl") || { cat "$out/metrics.jsonl"; fail "no grown record"; }
-grep -Eq '"world_size": 4, "lost": \[\], "grown": \[\{"from_world": 2, "to_world": 4, "downtime_s": [0-9.e+-]+, "trigger": "command"\}\]' <<<"$grown" ||
+grep -Eq '"world_size": 4, "lost": \[\], "grown": \[\{"from_world": 2, "to_world": 4, "downtime_s": [0-9.e+-]+, "trigger": "command", "stopped_ms": [0-9]+, "first_step_ms": [0-9]+\}\]' <<<"$grown" ||
   fail "grown record: $grown"
 [[ $(grep -c "\"host\": \"${NETNS_PREFIX}-h2\"" "$out/ranks.jsonl") == 2 ]] || { cat "$out/ranks.jsonl"; fail "h2 holds no 2 ranks after the relaunch"; }
 for _ in $(seq 100); do [[ -z "$(ip netns pids "$H2")$(ip netns pids "${NETNS_PREFIX}h1")" ]] && break; sleep 0.1; done

@@ -56,7 +56,7 @@ finished() { [[ -s "$out/final.h5" ]] && [[ $(job_field "$job" JobState) != RUNN
 wait_for 180 "the requeued job to finish" finished
 grep -q "restart 1:" "$WORK/job.out" || { cat "$WORK/job.out"; fail "the second run is not restart 1"; }
 grown=$(grep '"grown"' "$out/metrics.jsonl") || { cat "$WORK/job.out"; fail "no grown record"; }
-grep -Eq '"world_size": 4, "lost": \[\], "grown": \[\{"from_world": 3, "to_world": 4, "downtime_s": [0-9.e+-]+, "trigger": "signal"\}\]' <<<"$grown" ||
+grep -Eq '"world_size": 4, "lost": \[\], "grown": \[\{"from_world": 3, "to_world": 4, "downtime_s": [0-9.e+-]+, "trigger": "signal", "stopped_ms": [0-9]+, "first_step_ms": [0-9]+\}\]' <<<"$grown" ||
   fail "grown record: $grown"
 # shellcheck disable=SC2086
 mpirun_np 4 train $common --threads 1 --out "$WORK/uninterrupted" --quiet >/dev/null

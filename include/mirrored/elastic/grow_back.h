@@ -15,7 +15,9 @@
 //   GrowthReporter    a callback for the first Trainer of a launch: when metrics.jsonl ends
 //                     with the {"kind": "resize"} record of the step this launch resumed
 //                     from and the world is larger now, the first step's end writes the
-//                     membership record with "grown" and prints the downtime.
+//                     membership record {"kind": "membership", "step", "world_size",
+//                     "lost": [], "grown": [{"from_world", "to_world", "downtime_s",
+//                     "trigger", "stopped_ms", "first_step_ms"}]} and prints the downtime.
 //
 // Requests come from `mirrored resize RUN_DIR` (cli/resize_command.cpp), from the launch
 // scripts on SIGURG, and from launch/multinode.sh when a lost host answers again.
@@ -63,7 +65,7 @@ struct PendingGrowth {
   int64_t step = 0;        // the step the resize checkpoint holds
   int64_t from_world = 0;  // the world that asked
   std::string trigger;
-  double stopped_at = 0;   // wall time (seconds since the epoch) of that step's end
+  int64_t stopped_ms = 0;  // wall time of that step's end (milliseconds since the epoch)
 };
 
 // The last {"kind": "resize"} record of `records` (metrics.jsonl's), when no membership
