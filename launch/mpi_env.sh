@@ -473,7 +473,7 @@ mirrored_launch_growing() {
     status=0
     mirrored_launch "$@" || status=$?
     if [[ -n "$watcher" ]]; then mirrored_stop_watcher "$watcher"; fi
-    ((status == MIRRORED_EXIT_RESIZE)) && [[ -n "${MIRRORED_RUN_STATE_DIR:-}" ]] || break
+    if ((status != MIRRORED_EXIT_RESIZE)) || [[ -z "${MIRRORED_RUN_STATE_DIR:-}" ]]; then break; fi
     launches=$((launches + 1))
     echo "mirrored wrote a checkpoint and asked to grow back (exit $MIRRORED_EXIT_RESIZE): relaunching it at its" \
          "configured size (launch $launches); it resumes from that checkpoint and prints the downtime" >&2

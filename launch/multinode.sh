@@ -96,5 +96,6 @@ done < <(env)
 #   flags+=(--mca coll_base_verbose 10)  # which collective algorithm runs (slow all-reduce)
 #   flags+=(--report-bindings)           # where each rank is pinned
 #   export MIRRORED_LOCAL_RANK=0         # pin the local rank when a launcher hides it
+# shellcheck disable=SC2034  # read by mirrored_launch_growing
 MIRRORED_WATCH_HOSTFILE=$hostfile  # the watcher of lost hosts (mirrored_launch_growing)
 mirrored_launch_growing "$PWD" mpirun "${flags[@]}" "$@"

@@ -34,7 +34,7 @@ h2_ranks() {
   done
 }
 
-cd "$WORK"  # multinode.sh makes the run-state directory in the working directory
+cd "$WORK" || exit 1  # multinode.sh makes the run-state directory in the working directory
 on_hosts 2 2 train "${common[@]}" --out "$WORK/full" >"$WORK/full.log" 2>&1 || { cat "$WORK/full.log"; fail "uninterrupted 2x2 run"; }
 out=$WORK/grown
 on_hosts 2 2 train "${common[@]}" --out "$out" >"$out.log" 2>&1 &
