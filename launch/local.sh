@@ -39,4 +39,4 @@ if ((np > $(nproc))); then flags+=(--oversubscribe); fi
 # TMPDIR, mode 0700, or MIRRORED_RUN_STATE_DIR): mpirun's own status can be 0 when Open MPI's
 # runtime ended the job before mirrored finished (exit 9 then, saying so).
 mirrored_prepare_run_state "${TMPDIR:-/tmp}" "$1"
-mirrored_launch mpirun "${flags[@]}" "$@"
+mirrored_launch_growing "${TMPDIR:-/tmp}" mpirun "${flags[@]}" "$@"

@@ -186,7 +186,7 @@ mirrored_state() { echo "/proc/$$/fd/$MIRRORED_RUN_STATE_FD/$1"; }
 # mirrored_clear_run_state: removes the run-state files (a run's, or an earlier run's).
 mirrored_clear_run_state() {
   local name
-  for name in exit-status alive output signals launcher-ended; do rm -f -- "$(mirrored_state "$name")"; done
+  for name in exit-status alive output signals launcher-ended resize lost-hosts; do rm -f -- "$(mirrored_state "$name")"; done
   rm -f -- "$(mirrored_state "")"exit-status.tmp.* 2>/dev/null || true
 }
 
@@ -405,6 +405,9 @@ mirrored_end_lingering_launcher() {
   while kill -0 "$child" 2>/dev/null; do
     if [[ -s "$status" ]]; then
       reported_at=${reported_at:-$SECONDS}
+      # A job that stopped to grow back is relaunched at once: waiting for its lost ranks
+      # would only add to the downtime (every survivor exits right after the chief).
+      [[ "$(head -c 32 "$status" | tr -dc '0-9')" != "$MIRRORED_EXIT_RESIZE" ]] || grace=${MIRRORED_RESIZE_GRACE:-2}
       if ((SECONDS - reported_at >= grace)); then
         echo "warning: mirrored finished (its chief wrote exit status $(head -c 32 "$status" | tr -dc '0-9')), but $name" \
              "is still running ${grace} s later, waiting for ranks the job lost (a crashed or unreachable node, a stopped" \
@@ -440,4 +443,111 @@ mirrored_end_process_tree() {
   done
   # shellcheck disable=SC2086,SC2046  # lists of pids
   kill -KILL $pids $(mirrored_descendants "$root") 2>/dev/null || true
+}
+
+# Growing back (docs/checkpoints-and-failures.md#growing-back). A job that shrank under
+# on_failure = shrink returns to its configured size by a restart: asked to (the run-state
+# file `resize`: `mirrored resize RUN_DIR`, SIGURG to the launch script, or, for
+# launch/multinode.sh, a lost host that answers again), it writes a checkpoint at the end of
+# a step and exits 11, and the launch script starts the same command again, at the size it
+# was given, which resumes from that checkpoint. The relaunched chief prints and records the
+# downtime (the membership record's "grown").
+MIRRORED_EXIT_RESIZE=11
+
+# mirrored_launch_growing STATE_BASE LAUNCHER_COMMAND...: mirrored_launch, started again each
+# time mirrored exits 11, with a new run-state directory in STATE_BASE (the first was made
+# there by mirrored_prepare_run_state; one named by MIRRORED_RUN_STATE_DIR is reused).
+# SIGURG asks the job to grow back. With MIRRORED_WATCH_HOSTFILE set (launch/multinode.sh),
+# a watcher checks the hosts the job lost (mirrored_watch_lost_hosts). Returns the last
+# launch's status.
+mirrored_launch_growing() {
+  local base=$1 status watcher launches=1
+  shift
+  trap 'mirrored_request_resize signal' URG
+  while :; do
+    watcher=""
+    if [[ -n "${MIRRORED_WATCH_HOSTFILE:-}" && -n "${MIRRORED_RUN_STATE_FD:-}" ]]; then
+      mirrored_watch_lost_hosts "$MIRRORED_WATCH_HOSTFILE" "${MIRRORED_HOST_CHECK_S:-10}" &
+      watcher=$!
+    fi
+    status=0
+    mirrored_launch "$@" || status=$?
+    if [[ -n "$watcher" ]]; then mirrored_stop_watcher "$watcher"; fi
+    if ((status != MIRRORED_EXIT_RESIZE)) || [[ -z "${MIRRORED_RUN_STATE_DIR:-}" ]]; then break; fi
+    launches=$((launches + 1))
+    echo "mirrored wrote a checkpoint and asked to grow back (exit $MIRRORED_EXIT_RESIZE): relaunching it at its" \
+         "configured size (launch $launches); it resumes from that checkpoint and prints the downtime" >&2
+    exec {MIRRORED_RUN_STATE_FD}<&-
+    if [[ "${MIRRORED_RUN_STATE_OURS:-0}" == 1 ]]; then unset MIRRORED_RUN_STATE_DIR; fi
+    mirrored_prepare_run_state "$base" mirrored || { status=$?; break; }
+  done
+  trap - URG
+  return "$status"
+}
+
+# mirrored_request_resize TRIGGER: appends TRIGGER ("signal", "host-returned HOST") to the
+# run-state file `resize`, which the chief reads (only a plain file of this user that no
+# one else may write: anything else under the name goes first; created 0600).
+mirrored_request_resize() {
+  [[ -n "${MIRRORED_RUN_STATE_FD:-}" ]] || return 0
+  local resize
+  resize=$(mirrored_state resize)
+  if [[ -L "$resize" ]] || [[ -e "$resize" && ! -O "$resize" ]]; then rm -f -- "$resize"; fi
+  (umask 077 && printf '%s\n' "$1" >>"$resize") 2>/dev/null || true
+  if [[ "$1" == signal ]]; then
+    echo "SIGURG: asking mirrored to grow back to its configured size (a job at full size ignores it)" >&2
+  fi
+}
+
+# mirrored_lost_hosts HOSTFILE: the hosts of the run-state file `lost-hosts` (the chief's: the
+# hosts a shrink left without a rank) that HOSTFILE names, one a line. Only those are ever
+# probed: the file steers what this script contacts, so it is an allow-list check, and a
+# file that is not this user's is not read.
+mirrored_lost_hosts() {
+  local file host
+  file=$(mirrored_state lost-hosts)
+  [[ -f "$file" && ! -L "$file" && -O "$file" ]] || return 0
+  while IFS= read -r host; do
+    [[ "$host" =~ ^[A-Za-z0-9][A-Za-z0-9._-]*$ ]] || continue
+    if awk -v h="$host" '!/^[[:space:]]*#/ && $1 == h { found = 1 } END { exit !found }' "$1"; then echo "$host"; fi
+  done <"$file"
+}
+
+# mirrored_host_answers HOST: true when HOST runs a command again through the remote shell
+# the launch uses (MIRRORED_RSH_AGENT, else ssh without prompts), within 5 s.
+mirrored_host_answers() {
+  local agent=${MIRRORED_RSH_AGENT:-ssh} options=()
+  [[ "$(basename "$agent")" == ssh ]] && options=(-o BatchMode=yes -o ConnectTimeout=4)
+  timeout 5 "$agent" "${options[@]}" "$1" true </dev/null >/dev/null 2>&1
+}
+
+# mirrored_stop_watcher PID: ends the background watcher PID (a child of this shell) and what
+# it runs now (a probe, a sleep), so nothing of it outlives the launch.
+mirrored_stop_watcher() {
+  # shellcheck disable=SC2046  # a list of pids
+  kill "$1" $(mirrored_descendants "$1") 2>/dev/null || true
+  wait "$1" 2>/dev/null || true
+}
+
+# mirrored_watch_lost_hosts HOSTFILE PERIOD: in the background of a launch, every PERIOD
+# seconds, probes each host the job lost (mirrored_lost_hosts); one that did not answer and
+# then answers again asks the job to grow back ("host-returned HOST"), once per host. A host
+# whose ranks died while it kept answering (a killed process, an OOM kill) is not a returned
+# host: the job stays shrunk until asked otherwise.
+mirrored_watch_lost_hosts() {
+  local hostfile=$1 period=$2 host
+  local -A down=() asked=()
+  trap '' USR1 USR2 HUP INT URG  # the launch script's signals, not the watcher's
+  while sleep "$period"; do
+    for host in $(mirrored_lost_hosts "$hostfile"); do
+      [[ -z "${asked[$host]:-}" ]] || continue
+      if ! mirrored_host_answers "$host"; then
+        down[$host]=1
+      elif [[ -n "${down[$host]:-}" ]]; then
+        asked[$host]=1
+        echo "lost host $host answers again: asking mirrored to grow back to its configured size" >&2
+        mirrored_request_resize "host-returned $host"
+      fi
+    done
+  done
 }

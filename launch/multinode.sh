@@ -18,11 +18,18 @@
 #                               yours and of mode 0700)
 #   MIRRORED_LAUNCHER_GRACE=30  seconds mpirun may run on after mirrored's chief wrote its
 #                               status (waiting for a crashed node's ranks) before it is ended
+#   MIRRORED_RESIZE_GRACE=2     the same after the chief's exit 11 (growing back: relaunched)
+#   MIRRORED_HOST_CHECK_S=10    seconds between probes of the hosts the job lost
 # Exit status: mirrored's (its chief's, also when ranks outlived a lost node's runtime; see
 # mirrored_wait_survivors in launch/mpi_env.sh), else mpirun's; 9 when mpirun exited 0 but
 # mirrored did not finish (the MPI runtime ended the job, e.g. on a lost node's daemon, and
 # no ranks went on): resume from the newest checkpoint; 130 after Ctrl-C (a checkpoint first,
 # as launch/local.sh).
+# Growing back: when mirrored exits 11 (a job that lost ranks was asked to grow back:
+# `mirrored resize RUN_DIR`, `kill -URG` on this script, or a host the job lost answers
+# again), the same command is started again with NP ranks over HOSTFILE and resumes from the
+# checkpoint it just wrote. Lost hosts are probed every MIRRORED_HOST_CHECK_S seconds (10)
+# with `MIRRORED_RSH_AGENT HOST true` (ssh by default); only hosts of HOSTFILE are probed.
 set -euo pipefail
 if (($# < 3)); then
   echo "usage: launch/multinode.sh HOSTFILE NP PROGRAM [ARGS...]" >&2
@@ -89,4 +96,6 @@ done < <(env)
 #   flags+=(--mca coll_base_verbose 10)  # which collective algorithm runs (slow all-reduce)
 #   flags+=(--report-bindings)           # where each rank is pinned
 #   export MIRRORED_LOCAL_RANK=0         # pin the local rank when a launcher hides it
-mirrored_launch mpirun "${flags[@]}" "$@"
+# shellcheck disable=SC2034  # read by mirrored_launch_growing
+MIRRORED_WATCH_HOSTFILE=$hostfile  # the watcher of lost hosts (mirrored_launch_growing)
+mirrored_launch_growing "$PWD" mpirun "${flags[@]}" "$@"

@@ -24,6 +24,7 @@ int bench_checkpoint(int& argc, char**& argv, const Args& args);
 int trace_command(const Args& args);  // one process: reads a run's flight recorder dumps
 int ps_command(const Args& args);     // one process: reads a run's ranks.jsonl
 int report_command(const Args& args); // one process: a run's records as one HTML page
+int resize_command(const Args& args); // one process: asks a shrunk job to grow back
 // mirrored rank-agent PROGRAM [ARGS...]: argc/argv are the words after `rank-agent`.
 int rank_agent_command(int argc, char** argv);
 // mirrored info --ranks RUN_DIR: the straggler scores of a finished run, per rank.

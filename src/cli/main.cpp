@@ -11,6 +11,7 @@
 //   mirrored trace RUN_DIR
 //   mirrored ps RUN_DIR
 //   mirrored report RUN_DIR [--out FILE]
+//   mirrored resize RUN_DIR
 //   mirrored bench allreduce [--min_bytes N --max_bytes N --iters N --warmup N --json FILE]
 //   mirrored bench train --config FILE [--steps N] [--warmup N]
 //   mirrored bench layers --config FILE [--steps N] [--warmup N]
@@ -45,6 +46,7 @@ constexpr const char* kUsage =
     "  trace                the verdict on a stuck job from its flight recorder dumps (RUN_DIR/trace)\n"
     "  ps                   where each rank of a run runs: rank, host, pid, agent pid, state (RUN_DIR/ranks.jsonl)\n"
     "  report               a run as one self-contained HTML page: curves, throughput, world size, stragglers\n"
+    "  resize               asks a job that lost ranks to grow back to its configured size (exit 11, relaunched)\n"
     "  bench allreduce      nccl-tests style all-reduce table\n"
     "  bench train          training step time and throughput, by phase\n"
     "  bench layers         per-layer forward/backward time against FLOPs\n"
@@ -87,6 +89,7 @@ static int run_command(int argc, char** argv) {
     if (command == "trace") return cli::trace_command(args);
     if (command == "ps") return cli::ps_command(args);
     if (command == "report") return cli::report_command(args);
+    if (command == "resize") return cli::resize_command(args);
     if (command == "--version" || command == "-V" || command == "version") {
       std::printf("mirrored %s\n", MIRRORED_VERSION);
       return 0;
@@ -95,7 +98,7 @@ static int run_command(int argc, char** argv) {
       std::fputs(kUsage, stdout);
       return 0;
     }
-    throw InputError(str_cat("unknown command '", command, "'; valid commands: train, eval, generate, export, data, info, trace, ps, report, bench, --version (mirrored --help)"), ExitCode::kUsage);
+    throw InputError(str_cat("unknown command '", command, "'; valid commands: train, eval, generate, export, data, info, trace, ps, report, resize, bench, --version (mirrored --help)"), ExitCode::kUsage);
   } catch (const Error& error) {
     fail(error);
   } catch (const std::exception& error) {

@@ -1,7 +1,8 @@
 // mirrored info --ranks RUN_DIR: the straggler scores of a run, per rank, from its
 // metrics.jsonl ({"kind": "rank_scores"} at every log point of a multi-rank run, and
 // {"kind": "straggler"} for each flagged rank; train/straggler.h defines the score), and
-// the world's changes ({"kind": "membership"}: on_failure = shrink). Every other record
+// the world's changes ({"kind": "membership"}: on_failure = shrink; with "grown" when a
+// resized job came back at full size, elastic/grow_back.h). Every other record
 // mirrored writes there (train, eval, memory) is read and passed over.
 #include <algorithm>
 #include <cmath>
@@ -25,6 +26,26 @@ struct RankSummary {
   int64_t flagged = 0;
   std::string host;
 };
+// A membership record's line: the world after the change, and what changed (ranks lost, or
+// the world grown back, with its downtime).
+std::string membership_line(const io::JsonObject& record, const std::string& origin) {
+  std::string line = str_cat("  step ", io::json_integer(record, "step", origin, 0, INT64_MAX), ": world size ",
+                             io::json_integer(record, "world_size", origin, 1, INT32_MAX));
+  const auto grown = record.find("grown");
+  const auto* grown_text = grown == record.end() ? nullptr : std::get_if<io::JsonText>(&grown->second);
+  // "grown": [{"from_world", "to_world", "downtime_s", "trigger", "stopped_ms", "first_step_ms"}], one object.
+  if (grown_text && grown_text->text.size() > 2) {
+    const std::string& text = grown_text->text;
+    const io::JsonObject event = io::parse_json_object(text.substr(1, text.size() - 2), origin + " (grown)");
+    return str_cat(line, ", grown from ", io::json_integer(event, "from_world", origin, 1, INT32_MAX), " (",
+                   io::json_string(event, "trigger", origin), "), downtime ",
+                   fixed(io::json_number(event, "downtime_s", origin), 2), " s");
+  }
+  const auto lost = record.find("lost");
+  const auto* text = lost == record.end() ? nullptr : std::get_if<io::JsonText>(&lost->second);
+  return str_cat(line, ", lost ", text ? text->text : std::string("[]"));
+}
+
 }  // namespace
 
 int rank_scores_report(const std::string& run_dir) {
@@ -60,11 +81,7 @@ int rank_scores_report(const std::string& run_dir) {
       ++ranks[r].flagged;
       ranks[r].host = io::json_optional_string(records[i], "host").value_or("");
     } else if (kind == "membership") {
-      const auto lost = records[i].find("lost");
-      const auto* text = lost == records[i].end() ? nullptr : std::get_if<io::JsonText>(&lost->second);
-      membership.push_back(str_cat("  step ", io::json_integer(records[i], "step", origin, 0, INT64_MAX),
-                                   ": world size ", io::json_integer(records[i], "world_size", origin, 1, INT32_MAX),
-                                   ", lost ", text ? text->text : std::string("[]")));
+      membership.push_back(membership_line(records[i], origin));
     }
   }
   if (!membership.empty()) {

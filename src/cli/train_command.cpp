@@ -47,6 +47,7 @@ int train_command(int& argc, char**& argv, const Args& args) {
   // A distinct status after a preemption checkpoint, so slurm/preemptible.sh requeues the job.
   int status = 0;
   if (summary.preempted) status = static_cast<int>(summary.interrupted ? ExitCode::kInterrupted : ExitCode::kPreempted);
+  if (summary.preempted && summary.resize_requested) status = static_cast<int>(ExitCode::kResizeRequested);
   if (summary.too_few_replicas) status = static_cast<int>(ExitCode::kTooFewReplicas);
   runtime.set_exit_status(status);
   return status;

@@ -135,6 +135,82 @@ std::vector<RelayedRequest> parse_relayed_requests(std::string_view text, size_t
   return requests;
 }
 
+namespace {
+
+// A host name as a hostfile names it: letters, digits, '.', '-', '_' (no spaces, no
+// shell or terminal characters), 1 to 253 of them.
+bool plausible_host(std::string_view host) {
+  if (host.empty() || host.size() > 253) return false;
+  return std::all_of(host.begin(), host.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '-' ||
+           c == '_';
+  });
+}
+
+bool acceptable_trigger(std::string_view line) {
+  if (line == "command" || line == "signal") return true;
+  constexpr std::string_view kHost = "host-returned ";
+  return line.substr(0, kHost.size()) == kHost && plausible_host(line.substr(kHost.size()));
+}
+
+// The reason a file opened for requests is not to be trusted, or "".
+std::string untrusted_file_problem(int fd) {
+  struct stat info {};
+  if (fstat(fd, &info) != 0) return str_cat("cannot check it: ", std::strerror(errno));
+  if (!S_ISREG(info.st_mode)) return "not a plain file";
+  if (info.st_uid != geteuid()) return str_cat("owned by uid ", info.st_uid, ", not by this user (uid ", geteuid(), ")");
+  if ((info.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(info.st_mode & 07777));
+    return str_cat("mode ", mode, ": others may write it");
+  }
+  return "";
+}
+
+}  // namespace
+
+std::vector<ResizeRequest> parse_resize_requests(std::string_view text) {
+  std::vector<ResizeRequest> requests;
+  size_t start = 0;
+  for (size_t end; (end = text.find('\n', start)) != std::string_view::npos; start = end + 1) {
+    const std::string line = trim(text.substr(start, end - start));
+    if (line.empty()) continue;
+    ResizeRequest request;
+    request.text = line;
+    request.accepted = acceptable_trigger(line);
+    if (request.accepted) request.trigger = line;
+    requests.push_back(std::move(request));
+  }
+  return requests;
+}
+
+std::string append_resize_request(const std::string& state_dir, std::string_view trigger) {
+  if (!acceptable_trigger(trigger)) return str_cat("'", trigger, "' is not a resize trigger");
+  const std::string where = str_cat("run-state directory '", state_dir, "'");
+  const int dir = ::open(state_dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dir < 0) {
+    const int error = errno;
+    return str_cat(where, ": ", error == ELOOP || error == ENOTDIR ? "a symlink or not a directory" : std::strerror(error));
+  }
+  std::string problem = run_state_dir_problem(dir);
+  if (!problem.empty()) {
+    ::close(dir);
+    return str_cat(where, ": ", problem);
+  }
+  const int fd = openat(dir, kResizeRequestFile, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
+  ::close(dir);
+  if (fd < 0) {
+    const int error = errno;
+    return str_cat(where, ": ", kResizeRequestFile, ": ", error == ELOOP ? "a symlink" : std::strerror(error));
+  }
+  problem = untrusted_file_problem(fd);
+  const std::string line = str_cat(trigger, "\n");
+  if (problem.empty() && ::write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size()))
+    problem = str_cat("cannot write it: ", std::strerror(errno));
+  ::close(fd);
+  return problem.empty() ? "" : str_cat(where, ": ", kResizeRequestFile, ": ", problem);
+}
+
 std::string RunStateReader::read_new_lines() {
   const int dir = run_state_dir();
   if (dir < 0) return "";

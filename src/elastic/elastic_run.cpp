@@ -56,7 +56,8 @@ ElasticRun::ElasticRun(const config::TrainConfig& config, runtime::Runtime& runt
     : current_(config),
       runtime_(runtime),
       checkpoints_(checkpoints),
-      survive_failures_(config.on_failure == config::OnFailure::kShrink) {}
+      survive_failures_(config.on_failure == config::OnFailure::kShrink),
+      grow_back_(runtime.world().size()) {}
 
 // The cycle: train until a peer is lost, recover on the survivors, go on with a new Trainer.
 train::TrainSummary ElasticRun::run(const TrainerFactory& make_trainer) {
@@ -81,6 +82,9 @@ std::optional<train::TrainSummary> ElasticRun::train(const TrainerFactory& make_
   try {
     std::unique_ptr<train::Trainer> trainer = make_trainer(current_);
     if (recovered_) trainer->add_callback(std::make_unique<MembershipReporter>(*recovered_, since_failure_));
+    trainer->add_callback(grow_back_.watcher());
+    if (first_trainer_) trainer->add_callback(std::make_unique<GrowthReporter>());
+    first_trainer_ = false;
     try {
       return trainer->fit();
     } catch (const comm::PeerFailure& failure) {
@@ -126,6 +130,7 @@ std::optional<Recovery> ElasticRun::recover(const std::optional<checkpoint::Repl
 Recovery ElasticRun::recover_once(const std::optional<checkpoint::ReplicaSnapshot>& snapshot) {
   Recovery recovery;
   recovery.membership = agree_on_new_world();
+  if (runtime_.world().rank() == 0) grow_back_.record_lost_hosts(recovery.membership, survivor_hosts());
   int64_t step = -1;
   recovery.checkpoint = write_recovered_state(snapshot, recovery.membership, step);
   recovery.step = std::max<int64_t>(step, 0);
@@ -134,6 +139,13 @@ Recovery ElasticRun::recover_once(const std::optional<checkpoint::ReplicaSnapsho
                      " replica(s) from step ", recovery.step, " (rank 0, the chief, is now on ",
                      runtime_.cluster().host(), ")"));
   return recovery;
+}
+
+// The hosts the job's ranks run on now.
+std::vector<std::string> ElasticRun::survivor_hosts() const {
+  std::vector<std::string> hosts;
+  for (const runtime::JobMember& member : runtime_.job_members()) hosts.push_back(member.host);
+  return hosts;
 }
 
 // Collective over the job's live ranks: who was lost, and the world the survivors go on in.

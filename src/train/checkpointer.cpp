@@ -115,7 +115,13 @@ ResumePoint restore_checkpoint(TrainContext& ctx) {
   if (ctx.strategy.is_chief()) {
     chief_info(str_cat("resuming from '", choice.source, "': step ", checkpoint.step, " (epoch ", checkpoint.epoch + 1,
                        ", step ", checkpoint.step_in_epoch, " of ", checkpoint.steps_per_epoch, ")"));
-    if (checkpoint.world_size != ctx.strategy.num_replicas_in_sync())
+    // reduction = invariant sums in the same order at any world size: the same bits.
+    if (checkpoint.world_size != ctx.strategy.num_replicas_in_sync() &&
+        ctx.config.reduction == distribute::Reduction::kInvariant)
+      chief_info(str_cat("checkpoint '", choice.source, "' was written by ", checkpoint.world_size,
+                         " replica(s), this run has ", ctx.strategy.num_replicas_in_sync(),
+                         ": with reduction = invariant it continues the same run bit for bit"));
+    else if (checkpoint.world_size != ctx.strategy.num_replicas_in_sync())
       rank_warning(str_cat("checkpoint '", choice.source, "' was written by ", checkpoint.world_size,
                            " replica(s), this run has ", ctx.strategy.num_replicas_in_sync(),
                            ": same global batch and data order, so it continues the same run up to float "

@@ -3,8 +3,10 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <csignal>
 
+#include "mirrored/checkpoint/run_directory.h"
 #include "mirrored/comm/health/flight_recorder.h"
 #include "mirrored/core/error.h"
 #include "mirrored/core/log.h"
@@ -13,8 +15,10 @@
 namespace mirrored::train {
 namespace {
 // What a rank has seen, as the all-reduce (max) combines it: a preemption warning outranks
-// Ctrl-C (the job is requeued either way only after a preemption).
-constexpr int32_t kNothing = 0, kInterrupt = 1, kPreemption = 2;
+// Ctrl-C (the job is requeued either way only after a preemption), and both outrank a
+// request to grow back (a stop the user or the scheduler asked for is not turned into a
+// relaunch).
+constexpr int32_t kNothing = 0, kResize = 1, kInterrupt = 2, kPreemption = 3;
 
 // Written from signal handlers: lock-free, so async-signal-safe.
 std::atomic<int32_t> g_signalled{kNothing};
@@ -26,6 +30,8 @@ std::atomic<bool> g_installed{false};
 // The lines the handlers write (the chief's; empty elsewhere). Set before training starts,
 // never changed while a handler may read them.
 std::string g_first_interrupt, g_second_interrupt, g_terminated;
+// What asked for a resize (request_resize; the chief's, main thread only).
+std::string g_resize_trigger;
 
 void say(const std::string& line) {
   if (!line.empty() && write(STDERR_FILENO, line.data(), line.size()) < 0) {
@@ -39,13 +45,19 @@ void end_by(int signal) {
   raise(signal);  // delivered once this handler returns (the signal is blocked until then)
 }
 
+// Raises the flag to `level` unless it is at least that already.
+void raise_to(int32_t level) {
+  int32_t seen = g_signalled.load(std::memory_order_relaxed);
+  while (seen < level && !g_signalled.compare_exchange_weak(seen, level, std::memory_order_relaxed)) {
+  }
+}
+
 extern "C" void on_stop_signal(int signal) {
   if (signal == g_preemption_signal.load(std::memory_order_relaxed)) {
     g_signalled.store(kPreemption, std::memory_order_relaxed);
   } else if (signal == SIGINT) {
     if (g_interrupts.fetch_add(1, std::memory_order_relaxed) == 0) {
-      int32_t nothing = kNothing;
-      g_signalled.compare_exchange_strong(nothing, kInterrupt, std::memory_order_relaxed);
+      raise_to(kInterrupt);
       say(g_first_interrupt);
     } else {
       say(g_second_interrupt);
@@ -77,7 +89,35 @@ const char* signal_name(config::PreemptionSignal signal) {
   }
   return "none";
 }
+
+// The resize stop's record and line (chief only): the step it stopped after, its world and
+// what asked, with the wall time of the step's end, from which the relaunched run counts its
+// downtime (elastic/grow_back.h), in milliseconds since the epoch (a double in metrics.jsonl
+// keeps 9 digits: whole seconds only).
+void report_resize(TrainContext& ctx, int64_t step, int64_t step_end_ms) {
+  ctx.run_dir.log_metrics({{"kind", std::string("resize")},
+                           {"step", step},
+                           {"world_size", static_cast<int64_t>(ctx.strategy.num_replicas_in_sync())},
+                           {"trigger", g_resize_trigger},
+                           {"time_ms", step_end_ms}});
+  chief_print(str_cat("resize requested (", g_resize_trigger, "): checkpoint of step ", step, " written to ",
+                      checkpoint::checkpoint_dir(ctx.config), "; exiting with status ",
+                      static_cast<int>(ExitCode::kResizeRequested),
+                      " so the launch script relaunches the job at its full size and resumes from it"));
+}
+
+int64_t wall_milliseconds() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 }  // namespace
+
+void request_resize(const std::string& trigger) {
+  if (g_signalled.load(std::memory_order_relaxed) != kNothing) return;
+  g_resize_trigger = trigger;
+  raise_to(kResize);
+}
 
 struct PreemptionHandler::Saved {
   struct sigaction preemption, interrupt, terminate;
@@ -87,6 +127,7 @@ PreemptionHandler::PreemptionHandler(config::PreemptionSignal signal)
     : signal_(signal_number(signal)), name_(signal_name(signal)) {
   MIRRORED_CHECK(!g_installed.exchange(true), "only one PreemptionHandler may exist at a time");
   g_signalled.store(kNothing);
+  g_resize_trigger.clear();
   g_interrupts.store(0);
   g_preemption_signal.store(signal_);
   g_first_interrupt.clear();
@@ -150,12 +191,18 @@ void PreemptionHandler::on_step_end(TrainContext& ctx, const StepEnd& step) {
                           ? ctx.strategy.reduce(distribute::ReduceOp::kMax, mine)
                           : mine;
   if (any == kNothing) return;
+  const int64_t step_end_ms = wall_milliseconds();
   Checkpointer().save(ctx, step.step, Checkpointer::Wait::kUntilDurable);
   ctx.strategy.communicator().barrier();  // the checkpoint is on disk before any rank exits
   ctx.stop_training = true;
   ctx.preempted = true;
   const std::string written =
       str_cat("checkpoint of step ", step.step, " written to ", checkpoint::checkpoint_dir(ctx.config));
+  if (any == kResize) {
+    ctx.resize_requested = true;
+    if (ctx.strategy.is_chief()) report_resize(ctx, step.step, step_end_ms);
+    return;
+  }
   if (any == kInterrupt) {
     ctx.interrupted = true;
     chief_print(str_cat("interrupted (SIGINT, Ctrl-C): ", written, "; run the same command again to resume from it "

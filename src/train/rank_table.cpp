@@ -3,10 +3,12 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "mirrored/core/file_replacement.h"
+#include "mirrored/core/run_state.h"
 #include "mirrored/core/strings.h"
 #include "mirrored/io/jsonl_writer.h"
 
@@ -28,6 +30,14 @@ void record_ranks(comm::Communicator& comm, const checkpoint::RunDirectory& run_
   const std::string mine = str_cat(static_cast<int64_t>(::getpid()), " ", agent, " ", this_host());
   const std::vector<std::string> all = comm.allgather_strings(mine);
   if (!write) return;
+  // Where `mirrored resize` finds the job (the chief's view; the directory itself is
+  // checked when used).
+  std::string state_dir = run_state_dir_path();
+  if (!state_dir.empty()) {
+    std::error_code ignored;
+    const std::filesystem::path absolute = std::filesystem::absolute(state_dir, ignored);
+    if (!absolute.empty()) state_dir = absolute.lexically_normal().string();
+  }
   std::string text;
   for (size_t rank = 0; rank < all.size(); ++rank) {
     const std::string& entry = all[rank];
@@ -37,7 +47,8 @@ void record_ranks(comm::Communicator& comm, const checkpoint::RunDirectory& run_
                          {"pid", static_cast<int64_t>(std::stoll(entry.substr(0, first)))},
                          {"agent_pid", static_cast<int64_t>(std::stoll(entry.substr(first + 1, second - first - 1)))},
                          {"world_size", static_cast<int64_t>(all.size())},
-                         {"step", step}}) +
+                         {"step", step},
+                         {"run_state_dir", state_dir}}) +
             "\n";
   }
   replace_file(run_dir.file(kRankTableFile), text);

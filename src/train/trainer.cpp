@@ -457,6 +457,7 @@ TrainSummary Trainer::finish() {
   if (s.ctx->preempted) {  // no final evaluation or files: the requeued run finishes the job
     summary.preempted = true;
     summary.interrupted = s.ctx->interrupted;
+    summary.resize_requested = s.ctx->resize_requested;
     return summary;
   }
   if (!s.evaluated && s.options.evaluate) {  // resumed from the run's last checkpoint: nothing left to train

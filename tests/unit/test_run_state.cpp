@@ -153,4 +153,85 @@ TEST(RunState, RequestsAreReadOnlyFromAPlainFileOfThisUserThatOnlyItMayWrite) {
   });
 }
 
+// The resize requests: `mirrored resize` and the launch scripts append one a line to the
+// run-state file `resize`; only the allow-list counts.
+TEST(RunState, ResizeRequestsComeFromTheAllowListOnly) {
+  const auto requests = parse_resize_requests(
+      "command\nsignal\nhost-returned node-b.cluster_1\n\nKILL\nhost-returned \nhost-returned a b\n"
+      "host-returned $(reboot)\ncommand extra\nhost-returned node-c");
+  ASSERT_EQ(requests.size(), 8u) << "the partial last line waits for the rest";
+  EXPECT_TRUE(requests[0].accepted);
+  EXPECT_EQ(requests[0].trigger, "command");
+  EXPECT_TRUE(requests[1].accepted);
+  EXPECT_EQ(requests[1].trigger, "signal");
+  EXPECT_TRUE(requests[2].accepted);
+  EXPECT_EQ(requests[2].trigger, "host-returned node-b.cluster_1");
+  for (size_t i = 3; i < requests.size(); ++i) EXPECT_FALSE(requests[i].accepted) << requests[i].text;
+  EXPECT_EQ(requests[3].text, "KILL");
+}
+
+TEST(RunState, AResizeRequestIsAppendedWithMode0600) {
+  TempDir dir;
+  const std::string state = dir.file("state");
+  ASSERT_EQ(mkdir(state.c_str(), 0700), 0);
+  EXPECT_EQ(append_resize_request(state, "command"), "");
+  EXPECT_EQ(append_resize_request(state, "host-returned node-b"), "");
+  EXPECT_EQ(contents(state + "/resize"), "command\nhost-returned node-b\n");
+  struct stat info {};
+  ASSERT_EQ(stat((state + "/resize").c_str(), &info), 0);
+  EXPECT_EQ(info.st_mode & 0777, 0600u);
+  EXPECT_NE(append_resize_request(state, "KILL").find("not a resize trigger"), std::string::npos);
+  // The chief reads it back line by line.
+  in_child_with_state(state, [] {
+    RunStateReader reader(kResizeRequestFile);
+    EXPECT_EQ(reader.read_new_lines(), "command\nhost-returned node-b\n");
+    EXPECT_EQ(reader.read_new_lines(), "");
+  });
+}
+
+TEST(RunState, AResizeRequestGoesOnlyIntoAPrivateDirectoryOfThisUser) {
+  TempDir dir;
+  const std::string real = dir.file("real"), link = dir.file("link"), open = dir.file("open");
+  ASSERT_EQ(mkdir(real.c_str(), 0700), 0);
+  fs::create_symlink(real, link);
+  ASSERT_EQ(mkdir(open.c_str(), 0700), 0);
+  ASSERT_EQ(chmod(open.c_str(), 0755), 0);
+  EXPECT_NE(append_resize_request(link, "command").find("a symlink or not a directory"), std::string::npos);
+  EXPECT_NE(append_resize_request(open, "command").find("mode 0755, expected 0700"), std::string::npos);
+  EXPECT_NE(append_resize_request(dir.file("missing"), "command"), "");
+  EXPECT_FALSE(fs::exists(real + "/resize")) << "written through the symlink";
+  EXPECT_FALSE(fs::exists(open + "/resize"));
+  if (geteuid() != 0) GTEST_SKIP() << "a directory of another owner needs root to make (chown)";
+  const std::string foreign = dir.file("foreign");
+  ASSERT_EQ(mkdir(foreign.c_str(), 0700), 0);
+  ASSERT_EQ(chown(foreign.c_str(), 65534, 65534), 0);
+  EXPECT_NE(append_resize_request(foreign, "command").find("owned by uid 65534"), std::string::npos);
+  EXPECT_FALSE(fs::exists(foreign + "/resize"));
+}
+
+TEST(RunState, AResizeFileThatIsASymlinkWritableByOthersOrAnotherUsersIsRefused) {
+  TempDir dir;
+  const std::string state = dir.file("state"), victim = dir.file("victim");
+  ASSERT_EQ(mkdir(state.c_str(), 0700), 0);
+  const std::string resize = state + "/resize";
+  std::ofstream(victim) << "precious\n";
+  // A symlink: neither followed by the writer nor by the reader.
+  fs::create_symlink(victim, resize);
+  EXPECT_NE(append_resize_request(state, "command").find("resize: a symlink"), std::string::npos);
+  EXPECT_EQ(contents(victim), "precious\n");
+  in_child_with_state(state, [] { EXPECT_EQ(RunStateReader(kResizeRequestFile).read_new_lines(), ""); });
+  // Writable by others (mode 0622): refused both ways.
+  fs::remove(resize);
+  std::ofstream(resize) << "command\n";
+  ASSERT_EQ(chmod(resize.c_str(), 0622), 0);
+  EXPECT_NE(append_resize_request(state, "command").find("mode 0622: others may write it"), std::string::npos);
+  in_child_with_state(state, [] { EXPECT_EQ(RunStateReader(kResizeRequestFile).read_new_lines(), ""); });
+  EXPECT_EQ(contents(resize), "command\n") << "appended to a file others may write";
+  if (geteuid() != 0) GTEST_SKIP() << "a file of another owner needs root to make (chown)";
+  ASSERT_EQ(chmod(resize.c_str(), 0600), 0);
+  ASSERT_EQ(chown(resize.c_str(), 65534, 65534), 0);
+  EXPECT_NE(append_resize_request(state, "command").find("owned by uid 65534"), std::string::npos);
+  in_child_with_state(state, [] { EXPECT_EQ(RunStateReader(kResizeRequestFile).read_new_lines(), ""); });
+}
+
 }  // namespace

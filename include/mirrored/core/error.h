@@ -21,6 +21,7 @@ enum class ExitCode : int {
   kTooFewReplicas = 8, // on_failure = shrink: the survivors cannot go on; a checkpoint is written, requeue to resume
   // 9 is the launch scripts' (the MPI runtime ended the job before mirrored finished).
   kWriteFailed = 10,   // an output file could not be written (a full disk, a quota): the file it would replace is unchanged
+  kResizeRequested = 11,  // a shrunk job asked to grow back: a checkpoint is written; relaunch at full size to resume
   kInterrupted = 130,  // Ctrl-C (SIGINT): stopped after writing a checkpoint; run the same command again to resume
 };
 

@@ -6,6 +6,10 @@
 //   output           their output from a loss on (comm/failure/runtime_loss.h)
 //   signals          what the script relays to them: one request a line (parse_relayed_requests)
 //   launcher-ended   the script's own marker (it ended a lingering launcher)
+//   resize           requests that a shrunk job grow back to its configured size, one a line
+//                    (`mirrored resize`, or the launch script: parse_resize_requests)
+//   lost-hosts       the hosts a shrink left without a rank, one a line (written by the
+//                    chief; multinode.sh checks whether they answer again)
 // These files steer a job, and the directory usually sits in a working directory others can
 // write (a cluster's shared file system), so they are data from strangers unless proven
 // otherwise (as OpenSSH treats its keys, systemd its runtime directories):
@@ -76,5 +80,31 @@ class RunStateReader {
   uint64_t offset_ = 0;
   bool warned_ = false;
 };
+
+// The resize request file: what asks a shrunk job to save its state and exit
+// ExitCode::kResizeRequested, so that the launch script relaunches it at full size.
+inline constexpr const char* kResizeRequestFile = "resize";
+// The hosts a shrink left without a rank (the chief's; the launch script reads it).
+inline constexpr const char* kLostHostsFile = "lost-hosts";
+
+// One line of the resize file. The allow-list: "command" (mirrored resize), "signal" (the
+// launch script got SIGURG), "host-returned HOST" (the launch script saw a lost host answer
+// again; HOST: letters, digits, '.', '-' and '_', at most 253 of them). Anything else is
+// refused.
+struct ResizeRequest {
+  bool accepted = false;
+  std::string trigger;  // accepted: the line as a trigger name ("command", "host-returned node-b")
+  std::string text;     // the line as written (for messages)
+};
+
+// The complete lines of `text` (as RunStateReader::read_new_lines returns them) as requests.
+std::vector<ResizeRequest> parse_resize_requests(std::string_view text);
+
+// Appends `trigger` (one of the allow-list above) as a line to the resize file of the
+// run-state directory at `state_dir`, which must pass the checks above (a directory, not a
+// symlink, of this user, mode 0700); the file is created 0600, never through a symlink, and
+// must be a plain file of this user that no one else may write. "" when written, else why
+// not (naming the directory or the file).
+std::string append_resize_request(const std::string& state_dir, std::string_view trigger);
 
 }  // namespace mirrored

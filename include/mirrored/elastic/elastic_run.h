@@ -22,6 +22,9 @@
 //              shares allowed), and its first step writes the membership record
 // A peer lost during the recovery starts it over. Under on_failure = abort the first
 // PeerFailure goes to the caller, which ends the job.
+// Growing back (grow_back.h): every Trainer gets a watcher of the resize requests (a shrunk
+// job stops for a relaunch at full size, exit 11), the chief lists the hosts a shrink left
+// empty for the launch script, and the launch's first Trainer reports a completed growth.
 #include <functional>
 #include <memory>
 #include <optional>
@@ -31,6 +34,7 @@
 #include "mirrored/comm/failure/fault_tolerance.h"
 #include "mirrored/config/config.h"
 #include "mirrored/core/timer.h"
+#include "mirrored/elastic/grow_back.h"
 #include "mirrored/elastic/membership.h"
 #include "mirrored/runtime/runtime.h"
 #include "mirrored/train/trainer.h"
@@ -57,6 +61,7 @@ class ElasticRun {
   std::optional<Recovery> recover(const std::optional<checkpoint::ReplicaSnapshot>& snapshot);
   Recovery recover_once(const std::optional<checkpoint::ReplicaSnapshot>& snapshot);
   Membership agree_on_new_world();
+  std::vector<std::string> survivor_hosts() const;
   std::string write_recovered_state(const std::optional<checkpoint::ReplicaSnapshot>& snapshot,
                                     const Membership& membership, int64_t& step);
   void require_enough_replicas(const Recovery& recovery) const;
@@ -68,6 +73,8 @@ class ElasticRun {
   const bool survive_failures_;
   std::optional<Recovery> recovered_;  // the last recovery
   Stopwatch since_failure_;            // from the last failure's detection
+  GrowBack grow_back_;                 // resize requests, and the hosts shrinks left empty
+  bool first_trainer_ = true;          // the launch's first Trainer reports a completed grow
 };
 
 }  // namespace mirrored::elastic

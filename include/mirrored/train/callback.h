@@ -37,6 +37,9 @@ struct TrainContext {
   bool preempted = false;
   // With `preempted`, when it was Ctrl-C: the command exits with ExitCode::kInterrupted.
   bool interrupted = false;
+  // With `preempted`, when a shrunk job asked to grow back (train/preemption.h): the command
+  // exits with ExitCode::kResizeRequested.
+  bool resize_requested = false;
   // The NaN/Inf guard and the step losses it names in its messages (set by the Trainer):
   // whatever saves the training state settles the guard first (settle_guard()), so a
   // checkpoint never holds a step whose update the guard has skipped without the host
@@ -102,6 +105,7 @@ struct TrainSummary {
   double samples_per_sec = 0.0;   // all replicas, step 0 of the run excluded
   bool preempted = false;         // stopped early after a preemption checkpoint
   bool interrupted = false;       // ... written on Ctrl-C (train/preemption.h)
+  bool resize_requested = false;  // ... written for a relaunch at full size (elastic/grow_back.h)
   bool finished = false;          // resume = auto found the run already complete; nothing ran
   // on_failure = shrink: too few replicas survived to go on; the checkpoint of the last
   // completed step is written and the command exits with ExitCode::kTooFewReplicas.

@@ -24,6 +24,13 @@
 // the same step even though it reaches them at different moments; then the chief writes a
 // checkpoint of that step, all ranks wait for it (barrier), and the run ends.
 //
+// Growing back (elastic/grow_back.h): a shrunk job asked to return to its configured size
+// stops the same way at a step boundary, writes the same checkpoint (waited for), records
+// {"kind": "resize", "step", "world_size", "trigger", "time_ms"} in metrics.jsonl and ends with
+// ExitCode::kResizeRequested (11), for the launch script to relaunch it at full size. It
+// rides on the same flag and all-reduce, with the lowest precedence: a preemption or Ctrl-C
+// at the same step wins (the job is stopped either way; their exit codes say what to do).
+//
 // Cost: one all-reduce of one int per step (tens of microseconds).
 #include <string>
 
@@ -31,6 +38,12 @@
 #include "mirrored/train/callback.h"
 
 namespace mirrored::train {
+
+// Asks the run to stop at the end of the current step for a relaunch at full size (the
+// chief calls it; the step's all-reduce tells every rank). `trigger` names what asked
+// ("command", "signal", "host-returned HOST") in the record. Ignored when a stop is already
+// asked for. Main thread only.
+void request_resize(const std::string& trigger);
 
 class PreemptionHandler final : public Callback {
  public:

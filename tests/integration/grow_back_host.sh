@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Growing back across hosts, through launch/multinode.sh: 2 network-namespace hosts x 2 ranks,
+# sgd mlp, reduction = invariant, on_failure = shrink. Both ranks of h2 killed after step 10
+# (its daemon alive): the job goes on with h1's 2 ranks; `mirrored resize RUN_DIR` (run from
+# here, the run-state directory is in the launch's working directory): the job writes a
+# checkpoint and exits 11, multinode.sh relaunches it on both hosts with 4 ranks, and it
+# finishes with exit 0, final.h5 bit-identical to the uninterrupted 2x2 run's, a membership
+# record with "grown" (2 -> 4), nothing left running. Needs the system lock (namespace hosts).
+# The host-returned trigger is not run here: nsrsh reaches a namespace whatever its link, so
+# a host cannot go silent for the probe (it.grow_back_hosts tests that check on its own).
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/netns_lib.sh"
+require_data
+info=$("$MIRRORED" info 2>/dev/null) || fail "mirrored info failed"
+grep -q "^  ulfm  *available (" <<<"$info" ||
+  { echo "SKIP: this binary has no ULFM (built against $(command -v mpirun)); launch/install_openmpi.sh + launch/build.sh"; exit 77; }
+require_netns
+start=$SECONDS
+netns_up 2
+common=(--data.train "$DATA_DIR/train.h5" --data.test "$DATA_DIR/test.h5" --batch_size 120 --epochs 1
+        --max_steps 150 --model.hidden 256,128 --lr 0.05 --momentum 0.9 --seed 5 --threads 1 --log_every 5
+        --checkpoint.every_epochs 0 --progress plain --reduction invariant --on_failure shrink)
+H2=${NETNS_PREFIX}h2
+wait_for() {
+  for _ in $(seq 1200); do grep -Eq "$2" "$1" 2>/dev/null && return 0; sleep 0.05; done
+  fail "$3: no line matching '$2' in $1 within 60 s"
+}
+# h2_ranks: mirrored's rank processes in h2 (not their rank agents).
+h2_ranks() {
+  local pid
+  for pid in $(ip netns pids "$H2" 2>/dev/null); do
+    [[ "$(cat "/proc/$pid/comm" 2>/dev/null)" == mirrored ]] || continue
+    [[ "$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)" == *" rank-agent "* ]] || echo "$pid"
+  done
+}
+
+cd "$WORK" || exit 1  # multinode.sh makes the run-state directory in the working directory
+on_hosts 2 2 train "${common[@]}" --out "$WORK/full" >"$WORK/full.log" 2>&1 || { cat "$WORK/full.log"; fail "uninterrupted 2x2 run"; }
+out=$WORK/grown
+on_hosts 2 2 train "${common[@]}" --out "$out" >"$out.log" 2>&1 &
+job=$!
+wait_for "$out/metrics.jsonl" '"kind": "train", "step": 10,' "the run"
+victims=$(h2_ranks)
+[[ $(wc -w <<<"$victims") == 2 ]] || fail "h2 does not hold 2 ranks: $victims"
+kill -9 $victims
+wait_for "$out/metrics.jsonl" '"kind": "membership", .*"world_size": 2,' "the shrink"
+"$MIRRORED" resize "$out" >"$WORK/resize.out" 2>&1 || { cat "$WORK/resize.out"; fail "mirrored resize"; }
+status=0
+wait "$job" || status=$?
+((status == 0)) || { cat "$out.log"; fail "the grown job exited $status"; }
+grep -q "exit 11): relaunching it at its configured size" "$out.log" || { cat "$out.log"; fail "multinode.sh did not relaunch"; }
+"$COMPARE" "$WORK/full/final.h5" "$out/final.h5" --exact ||
+  fail "2x2 -> 2 -> 2x2 (reduction = invariant): final.h5 is not bit-identical to the uninterrupted run's"
+grown=$(grep '"grown"' "$out/metrics.jsonl") || { cat "$out/metrics.jsonl"; fail "no grown record"; }
+grep -Eq '"world_size": 4, "lost": \[\], "grown": \[\{"from_world": 2, "to_world": 4, "downtime_s": [0-9.e+-]+, "trigger": "command", "stopped_ms": [0-9]+, "first_step_ms": [0-9]+\}\]' <<<"$grown" ||
+  fail "grown record: $grown"
+[[ $(grep -c "\"host\": \"${NETNS_PREFIX}-h2\"" "$out/ranks.jsonl") == 2 ]] || { cat "$out/ranks.jsonl"; fail "h2 holds no 2 ranks after the relaunch"; }
+for _ in $(seq 100); do [[ -z "$(ip netns pids "$H2")$(ip netns pids "${NETNS_PREFIX}h1")" ]] && break; sleep 0.1; done
+[[ -z "$(ip netns pids "$H2")$(ip netns pids "${NETNS_PREFIX}h1")" ]] || fail "processes left running in the hosts"
+echo "ok: 2x2 -> 2 (h2's ranks killed) -> 2x2 (mirrored resize, relaunched by multinode.sh): exit 0, final.h5" \
+     "bit-identical; $(grep -o 'downtime [0-9.]* s' "$out.log")"
+grep -E "resize requested|relaunching it|grown back from" "$out.log"
+echo "grow_back_host: ok in $((SECONDS - start)) s"
