@@ -58,7 +58,8 @@ class ElasticRun {
   Recovery recover_once(const std::optional<checkpoint::ReplicaSnapshot>& snapshot);
   Membership agree_on_new_world();
   std::string write_recovered_state(const std::optional<checkpoint::ReplicaSnapshot>& snapshot,
-                                    const Membership& membership, int64_t& step);
+                                    const Membership& membership, bool called_in, int64_t& step);
+  bool wait_as_spare();
   void require_enough_replicas(const Recovery& recovery) const;
   void go_on_from(const Recovery& recovery);
 
