@@ -74,6 +74,33 @@ mirrored_wants_shrink() {
   return 1
 }
 
+# mirrored_spares ARGS...: prints how many hot spares a mirrored command line asks for
+# (shrink.spares, by flag or in its --config file: `spares = K` under [shrink], or
+# `shrink.spares = K`), 0 when none. The launch scripts start that many ranks beyond the NP
+# they are given: the highest job ranks wait as spares (docs/checkpoints-and-failures.md).
+mirrored_spares() {
+  local previous="" arg spares=0 flag="" found
+  for arg in "$@"; do
+    case "$previous" in
+      --shrink.spares) flag=$arg ;;
+      --config)
+        if [[ -r "$arg" ]]; then
+          found=$(awk -F= '
+            /^[[:space:]]*\[/ { section = $0; gsub(/[][[:space:]]/, "", section); next }
+            { key = $1; gsub(/[[:space:]]/, "", key); value = $2; sub(/#.*/, "", value); gsub(/[[:space:]]/, "", value) }
+            (section == "shrink" && key == "spares") || (section == "" && key == "shrink.spares") { print value }
+          ' "$arg" | tail -1)
+          [[ -n "$found" ]] && spares=$found
+        fi ;;
+    esac
+    [[ "$arg" == --shrink.spares=* ]] && flag=${arg#--shrink.spares=}
+    previous=$arg
+  done
+  spares=${flag:-$spares}  # a flag wins over the file, as in mirrored
+  [[ "$spares" =~ ^[0-9]+$ ]] || { echo "launch: shrink.spares = '$spares': expected a count, 0 or more" >&2; return 2; }
+  echo "$spares"
+}
+
 # mpirun's flags for on_failure = shrink, in MIRRORED_FT_FLAGS: ULFM's fault tolerance, and
 # no TCP keepalive between mpirun and its daemons. Open MPI 5.0's runtime (PRRTE 3.0) ends the
 # whole job when it finds a daemon gone, and on a node that crashed or left the network the

@@ -60,11 +60,18 @@ int rank_scores_report(const std::string& run_dir) {
       ++ranks[r].flagged;
       ranks[r].host = io::json_optional_string(records[i], "host").value_or("");
     } else if (kind == "membership") {
-      const auto lost = records[i].find("lost");
-      const auto* text = lost == records[i].end() ? nullptr : std::get_if<io::JsonText>(&lost->second);
+      // An array field as written, or "" when the record has none (no spares).
+      const auto array = [&](const char* field) {
+        const auto found = records[i].find(field);
+        const auto* text = found == records[i].end() ? nullptr : std::get_if<io::JsonText>(&found->second);
+        return text ? text->text : std::string();
+      };
+      const std::string lost = array("lost"), replaced = array("replaced"), spares_lost = array("spares_lost");
       membership.push_back(str_cat("  step ", io::json_integer(records[i], "step", origin, 0, INT64_MAX),
                                    ": world size ", io::json_integer(records[i], "world_size", origin, 1, INT32_MAX),
-                                   ", lost ", text ? text->text : std::string("[]")));
+                                   ", lost ", lost.empty() ? std::string("[]") : lost,
+                                   replaced.empty() || replaced == "[]" ? "" : ", replaced " + replaced,
+                                   spares_lost.empty() || spares_lost == "[]" ? "" : ", spares lost " + spares_lost));
     }
   }
   if (!membership.empty()) {

@@ -45,10 +45,18 @@ class JobChannelWatch final : public train::Callback {
 // on its host ends it (only a process of this job with that rank: comm::end_lost_process).
 void end_stopped_ranks(const std::vector<runtime::JobMember>& before, const runtime::ShrunkJob& shrunk,
                        const Membership& membership) {
+  // Named as the world knew it: a training rank by its world rank, a spare as a spare.
+  const auto name = [&](int job_rank) {
+    for (const auto& lost : membership.lost)
+      if (lost.job_rank == job_rank) return str_cat("rank ", lost.rank);
+    for (const auto& replaced : membership.replaced)
+      if (replaced.job_rank == job_rank) return str_cat("rank ", replaced.rank);
+    return str_cat("spare ", job_rank);
+  };
   for (const int rank : lost_ranks_to_end(before, shrunk, membership)) {
     const runtime::JobMember& lost = before.at(static_cast<size_t>(rank));
     if (comm::end_lost_process(lost.pid, lost.first_world_rank))
-      rank_warning(str_cat("rank ", rank, " (pid ", lost.pid, " on ", lost.host,
+      rank_warning(str_cat(name(rank), " (pid ", lost.pid, " on ", lost.host,
                            ") was still there, stopped or hung: ended it, so the job can end"));
   }
 }
@@ -132,6 +140,9 @@ void ElasticRun::peer_failed(const comm::PeerFailure& failure) {
 // Collective over the survivors. Nothing when too few of them can go on: each then ends on
 // its own, without MPI_Abort, so nothing outlives the job.
 std::optional<Recovery> ElasticRun::recover(const std::optional<checkpoint::ReplicaSnapshot>& snapshot) {
+  settled_members_ = runtime_.job_members();
+  settled_training_ = runtime_.training_ranks();
+  was_spare_ = runtime_.is_spare();
   try {
     // A peer lost during the recovery itself: shrink again and start the recovery over.
     for (;;) {
@@ -151,11 +162,10 @@ std::optional<Recovery> ElasticRun::recover(const std::optional<checkpoint::Repl
 // New world, then state: what the next Trainer starts from.
 // A spare that stays one returns from here with the membership only, and waits again.
 Recovery ElasticRun::recover_once(const std::optional<checkpoint::ReplicaSnapshot>& snapshot) {
-  const bool was_spare = runtime_.is_spare();
   Recovery recovery;
   recovery.membership = agree_on_new_world();
   if (runtime_.is_spare()) return recovery;
-  const bool called_in = was_spare;  // it holds no state: its peers' comes to it
+  const bool called_in = was_spare_;  // it holds no state: its peers' comes to it
   int64_t step = -1;
   recovery.checkpoint = write_recovered_state(snapshot, recovery.membership, called_in, step);
   recovery.step = std::max<int64_t>(step, 0);
@@ -167,16 +177,18 @@ Recovery ElasticRun::recover_once(const std::optional<checkpoint::ReplicaSnapsho
   return recovery;
 }
 
-// Collective over the job's live ranks: who was lost, and the world the survivors go on in.
+// Collective over the job's live ranks: who was lost since the settled membership, and the
+// world the survivors go on in.
 Membership ElasticRun::agree_on_new_world() {
-  const std::vector<runtime::JobMember> before = runtime_.job_members();
-  const std::vector<int> training = runtime_.training_ranks();
+  const std::vector<runtime::JobMember>& before = settled_members_;
   runtime_.revoke_communicators();
   // Ranks are gone and every survivor agreed: should Open MPI's runtime now end the job (it
   // does when it lost a node's daemon), this rank goes on without it. Said the moment the
   // shrink is agreed: the runtime ends the job within half a second of the loss.
-  const runtime::ShrunkJob shrunk = runtime_.shrink_job(comm::outlive_runtime_after_loss);
-  const Membership membership = membership_after(before, training, shrunk);
+  const runtime::ShrunkJob latest = runtime_.shrink_job(comm::outlive_runtime_after_loss);
+  const runtime::ShrunkJob shrunk = shrink_of(before, runtime_.job_members(), latest.rank);
+  Membership membership = membership_after(before, settled_training_, shrunk);
+  membership.with_spares = current_.shrink_spares > 0;
   if (!membership.lost_any()) end_job_nobody_lost();
   runtime_.rebuild_communicators(membership.world);
   end_stopped_ranks(before, shrunk, membership);

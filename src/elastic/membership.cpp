@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "mirrored/checkpoint/run_directory.h"
+#include "mirrored/core/error.h"
 #include "mirrored/core/log.h"
 
 namespace mirrored::elastic {
@@ -41,6 +42,22 @@ Membership membership_after(const std::vector<runtime::JobMember>& before, const
   membership.world_size = static_cast<int>(membership.world.size());
   membership.spares_left = static_cast<int>(spares.size() - next_spare);
   return membership;
+}
+
+runtime::ShrunkJob shrink_of(const std::vector<runtime::JobMember>& before, const std::vector<runtime::JobMember>& after,
+                             int rank) {
+  runtime::ShrunkJob shrunk;
+  shrunk.size_before = static_cast<int>(before.size());
+  shrunk.rank = rank;
+  for (const auto& member : after) {
+    const auto found = std::find_if(before.begin(), before.end(), [&](const runtime::JobMember& earlier) {
+      return earlier.first_world_rank == member.first_world_rank;
+    });
+    MIRRORED_CHECK(found != before.end(), "a survivor, first-world rank ", member.first_world_rank,
+                   ", was not in the job before");
+    shrunk.previous_rank.push_back(static_cast<int>(found - before.begin()));
+  }
+  return shrunk;
 }
 
 Membership membership_after(const std::vector<runtime::JobMember>& before, const runtime::ShrunkJob& shrunk) {
@@ -99,7 +116,7 @@ void MembershipReporter::on_step_end(train::TrainContext& ctx, const train::Step
                            {"step", recovery_.step},
                            {"world_size", static_cast<int64_t>(membership.world_size)},
                            {"lost", ranks(membership.lost)}};
-  const bool spares = !membership.replaced.empty() || !membership.lost_spares.empty() || membership.spares_left > 0;
+  const bool spares = membership.with_spares;
   if (spares) {
     std::vector<io::JsonRecord> replaced;
     for (const auto& r : membership.replaced)
@@ -110,6 +127,12 @@ void MembershipReporter::on_step_end(train::TrainContext& ctx, const train::Step
   }
   record.emplace_back("recovery_s", seconds);
   ctx.run_dir.log_metrics(record);
+  // TensorBoard shows a shrink as train/world_size; a replacement leaves that as it was.
+  ctx.pending_scalars.emplace_back("membership/recovery_s", static_cast<float>(seconds));
+  if (spares) {
+    ctx.pending_scalars.emplace_back("membership/replaced", static_cast<float>(membership.replaced.size()));
+    ctx.pending_scalars.emplace_back("membership/spares", static_cast<float>(membership.spares_left));
+  }
   chief_info(str_cat("membership: ", membership.world_size, " replica(s) after ",
                      spares ? describe_change(membership) : "losing " + describe_lost(membership),
                      "; first step after recovery done ", fixed(seconds, 2), " s after the failure was detected"));

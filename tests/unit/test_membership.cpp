@@ -161,5 +161,23 @@ TEST(Succession, TheLowestSurvivorOnAHostEndsAReplacedRankThatIsOnlyStopped) {
   EXPECT_TRUE(lost_ranks_to_end(before, shrunk_to({0, 2, 3, 4, 5}, 3, 6), m).empty());
 }
 
+TEST(Succession, ALossDuringTheRecoveryIsDecidedFromTheMembershipItBeganWith) {
+  // Spare 4 lost; before the world was rebuilt, rank 2 lost too. The job after both shrinks
+  // is first-world ranks {0, 1, 3, 5}; seen as one shrink of the settled job, spare 5 takes
+  // world rank 2 and spare 4 is recorded as lost.
+  const auto before = two_hosts_and_a_spare_host();
+  const std::vector<runtime::JobMember> after = {{100, "a", 0}, {101, "a", 1}, {201, "b", 3}, {301, "c", 5}};
+  const runtime::ShrunkJob shrunk = shrink_of(before, after, 3);
+  EXPECT_EQ(shrunk.previous_rank, (std::vector<int>{0, 1, 3, 5}));
+  EXPECT_EQ(shrunk.rank, 3);
+  const Membership m = membership_after(before, kFourTrain, shrunk);
+  EXPECT_EQ(m.world, (std::vector<int>{0, 1, 3, 2}));
+  ASSERT_EQ(m.replaced.size(), 1u);
+  EXPECT_EQ(m.replaced[0].rank, 2);
+  EXPECT_EQ(m.replaced[0].by_job_rank, 5);
+  ASSERT_EQ(m.lost_spares.size(), 1u);
+  EXPECT_EQ(m.lost_spares[0].rank, 4);
+}
+
 }  // namespace
 }  // namespace mirrored::elastic

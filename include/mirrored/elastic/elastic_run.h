@@ -68,6 +68,11 @@ class ElasticRun {
   checkpoint::CheckpointWriter& checkpoints_;
   const bool survive_failures_;
   std::optional<Recovery> recovered_;  // the last recovery
+  // The membership a recovery began from (what every survivor agreed on before the loss):
+  // a recovery that a further loss starts over decides from it again.
+  std::vector<runtime::JobMember> settled_members_;
+  std::vector<int> settled_training_;  // job ranks of settled_members_ that trained, in world order
+  bool was_spare_ = false;             // this process was a spare then
   Stopwatch since_failure_;            // from the last failure's detection
 };
 

@@ -38,6 +38,7 @@ struct Membership {
   std::vector<Replacement> replaced;   // training ranks lost whose places spares took
   std::vector<LostRank> lost_spares;   // spares lost (rank: their job rank)
   int spares_left = 0;
+  bool with_spares = false;  // the job started with spares: its records say how they fared
   // The ranks that train next, as ranks of the shrunk job, in world order: every surviving
   // training rank at its place, a spare at each replaced one's (runtime::rebuild_communicators).
   std::vector<int> world;
@@ -52,6 +53,12 @@ struct Membership {
 // order. A lost spare is only recorded.
 Membership membership_after(const std::vector<runtime::JobMember>& before, const std::vector<int>& training,
                             const runtime::ShrunkJob& shrunk);
+// The survivors `after` (the job members after one shrink or several, by job rank; this
+// process is job rank `rank`) as one shrink of `before`, matched by first-world rank: a
+// recovery that a further loss started over still decides from the membership it began with.
+runtime::ShrunkJob shrink_of(const std::vector<runtime::JobMember>& before, const std::vector<runtime::JobMember>& after,
+                             int rank);
+
 // Without spares: every rank of `before` trained, in job order.
 Membership membership_after(const std::vector<runtime::JobMember>& before, const runtime::ShrunkJob& shrunk);
 
