@@ -150,6 +150,29 @@ mirrored_slurm_launcher() {
   fi
 }
 
+# Hot spares in a Slurm allocation, where a spare is usually a whole extra node:
+# MIRRORED_SPARE_NODES=N keeps the allocation's last N nodes as spares (ask sbatch for N
+# nodes more than train). mirrored_slurm_spare_args ARGS... (the mirrored command line) sets
+# MIRRORED_SPARE_ARGS to the flags that say so (shrink.spares = N x tasks per node, and
+# on_failure = shrink unless ARGS ask for it already): launched with
+# mpirun, which fills nodes in order, the highest ranks, the last nodes' tasks, wait as
+# spares and take a lost node's places in order (their local ranks, and so their GPUs, too).
+mirrored_slurm_spare_args() {
+  MIRRORED_SPARE_ARGS=()
+  local nodes=${MIRRORED_SPARE_NODES:-0} per_node
+  [[ "$nodes" =~ ^[0-9]+$ ]] || { echo "MIRRORED_SPARE_NODES='$nodes': expected a number of nodes" >&2; return 2; }
+  ((nodes > 0)) || return 0
+  per_node=${SLURM_NTASKS_PER_NODE:-$(( ${SLURM_NTASKS:-1} / ${SLURM_NNODES:-1} ))}
+  per_node=${per_node%%(*}  # "4(x2)" when nodes differ: the first node's count
+  if ((nodes >= ${SLURM_NNODES:-1})); then
+    echo "MIRRORED_SPARE_NODES=$nodes: the allocation has ${SLURM_NNODES:-1} node(s); some must train" >&2
+    return 2
+  fi
+  MIRRORED_SPARE_ARGS=(--shrink.spares $((nodes * per_node)))
+  mirrored_wants_shrink "$@" || MIRRORED_SPARE_ARGS+=(--on_failure shrink)
+  echo "hot spares: the last $nodes node(s), $((nodes * per_node)) rank(s), wait to replace lost ones"
+}
+
 # mirrored's own exit status, seen through the launcher. With Open MPI 5.0, when a node is
 # lost with its daemon, the runtime ends the job and mpirun can exit 0 although mirrored
 # never finished. So the launch scripts hand the ranks a run-state directory
