@@ -3,55 +3,72 @@
 # 2 hosts x 2 ranks train and a third host's 2 ranks are spares (a spare node); a random
 # training rank is killed (kill -9) every INTERVAL seconds, twice (once per spare). The run
 # must finish at world 4 with final.h5 bit-identical to the uninterrupted run
-# (reduction = invariant). Prints, with the commands:
+# (reduction = invariant, allreduce = flat). MODEL=mlp (the default: sgd mlp on
+# Fashion-MNIST, short steps, so a 10 s interval spans hundreds of them) or gpt (the
+# Shakespeare recipe). Prints, with the commands:
 #   - each loss: the kill's time, the victim, and the time from the kill to the membership
 #     record (written when the first step after the recovery completes), and recovery_s
 #     (from the failure's detection to that step);
 #   - goodput: the uninterrupted run's wall time / the chaos run's wall time (same steps);
 #   - the cost of spares when nothing fails: the same run on 4 local ranks with and without
 #     2 spares, NOFAIL_REPEATS times each, interleaved (median step time).
-# Needs root (namespaces), the Shakespeare corpus (launch/import_shakespeare.sh) and a build
-# with ULFM. Not a ctest: it runs minutes and measures.
+# Needs root (namespaces), the data (launch/import_fmnist.sh, or for gpt
+# launch/import_shakespeare.sh) and a build with ULFM. Not a ctest: it runs minutes.
 #   tests/bench/chaos_spares.sh [build/mirrored]
-# Environment: STEPS (200), INTERVAL (10), NOFAIL_REPEATS (3), NOFAIL_STEPS (300),
-# CORPUS (data/shakespeare), TMPDIR.
+# Environment: MODEL (mlp), STEPS (mlp 3000, gpt 200), INTERVAL (10), NOFAIL_REPEATS (3),
+# NOFAIL_STEPS (mlp 1000, gpt 100), DATA (data/fashion-mnist), CORPUS (data/shakespeare), TMPDIR.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
 bin=$(realpath "${1:-build/mirrored}")
-steps=${STEPS:-200} interval=${INTERVAL:-10} spares=2 repeats=${NOFAIL_REPEATS:-3}
-nofail_steps=${NOFAIL_STEPS:-300}
-corpus=$(realpath "${CORPUS:-data/shakespeare}")
+model=${MODEL:-mlp}
+if [[ "$model" == gpt ]]; then default_steps=200 default_nofail=100; else default_steps=3000 default_nofail=1000; fi
+steps=${STEPS:-$default_steps} interval=${INTERVAL:-10} spares=2 repeats=${NOFAIL_REPEATS:-3}
+nofail_steps=${NOFAIL_STEPS:-$default_nofail}
 [[ $(id -u) -eq 0 ]] || { echo "chaos_spares: needs root (network namespaces)" >&2; exit 2; }
-[[ -s "$corpus/train.h5" ]] || { echo "chaos_spares: no corpus in $corpus (launch/import_shakespeare.sh)" >&2; exit 2; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export NETNS_PREFIX="cb$$"
 NETNS=$ROOT/tests/netns/cluster.sh
 work=$(mktemp -d "${TMPDIR:-/tmp}/mirrored-chaos.XXXXXX")
 trap '"$NETNS" down 3 >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
 "$NETNS" up 3 >/dev/null
-recipe=(train --config launch/configs/shakespeare_gpt.ini --data.train "$corpus/train.h5" --data.test "$corpus/val.h5"
-        --eval_windows 60 --log_every 10 --checkpoint.every_steps 0 --reduction invariant --threads 1
-        --progress plain --on_failure shrink --allreduce flat)
-gpt=("${recipe[@]}" --max_steps "$steps" --eval_every "$steps")
+common=(--checkpoint.every_steps 0 --reduction invariant --threads 1 --progress plain --on_failure shrink
+        --allreduce flat)
+case "$model" in
+  gpt)
+    corpus=$(realpath "${CORPUS:-data/shakespeare}")
+    [[ -s "$corpus/train.h5" ]] || { echo "chaos_spares: no corpus in $corpus (launch/import_shakespeare.sh)" >&2; exit 2; }
+    recipe=(train --config launch/configs/shakespeare_gpt.ini --data.train "$corpus/train.h5"
+            --data.test "$corpus/val.h5" --eval_windows 60 --log_every 10 "${common[@]}")
+    until_step() { echo --max_steps "$1" --eval_every "$1"; } ;;
+  mlp)
+    data=$(realpath "${DATA:-data/fashion-mnist}")
+    [[ -s "$data/train.h5" ]] || { echo "chaos_spares: no Fashion-MNIST in $data (launch/import_fmnist.sh)" >&2; exit 2; }
+    recipe=(train --data.train "$data/train.h5" --data.test "$data/test.h5" --batch_size 128 --model.hidden 256,128
+            --lr 0.05 --momentum 0.9 --seed 5 --log_every 50 --checkpoint.every_epochs 0 "${common[@]}")
+    until_step() { echo --max_steps "$1" --epochs 100; } ;;
+  *) echo "chaos_spares: MODEL='$model': expected mlp or gpt" >&2; exit 2 ;;
+esac
+# shellcheck disable=SC2207  # until_step prints flags
+run_args=("${recipe[@]}" $(until_step "$steps"))
 slots=2  # per host: h1 and h2 train, h3's two ranks are the spares
 now() { date +%s.%N; }
 seconds() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
 
 echo "CPU: $(lscpu | sed -nE 's/^Model name: +//p' | head -1), $(nproc) cores; load average $(cut -d' ' -f1-3 /proc/loadavg) at start."
-echo "gpt recipe (reduction = invariant, allreduce = flat), $steps steps, on namespace hosts: 2 x 2 training ranks,"
+echo "$model (reduction = invariant, allreduce = flat), $steps steps, on namespace hosts: 2 x 2 training ranks,"
 echo "h3 with $spares spare(s); one random training rank killed every $interval s, $spares time(s)."
 echo
 
 t0=$(now)
-"$NETNS" mpirun 2 "$slots" 4 "$bin" "${gpt[@]}" --out "$work/full" >"$work/full.log" 2>&1 ||
+"$NETNS" mpirun 2 "$slots" 4 "$bin" "${run_args[@]}" --out "$work/full" >"$work/full.log" 2>&1 ||
   { cat "$work/full.log"; echo "uninterrupted run failed" >&2; exit 1; }
 full_s=$(seconds "$t0" "$(now)")
-echo "uninterrupted: $full_s s   ($NETNS mpirun 2 $slots 4 $bin ${gpt[*]} --out DIR)"
+echo "uninterrupted: $full_s s   ($NETNS mpirun 2 $slots 4 $bin ${run_args[*]} --out DIR)"
 
 out=$work/chaos
 t0=$(now)
-"$NETNS" mpirun 3 "$slots" 4 "$bin" "${gpt[@]}" --shrink.spares "$spares" --out "$out" >"$out.log" 2>&1 &
+"$NETNS" mpirun 3 "$slots" 4 "$bin" "${run_args[@]}" --shrink.spares "$spares" --out "$out" >"$out.log" 2>&1 &
 job=$!
 for _ in $(seq 2400); do grep -q '"kind": "train"' "$out/metrics.jsonl" 2>/dev/null && break; sleep 0.05; done
 declare -a kill_at=() victims=() seen_at=()
@@ -97,14 +114,15 @@ echo "goodput (uninterrupted wall time / wall time with faults): $(awk -v a="$fu
 
 # No failure: the cost of waiting spares, on local ranks (interleaved runs, median ms/step).
 echo
-echo "no failure, 4 local ranks, gpt recipe, $nofail_steps steps, $repeats runs each (interleaved):"
+echo "no failure, 4 local ranks, $model, $nofail_steps steps, $repeats runs each (interleaved):"
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 base="" with=""
 for ((r = 0; r < repeats; r++)); do
   for k in 0 "$spares"; do
     rm -rf "$work/nofail"
     t=$(now)
-    launch/local.sh 4 "$bin" "${recipe[@]}" --max_steps "$nofail_steps" --eval_every "$nofail_steps" \
+    # shellcheck disable=SC2046
+    launch/local.sh 4 "$bin" "${recipe[@]}" $(until_step "$nofail_steps") \
       --shrink.spares "$k" --out "$work/nofail" >"$work/nofail.log" 2>&1 ||
       { tail -20 "$work/nofail.log"; echo "no-failure run failed" >&2; exit 1; }
     ms=$(awk -v a="$t" -v b="$(now)" -v n="$nofail_steps" 'BEGIN { printf "%.1f", (b - a) * 1000 / n }')
@@ -113,4 +131,4 @@ for ((r = 0; r < repeats; r++)); do
 done
 b=$(tr ' ' '\n' <<<"$base" | grep . | median) w=$(tr ' ' '\n' <<<"$with" | grep . | median)
 echo "wall ms/step (start-up included): without spares $b [$base], with $spares spare(s) $w [$with]; ratio $(awk -v a="$w" -v b="$b" 'BEGIN { printf "%.3f", a / b }')"
-echo "(launch/local.sh 4 $bin ${recipe[*]} --max_steps $nofail_steps --eval_every $nofail_steps --shrink.spares K --out DIR)"
+echo "(launch/local.sh 4 $bin ${recipe[*]} $(until_step "$nofail_steps") --shrink.spares K --out DIR)"

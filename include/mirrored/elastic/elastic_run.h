@@ -20,8 +20,16 @@
 //              (kTooFewReplicas, the checkpoint written); otherwise a new Trainer resumes
 //              from that checkpoint on the survivors with the same global batch (uneven
 //              shares allowed), and its first step writes the membership record
-// A peer lost during the recovery starts it over. Under on_failure = abort the first
-// PeerFailure goes to the caller, which ends the job.
+// A peer lost during the recovery starts it over, from the membership it began with.
+// Under on_failure = abort the first PeerFailure goes to the caller, which ends the job.
+//
+// Hot spares (shrink.spares): a spare waits on the job channel instead of training
+// (runtime::Runtime::wait_as_spare) and joins the new world step; each lost training rank's
+// place goes to the lowest spare left (membership_after), which then holds no state
+// (`called_in`: the state step puts it together on the lowest rank holding some) and
+// resumes with the others; a spare not called in waits again. Training ranks test the
+// channel at every step's end, so a lost spare is noticed; the chief tells the spares when
+// training ends, however it ends.
 #include <functional>
 #include <memory>
 #include <optional>
