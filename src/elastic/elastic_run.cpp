@@ -165,9 +165,15 @@ Recovery ElasticRun::recover_once(const std::optional<checkpoint::ReplicaSnapsho
   Recovery recovery;
   recovery.membership = agree_on_new_world();
   if (runtime_.is_spare()) return recovery;
+  const double new_world_at = since_failure_.seconds();
   const bool called_in = was_spare_;  // it holds no state: its peers' comes to it
   int64_t step = -1;
   recovery.checkpoint = write_recovered_state(snapshot, recovery.membership, called_in, step);
+  // Where a recovery's time goes (the rest, to recovery_s, is the new Trainer's start and
+  // its first step).
+  chief_verbose(str_cat("recovery: the new world agreed and built ", fixed(new_world_at, 3),
+                        " s after the failure was detected, the state written at ", fixed(since_failure_.seconds(), 3),
+                        " s"));
   recovery.step = std::max<int64_t>(step, 0);
   require_enough_replicas(recovery);
   chief_info(str_cat(recovery.membership.lost.empty() ? "" : "lost ", describe_change(recovery.membership),
