@@ -74,6 +74,7 @@ ElasticRun::ElasticRun(const config::TrainConfig& config, runtime::Runtime& runt
 // (a spare may be called in), go on with a new Trainer. The chief tells the spares when
 // training ends, however it ends.
 train::TrainSummary ElasticRun::run(const TrainerFactory& make_trainer) {
+  if (current_.shrink_spares > 0) say_who_waits();
   for (;;) {
     std::optional<checkpoint::ReplicaSnapshot> snapshot;
     if (runtime_.is_spare()) {
@@ -92,6 +93,19 @@ train::TrainSummary ElasticRun::run(const TrainerFactory& make_trainer) {
     }
     if (!runtime_.is_spare()) go_on_from(*recovery);
   }
+}
+
+// The launcher started world + spares ranks; said once, so a launch that forgot the spares
+// (a world smaller than meant) shows at once.
+void ElasticRun::say_who_waits() const {
+  const std::vector<runtime::JobMember> members = runtime_.job_members();
+  const std::vector<int>& training = runtime_.training_ranks();
+  std::string spares;
+  for (int rank = 0; rank < static_cast<int>(members.size()); ++rank)
+    if (std::find(training.begin(), training.end(), rank) == training.end())
+      spares += str_cat(spares.empty() ? "" : ", ", rank, " (", members[static_cast<size_t>(rank)].host, ")");
+  chief_info(str_cat("hot spares: ", training.size(), " rank(s) train, job rank(s) ", spares,
+                     " wait to take a lost rank's place (shrink.spares = ", current_.shrink_spares, ")"));
 }
 
 // A spare's wait: true when training ended; false on a loss, which the recovery answers
