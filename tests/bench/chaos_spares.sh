@@ -110,7 +110,8 @@ build/tests/compare_params "$work/full/final.h5" "$out/final.h5" --exact >/dev/n
 echo
 echo "final world size: $world; final.h5 bit-identical to the uninterrupted run: $identical"
 echo "goodput (uninterrupted wall time / wall time with faults): $(awk -v a="$full_s" -v b="$chaos_s" 'BEGIN { printf "%.3f", a / b }')"
-[[ "$world" == 4 && "$identical" == yes ]] || { echo "chaos_spares: FAILED (world $world, bit-identical $identical)" >&2; exit 1; }
+verdict=0
+[[ "$world" == 4 && "$identical" == yes ]] || { echo "chaos_spares: FAILED (world $world, bit-identical $identical)" >&2; verdict=1; }
 
 # No failure: the cost of waiting spares, on local ranks (interleaved runs, median ms/step).
 echo
@@ -132,3 +133,4 @@ done
 b=$(tr ' ' '\n' <<<"$base" | grep . | median) w=$(tr ' ' '\n' <<<"$with" | grep . | median)
 echo "wall ms/step (start-up included): without spares $b [$base], with $spares spare(s) $w [$with]; ratio $(awk -v a="$w" -v b="$b" 'BEGIN { printf "%.3f", a / b }')"
 echo "(launch/local.sh 4 $bin ${recipe[*]} $(until_step "$nofail_steps") --shrink.spares K --out DIR)"
+exit $verdict
