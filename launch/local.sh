@@ -2,6 +2,8 @@
 # Single-node launch: one rank per process slot, root-safe flags, binding left to mirrored.
 # usage: launch/local.sh NP PROGRAM [ARGS...]
 #   launch/local.sh 2 build/mirrored train --config launch/configs/fmnist_mlp.ini
+# NP ranks train; with hot spares (--shrink.spares K, or spares = K under [shrink] in the
+# --config file) K more are started, which wait to take a lost rank's place.
 # Exit status: mirrored's (its chief's), else mpirun's; 9 when mpirun exited 0 but mirrored
 # did not finish (its chief wrote no status to its run-state directory: the MPI runtime
 # ended the job); 130 after Ctrl-C (the first asks mirrored to write a checkpoint and stop,
@@ -23,6 +25,7 @@ shift
 # The mpirun of the MPI the program was built against (launch/install_openmpi.sh's Open MPI
 # 5 by default; the system's when built with MIRRORED_MPI=system).
 mirrored_mpi_for_launch "$1"
+np=$((np + $(mirrored_spares "$@")))  # the spares are the highest ranks
 flags=(-np "$np" --bind-to none)
 if mirrored_wants_shrink "$@"; then mirrored_ft_flags "$1"; flags+=("${MIRRORED_FT_FLAGS[@]}"); fi
 # Ranks set their own thread counts (threads = cores / local ranks) and bind themselves to

@@ -74,6 +74,33 @@ mirrored_wants_shrink() {
   return 1
 }
 
+# mirrored_spares ARGS...: prints how many hot spares a mirrored command line asks for
+# (shrink.spares, by flag or in its --config file: `spares = K` under [shrink], or
+# `shrink.spares = K`), 0 when none. The launch scripts start that many ranks beyond the NP
+# they are given: the highest job ranks wait as spares (docs/checkpoints-and-failures.md).
+mirrored_spares() {
+  local previous="" arg spares=0 flag="" found
+  for arg in "$@"; do
+    case "$previous" in
+      --shrink.spares) flag=$arg ;;
+      --config)
+        if [[ -r "$arg" ]]; then
+          found=$(awk -F= '
+            /^[[:space:]]*\[/ { section = $0; gsub(/[][[:space:]]/, "", section); next }
+            { key = $1; gsub(/[[:space:]]/, "", key); value = $2; sub(/#.*/, "", value); gsub(/[[:space:]]/, "", value) }
+            (section == "shrink" && key == "spares") || (section == "" && key == "shrink.spares") { print value }
+          ' "$arg" | tail -1)
+          [[ -n "$found" ]] && spares=$found
+        fi ;;
+    esac
+    [[ "$arg" == --shrink.spares=* ]] && flag=${arg#--shrink.spares=}
+    previous=$arg
+  done
+  spares=${flag:-$spares}  # a flag wins over the file, as in mirrored
+  [[ "$spares" =~ ^[0-9]+$ ]] || { echo "launch: shrink.spares = '$spares': expected a count, 0 or more" >&2; return 2; }
+  echo "$spares"
+}
+
 # mpirun's flags for on_failure = shrink, in MIRRORED_FT_FLAGS: ULFM's fault tolerance, and
 # no TCP keepalive between mpirun and its daemons. Open MPI 5.0's runtime (PRRTE 3.0) ends the
 # whole job when it finds a daemon gone, and on a node that crashed or left the network the
@@ -121,6 +148,29 @@ mirrored_slurm_launcher() {
     echo "on_failure = shrink: launching with mpirun --with-ft ulfm inside the allocation" \
          "(under srun, Slurm's PMIx plugin ends the whole step when a rank dies)"
   fi
+}
+
+# Hot spares in a Slurm allocation, where a spare is usually a whole extra node:
+# MIRRORED_SPARE_NODES=N keeps the allocation's last N nodes as spares (ask sbatch for N
+# nodes more than train). mirrored_slurm_spare_args ARGS... (the mirrored command line) sets
+# MIRRORED_SPARE_ARGS to the flags that say so (shrink.spares = N x tasks per node, and
+# on_failure = shrink unless ARGS ask for it already): launched with
+# mpirun, which fills nodes in order, the highest ranks, the last nodes' tasks, wait as
+# spares and take a lost node's places in order (their local ranks, and so their GPUs, too).
+mirrored_slurm_spare_args() {
+  MIRRORED_SPARE_ARGS=()
+  local nodes=${MIRRORED_SPARE_NODES:-0} per_node
+  [[ "$nodes" =~ ^[0-9]+$ ]] || { echo "MIRRORED_SPARE_NODES='$nodes': expected a number of nodes" >&2; return 2; }
+  ((nodes > 0)) || return 0
+  per_node=${SLURM_NTASKS_PER_NODE:-$(( ${SLURM_NTASKS:-1} / ${SLURM_NNODES:-1} ))}
+  per_node=${per_node%%(*}  # "4(x2)" when nodes differ: the first node's count
+  if ((nodes >= ${SLURM_NNODES:-1})); then
+    echo "MIRRORED_SPARE_NODES=$nodes: the allocation has ${SLURM_NNODES:-1} node(s); some must train" >&2
+    return 2
+  fi
+  MIRRORED_SPARE_ARGS=(--shrink.spares $((nodes * per_node)))
+  mirrored_wants_shrink "$@" || MIRRORED_SPARE_ARGS+=(--on_failure shrink)
+  echo "hot spares: the last $nodes node(s), $((nodes * per_node)) rank(s), wait to replace lost ones"
 }
 
 # mirrored's own exit status, seen through the launcher. With Open MPI 5.0, when a node is

@@ -5,6 +5,9 @@
 # usage: launch/multinode.sh HOSTFILE NP PROGRAM [ARGS...]
 #   HOSTFILE lines: "node1 slots=4"   (one slot per rank you want on that node)
 #   launch/multinode.sh hosts.txt 8 build/mirrored train --config launch/configs/fmnist_mlp.ini
+# NP ranks train; hot spares (--shrink.spares K, or spares = K under [shrink] in the
+# --config file) add K ranks, the highest, so they fill the hostfile's last slots: list the
+# spare nodes last (a spare node: as many slots as a training node, K = its slots).
 # Every node needs the same paths (binary, data, run directory on a shared file system)
 # and password-less ssh from the first node, unless MIRRORED_RSH_AGENT names another
 # remote shell (the namespace tests use tests/netns/nsrsh).
@@ -45,6 +48,7 @@ shift 2
 [[ -r "$hostfile" ]] || { echo "launch/multinode.sh: cannot read hostfile '$hostfile'" >&2; exit 2; }
 source "$(dirname "$0")/mpi_env.sh"
 
+np=$((np + $(mirrored_spares "$@")))  # the spares are the highest ranks: the last slots
 flags=(--hostfile "$hostfile" -np "$np" --map-by slot --bind-to none)
 # The mpirun of the MPI the program was built against. A relocated Open MPI (launch/
 # install_openmpi.sh) must sit at the same path on every node; --prefix makes the remote

@@ -41,9 +41,16 @@ std::string membership_line(const io::JsonObject& record, const std::string& ori
                    io::json_string(event, "trigger", origin), "), downtime ",
                    fixed(io::json_number(event, "downtime_s", origin), 2), " s");
   }
-  const auto lost = record.find("lost");
-  const auto* text = lost == record.end() ? nullptr : std::get_if<io::JsonText>(&lost->second);
-  return str_cat(line, ", lost ", text ? text->text : std::string("[]"));
+  // An array field as written, or "" when the record has none (no spares).
+  const auto array = [&](const char* field) {
+    const auto found = record.find(field);
+    const auto* text = found == record.end() ? nullptr : std::get_if<io::JsonText>(&found->second);
+    return text ? text->text : std::string();
+  };
+  const std::string lost = array("lost"), replaced = array("replaced"), spares_lost = array("spares_lost");
+  return str_cat(line, ", lost ", lost.empty() ? std::string("[]") : lost,
+                 replaced.empty() || replaced == "[]" ? "" : ", replaced " + replaced,
+                 spares_lost.empty() || spares_lost == "[]" ? "" : ", spares lost " + spares_lost);
 }
 
 }  // namespace

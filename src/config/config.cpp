@@ -467,6 +467,11 @@ const std::vector<Option>& options() {
           &TrainConfig::on_failure, {{"abort", OnFailure::kAbort}, {"shrink", OnFailure::kShrink}})),
       operational(int_option("shrink.min_replicas", "on_failure = shrink: the fewest replicas the run goes on with",
                              &TrainConfig::shrink_min_replicas, 1)),
+      operational(int_option("shrink.spares",
+                             "on_failure = shrink: hot spares, started beyond the ranks that train (the launcher "
+                             "starts world + spares ranks; the highest wait); a lost rank's place goes to the lowest "
+                             "spare left, so the world keeps its size, and only without one does it shrink",
+                             &TrainConfig::shrink_spares, 0)),
   };
   return table;
 }
@@ -601,6 +606,11 @@ void check_consistency(const TrainConfig& c, const std::string& origin) {
     throw InputError(str_cat(origin, ": reduction = invariant with model.sync_batchnorm = true: batch statistics "
                                      "depend on how the batch is spread over replicas; set model.sync_batchnorm = "
                                      "false or reduction = fast"),
+                     ExitCode::kUsage);
+  if (c.shrink_spares > 0 && c.on_failure != OnFailure::kShrink)
+    throw InputError(str_cat(origin, ": shrink.spares = ", c.shrink_spares,
+                             " with on_failure = abort: spares take a lost rank's place, which needs on_failure = "
+                             "shrink (Open MPI 5 with ULFM); set on_failure = shrink or shrink.spares = 0"),
                      ExitCode::kUsage);
   if (c.optimizer_shard && c.allreduce == runtime::Allreduce::kHierarchical)
     throw InputError(str_cat(origin, ": optimizer.shard = true with allreduce = hierarchical: sharded gradients are "

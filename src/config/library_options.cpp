@@ -76,6 +76,7 @@ LibraryOptions library_options(const TrainConfig& config) {
   options.runtime.bind_cores = config.bind_cores;
   options.runtime.trace_collectives = static_cast<size_t>(config.trace_collectives);
   options.runtime.survive_failures = config.on_failure == OnFailure::kShrink;
+  options.runtime.spares = static_cast<int>(config.shrink_spares);
   // Sharded gradients are reduce-scattered over the flat communicator; the hierarchical one
   // has no reduce-scatter. So with optimizer.shard, auto means flat on any number of nodes
   // (explicit hierarchical is refused at parse time).

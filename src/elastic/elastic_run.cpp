@@ -14,13 +14,17 @@
 namespace mirrored::elastic {
 namespace {
 
-// The ranks that train after a shrink, as job ranks in world order: every survivor, in the
-// order it had, so the lowest survivor is the new chief.
-std::vector<int> world_of(const runtime::ShrunkJob& shrunk) {
-  std::vector<int> world(static_cast<size_t>(shrunk.size()));
-  std::iota(world.begin(), world.end(), 0);
-  return world;
-}
+// Hot spares (shrink.spares): each training rank listens on the job channel at every step's
+// end, so a lost spare, which shares none of the world's communicators, is noticed too
+// (comm::PeerFailure, and the owner recovers as from any loss).
+class JobChannelWatch final : public train::Callback {
+ public:
+  explicit JobChannelWatch(runtime::Runtime& runtime) : runtime_(runtime) {}
+  void on_step_end(train::TrainContext&, const train::StepEnd&) override { (void)runtime_.poll_job_channel(); }
+
+ private:
+  runtime::Runtime& runtime_;
+};
 
 // Only the watchdog's revoke at a collective timeout leads to a shrink with every rank alive
 // (a mismatched collective order, a rank hung in compute that MPI's detector still hears):
@@ -41,10 +45,18 @@ std::vector<int> world_of(const runtime::ShrunkJob& shrunk) {
 // on its host ends it (only a process of this job with that rank: comm::end_lost_process).
 void end_stopped_ranks(const std::vector<runtime::JobMember>& before, const runtime::ShrunkJob& shrunk,
                        const Membership& membership) {
+  // Named as the world knew it: a training rank by its world rank, a spare as a spare.
+  const auto name = [&](int job_rank) {
+    for (const auto& lost : membership.lost)
+      if (lost.job_rank == job_rank) return str_cat("rank ", lost.rank);
+    for (const auto& replaced : membership.replaced)
+      if (replaced.job_rank == job_rank) return str_cat("rank ", replaced.rank);
+    return str_cat("spare ", job_rank);
+  };
   for (const int rank : lost_ranks_to_end(before, shrunk, membership)) {
     const runtime::JobMember& lost = before.at(static_cast<size_t>(rank));
     if (comm::end_lost_process(lost.pid, lost.first_world_rank))
-      rank_warning(str_cat("rank ", rank, " (pid ", lost.pid, " on ", lost.host,
+      rank_warning(str_cat(name(rank), " (pid ", lost.pid, " on ", lost.host,
                            ") was still there, stopped or hung: ended it, so the job can end"));
   }
 }
@@ -59,19 +71,53 @@ ElasticRun::ElasticRun(const config::TrainConfig& config, runtime::Runtime& runt
       survive_failures_(config.on_failure == config::OnFailure::kShrink),
       grow_back_(runtime.world().size()) {}
 
-// The cycle: train until a peer is lost, recover on the survivors, go on with a new Trainer.
+// The cycle: train (or wait as a spare) until a peer is lost, recover with the survivors
+// (a spare may be called in), go on with a new Trainer. The chief tells the spares when
+// training ends, however it ends.
 train::TrainSummary ElasticRun::run(const TrainerFactory& make_trainer) {
+  if (current_.shrink_spares > 0) say_who_waits();
   for (;;) {
     std::optional<checkpoint::ReplicaSnapshot> snapshot;
-    if (std::optional<train::TrainSummary> summary = train(make_trainer, snapshot)) return *summary;
+    if (runtime_.is_spare()) {
+      if (wait_as_spare()) return {};
+    } else if (std::optional<train::TrainSummary> summary = train(make_trainer, snapshot)) {
+      runtime_.announce_end_to_spares();
+      return *summary;
+    }
     const std::optional<Recovery> recovery = recover(snapshot);
     if (!recovery) {
+      runtime_.announce_end_to_spares();
       train::TrainSummary summary;
       summary.steps = recovered_ ? recovered_->step : 0;
       summary.too_few_replicas = true;
       return summary;
     }
-    go_on_from(*recovery);
+    if (!runtime_.is_spare()) go_on_from(*recovery);
+  }
+}
+
+// The launcher started world + spares ranks; said once, so a launch that forgot the spares
+// (a world smaller than meant) shows at once.
+void ElasticRun::say_who_waits() const {
+  const std::vector<runtime::JobMember> members = runtime_.job_members();
+  const std::vector<int>& training = runtime_.training_ranks();
+  std::string spares;
+  for (int rank = 0; rank < static_cast<int>(members.size()); ++rank)
+    if (std::find(training.begin(), training.end(), rank) == training.end())
+      spares += str_cat(spares.empty() ? "" : ", ", rank, " (", members[static_cast<size_t>(rank)].host, ")");
+  chief_info(str_cat("hot spares: ", training.size(), " rank(s) train, job rank(s) ", spares,
+                     " wait to take a lost rank's place (shrink.spares = ", current_.shrink_spares, ")"));
+}
+
+// A spare's wait: true when training ended; false on a loss, which the recovery answers
+// (this spare may take a lost rank's place).
+bool ElasticRun::wait_as_spare() {
+  try {
+    runtime_.wait_as_spare();
+    return true;
+  } catch (const comm::PeerFailure& failure) {
+    peer_failed(failure);
+    return false;
   }
 }
 
@@ -85,6 +131,7 @@ std::optional<train::TrainSummary> ElasticRun::train(const TrainerFactory& make_
     trainer->add_callback(grow_back_.watcher());
     if (first_trainer_) trainer->add_callback(std::make_unique<GrowthReporter>());
     first_trainer_ = false;
+    if (current_.shrink_spares > 0) trainer->add_callback(std::make_unique<JobChannelWatch>(runtime_));
     try {
       return trainer->fit();
     } catch (const comm::PeerFailure& failure) {
@@ -103,13 +150,17 @@ void ElasticRun::peer_failed(const comm::PeerFailure& failure) {
   since_failure_.reset();
   // The MPI error's words only: where in mirrored's source it surfaced says nothing to a
   // user (--verbose shows it).
-  rank_warning(str_cat("a peer failed (", failure.reason(), "): recovering with the survivors"));
+  rank_warning(str_cat("a peer failed (", failure.reason(), "): recovering with the survivors",
+                       runtime_.is_spare() ? " (this rank is a spare)" : ""));
   chief_verbose(str_cat("peer failure seen at ", failure.what()));
 }
 
 // Collective over the survivors. Nothing when too few of them can go on: each then ends on
 // its own, without MPI_Abort, so nothing outlives the job.
 std::optional<Recovery> ElasticRun::recover(const std::optional<checkpoint::ReplicaSnapshot>& snapshot) {
+  settled_members_ = runtime_.job_members();
+  settled_training_ = runtime_.training_ranks();
+  was_spare_ = runtime_.is_spare();
   try {
     // A peer lost during the recovery itself: shrink again and start the recovery over.
     for (;;) {
@@ -127,17 +178,27 @@ std::optional<Recovery> ElasticRun::recover(const std::optional<checkpoint::Repl
 }
 
 // New world, then state: what the next Trainer starts from.
+// A spare that stays one returns from here with the membership only, and waits again.
 Recovery ElasticRun::recover_once(const std::optional<checkpoint::ReplicaSnapshot>& snapshot) {
   Recovery recovery;
   recovery.membership = agree_on_new_world();
+  if (runtime_.is_spare()) return recovery;
   if (runtime_.world().rank() == 0) grow_back_.record_lost_hosts(recovery.membership, survivor_hosts());
+  const double new_world_at = since_failure_.seconds();
+  const bool called_in = was_spare_;  // it holds no state: its peers' comes to it
   int64_t step = -1;
-  recovery.checkpoint = write_recovered_state(snapshot, recovery.membership, step);
+  recovery.checkpoint = write_recovered_state(snapshot, recovery.membership, called_in, step);
+  // Where a recovery's time goes (the rest, to recovery_s, is the new Trainer's start and
+  // its first step).
+  chief_verbose(str_cat("recovery: the new world agreed and built ", fixed(new_world_at, 3),
+                        " s after the failure was detected, the state written at ", fixed(since_failure_.seconds(), 3),
+                        " s"));
   recovery.step = std::max<int64_t>(step, 0);
   require_enough_replicas(recovery);
-  chief_info(str_cat("lost ", describe_lost(recovery.membership), ": going on with ", recovery.membership.world_size,
-                     " replica(s) from step ", recovery.step, " (rank 0, the chief, is now on ",
-                     runtime_.cluster().host(), ")"));
+  chief_info(str_cat(recovery.membership.lost.empty() ? "" : "lost ", describe_change(recovery.membership),
+                     ": going on with ", recovery.membership.world_size, " replica(s) from step ", recovery.step,
+                     " (rank 0, the chief, is now on ", runtime_.cluster().host(), "; ",
+                     recovery.membership.spares_left, " spare(s) left)"));
   return recovery;
 }
 
@@ -148,17 +209,20 @@ std::vector<std::string> ElasticRun::survivor_hosts() const {
   return hosts;
 }
 
-// Collective over the job's live ranks: who was lost, and the world the survivors go on in.
+// Collective over the job's live ranks: who was lost since the settled membership, and the
+// world the survivors go on in.
 Membership ElasticRun::agree_on_new_world() {
-  const std::vector<runtime::JobMember> before = runtime_.job_members();
+  const std::vector<runtime::JobMember>& before = settled_members_;
   runtime_.revoke_communicators();
   // Ranks are gone and every survivor agreed: should Open MPI's runtime now end the job (it
   // does when it lost a node's daemon), this rank goes on without it. Said the moment the
   // shrink is agreed: the runtime ends the job within half a second of the loss.
-  const runtime::ShrunkJob shrunk = runtime_.shrink_job(comm::outlive_runtime_after_loss);
-  const Membership membership = membership_after(before, shrunk);
-  if (membership.lost.empty()) end_job_nobody_lost();
-  runtime_.rebuild_communicators(world_of(shrunk));
+  const runtime::ShrunkJob latest = runtime_.shrink_job(comm::outlive_runtime_after_loss);
+  const runtime::ShrunkJob shrunk = shrink_of(before, runtime_.job_members(), latest.rank);
+  Membership membership = membership_after(before, settled_training_, shrunk);
+  membership.with_spares = current_.shrink_spares > 0;
+  if (!membership.lost_any()) end_job_nobody_lost();
+  runtime_.rebuild_communicators(membership.world);
   end_stopped_ranks(before, shrunk, membership);
   return membership;
 }
@@ -168,7 +232,7 @@ Membership ElasticRun::agree_on_new_world() {
 // survived in memory where it can be put together (the newest checkpoint on disk is the
 // way on); `step`: the step written, -1 for none.
 std::string ElasticRun::write_recovered_state(const std::optional<checkpoint::ReplicaSnapshot>& snapshot,
-                                              const Membership& membership, int64_t& step) {
+                                              const Membership& membership, bool called_in, int64_t& step) {
   // A background checkpoint of an earlier step may still be in flight on this rank: it ends
   // before the recovery writes or lists checkpoints. Its failure costs that one file only
   // (the recovered state is written next), so it is a warning here.
@@ -178,13 +242,13 @@ std::string ElasticRun::write_recovered_state(const std::optional<checkpoint::Re
     rank_warning(error.what());
   }
   comm::Communicator& world = runtime_.world();
-  const RecoveredState state = recover_state(world, membership, current_, snapshot);
+  const RecoveredState state = recover_state(world, membership, current_, snapshot, called_in);
   step = state.step;
   if (state.step < 0) {
     chief_info("on_failure = shrink: no replica state to recover in memory; resuming from the newest checkpoint");
     return "";
   }
-  if (world.rank() == 0) checkpoints_.write(state.checkpoint);
+  if (state.writes) checkpoints_.write(state.checkpoint);
   world.barrier();  // the file exists before anyone resumes from it
   return checkpoints_.path(state.step);
 }

@@ -31,15 +31,15 @@ void unflatten(const std::vector<float>& values, io::Checkpoint& checkpoint) {
 // Replicated state (every survivor holds all of it): the last completed step is the most
 // any survivor finished. A survivor that completed the interrupted step's all-reduce
 // before the failure reached it holds that step's update, which is the one every replica
-// would have applied. Returns the step; `state` (the chief's) is the state of that step.
+// would have applied. Returns the step; `state` (the writer's) is the state of that step.
 int64_t recover_replicated(comm::Communicator& world, const std::optional<checkpoint::ReplicaSnapshot>& snapshot,
-                           io::Checkpoint& state) {
+                           int writer, io::Checkpoint& state) {
   const auto steps = world.allgather_value<int64_t>(snapshot ? snapshot->checkpoint.step : -1);
   const int64_t step = *std::max_element(steps.begin(), steps.end());
   const int donor = static_cast<int>(std::find(steps.begin(), steps.end(), step) - steps.begin());
-  const bool chief = world.rank() == 0;
-  if (chief) state = snapshot->checkpoint;
-  if (donor == 0) return step;
+  const bool writes = world.rank() == writer;
+  if (writes) state = snapshot->checkpoint;
+  if (donor == writer) return step;
   std::vector<float> values;
   int64_t counters[2] = {0, 0};
   if (world.rank() == donor) {
@@ -50,47 +50,73 @@ int64_t recover_replicated(comm::Communicator& world, const std::optional<checkp
   world.broadcast(counters, 2, donor);
   values.resize(static_cast<size_t>(counters[0]));
   world.broadcast(values.data(), values.size(), donor);
-  if (chief) {
+  if (writes) {
     unflatten(values, state);
     state.optimizer_steps = counters[1];
   }
   return step;
 }
 
+// What every rank needs to know of the sharded state, from the writer: a spare just called
+// in holds no snapshot.
+struct ShardedLayout {
+  int64_t shards = 0;
+  int64_t numel = 0;          // parameter floats
+  int64_t state_tensors = 0;  // optimizer state tensors
+  int64_t keeper_distance = 0;
+};
+
+ShardedLayout layout_from_writer(comm::Communicator& world, const checkpoint::ReplicaSnapshot* snapshot, int writer) {
+  int64_t values[4] = {0, 0, 0, 0};
+  if (world.rank() == writer) {
+    values[0] = snapshot->shards;
+    for (const auto& param : snapshot->checkpoint.params) values[1] += static_cast<int64_t>(param.values.size());
+    values[2] = static_cast<int64_t>(snapshot->checkpoint.optimizer_state.size());
+    values[3] = snapshot->keeper_distance;
+  }
+  world.broadcast(values, 4, writer);
+  return {values[0], values[1], values[2], values[3]};
+}
+
 // Sharded state: the newest step at which every shard survives on some survivor, as its
 // owner's live or previous copy or its keeper's (distribute/shard_copies.h); each shard's holder
-// sends it to the chief, which puts the whole state together. When a shard's owner and
-// keeper are both lost, nothing is written: the run ends, naming them.
+// sends it to the writer, which puts the whole state together. When a shard's owner and
+// keeper are both lost, nothing is written: the run ends, naming them. `snapshot`: none on
+// a spare just called in, which holds no copy.
 int64_t recover_sharded(comm::Communicator& world, const Membership& membership,
-                        const config::TrainConfig& config, const checkpoint::ReplicaSnapshot& snapshot,
+                        const config::TrainConfig& config, const checkpoint::ReplicaSnapshot* snapshot, int writer,
                         io::Checkpoint& state) {
+  const ShardedLayout layout = layout_from_writer(world, snapshot, writer);
+  const int shards = static_cast<int>(layout.shards);
   // Every survivor's copies, as (shard, step, optimizer steps) triples.
   constexpr size_t kMaxPieces = 3;
-  std::vector<int64_t> mine(1 + 3 * kMaxPieces, -1);
-  MIRRORED_CHECK(snapshot.pieces.size() <= kMaxPieces, snapshot.pieces.size(), " shard copies on one replica");
-  for (size_t i = 0; i < snapshot.pieces.size(); ++i) {
-    const distribute::ShardPiece& piece = snapshot.pieces[i];
-    mine[1 + 3 * i] = piece.shard;
-    mine[2 + 3 * i] = piece.step;
-    mine[3 + 3 * i] = piece.optimizer_steps;
+  std::vector<int64_t> mine(3 * kMaxPieces, -1);
+  const size_t pieces = snapshot ? snapshot->pieces.size() : 0;
+  MIRRORED_CHECK(pieces <= kMaxPieces, pieces, " shard copies on one replica");
+  for (size_t i = 0; i < pieces; ++i) {
+    const distribute::ShardPiece& piece = snapshot->pieces[i];
+    mine[3 * i] = piece.shard;
+    mine[1 + 3 * i] = piece.step;
+    mine[2 + 3 * i] = piece.optimizer_steps;
   }
-  mine[0] = snapshot.keeper_distance;
   std::vector<int64_t> all(mine.size() * static_cast<size_t>(world.size()));
   world.allgather(mine.data(), all.data(), mine.size(), comm::DataType::kI64);
   std::vector<std::vector<HeldPiece>> held(static_cast<size_t>(world.size()));
   for (size_t r = 0; r < held.size(); ++r)
     for (size_t i = 0; i < kMaxPieces; ++i) {
-      const int64_t* triple = &all[r * mine.size() + 1 + 3 * i];
+      const int64_t* triple = &all[r * mine.size() + 3 * i];
       if (triple[0] >= 0) held[r].push_back({static_cast<int>(triple[0]), triple[1]});
     }
-  const ShardHolders choice = choose_shard_holders(held, snapshot.shards);
+  const ShardHolders choice = choose_shard_holders(held, shards);
   if (choice.step < 0) {
-    const int distance = static_cast<int>(all[0]);
+    const auto distance = static_cast<int>(layout.keeper_distance);
     std::string lost;
     for (const int shard : choice.lost_shards) {
-      const int keeper = (shard + distance) % snapshot.shards;
+      const int keeper = (shard + distance) % shards;
       const auto host_of = [&](int rank) {
         for (const auto& entry : membership.lost)
+          if (entry.rank == rank) return entry.host;
+        for (const auto& entry : membership.replaced)
           if (entry.rank == rank) return entry.host;
         return std::string("?");
       };
@@ -105,29 +131,27 @@ int64_t recover_sharded(comm::Communicator& world, const Membership& membership,
                         static_cast<int>(ExitCode::kTooFewReplicas), ")"),
                 true);
   }
-  // The holders send their pieces to the chief, shard by shard.
-  const bool chief = world.rank() == 0;
-  int64_t numel = 0;
-  for (const auto& param : snapshot.checkpoint.params) numel += static_cast<int64_t>(param.values.size());
-  StateAssembly assembly(distribute::ShardPlan::make(numel, snapshot.shards, true),
-                                     static_cast<int>(snapshot.checkpoint.optimizer_state.size()));
+  // The holders send their pieces to the writer, shard by shard.
+  const bool writes = world.rank() == writer;
+  StateAssembly assembly(distribute::ShardPlan::make(layout.numel, shards, true),
+                         static_cast<int>(layout.state_tensors));
   int64_t optimizer_steps = 0;
   std::vector<float> values;
-  for (int shard = 0; shard < snapshot.shards; ++shard) {
+  for (int shard = 0; shard < shards; ++shard) {
     const int holder = choice.holder[static_cast<size_t>(shard)];
     values.assign(assembly.piece_floats(shard), 0.0f);
     if (world.rank() == holder)
-      for (const auto& piece : snapshot.pieces)
+      for (const auto& piece : snapshot->pieces)
         if (piece.shard == shard && piece.step == choice.step) values = piece.values;
     world.broadcast(values.data(), values.size(), holder);
-    if (chief) assembly.place(shard, values);
+    if (writes) assembly.place(shard, values);
     for (size_t i = 0; i < kMaxPieces; ++i) {
-      const int64_t* triple = &all[static_cast<size_t>(holder) * mine.size() + 1 + 3 * i];
+      const int64_t* triple = &all[static_cast<size_t>(holder) * mine.size() + 3 * i];
       if (triple[0] == shard && triple[1] == choice.step) optimizer_steps = triple[2];
     }
   }
-  if (chief) {
-    state = snapshot.checkpoint;
+  if (writes) {
+    state = snapshot->checkpoint;
     size_t at = 0;
     for (auto& param : state.params) {
       std::copy_n(assembly.params().begin() + static_cast<std::ptrdiff_t>(at), param.values.size(), param.values.begin());
@@ -143,19 +167,28 @@ int64_t recover_sharded(comm::Communicator& world, const Membership& membership,
 
 RecoveredState recover_state(comm::Communicator& world, const Membership& membership,
                              const config::TrainConfig& config,
-                             const std::optional<checkpoint::ReplicaSnapshot>& snapshot) {
-  // Who holds what: the shards the state was cut into (0: replicated), -1 without state.
-  const auto shards = world.allgather_value<int64_t>(snapshot ? snapshot->shards : -1);
-  const bool chief_has_state = shards[0] >= 0;
+                             const std::optional<checkpoint::ReplicaSnapshot>& snapshot, bool called_in) {
+  // Who holds what: the shards the state was cut into (0: replicated), -1 without state,
+  // kCalledIn for a spare that has just taken a lost rank's place (it holds none by design).
+  constexpr int64_t kCalledIn = -2;
+  const auto shards = world.allgather_value<int64_t>(called_in ? kCalledIn : snapshot ? snapshot->shards : -1);
+  // The writer puts the state together: the lowest rank holding some (the chief, unless a
+  // spare took the chief's place).
+  const auto first_holder = std::find_if(shards.begin(), shards.end(), [](int64_t s) { return s >= 0; });
   const bool sharded = *std::max_element(shards.begin(), shards.end()) > 0;
-  // A sharded state needs every survivor's copies; a replicated one only the chief's.
-  const bool all_have_state = *std::min_element(shards.begin(), shards.end()) >= 0;
+  // A sharded state needs every survivor's copies; a replicated one only the writer's.
+  const bool all_have_state =
+      std::none_of(shards.begin(), shards.end(), [](int64_t s) { return s == -1; });
   RecoveredState recovered;
-  if (!chief_has_state || (sharded && !all_have_state)) return recovered;
+  if (first_holder == shards.end() || (sharded && !all_have_state)) return recovered;
+  const int writer = static_cast<int>(first_holder - shards.begin());
+  const std::optional<checkpoint::ReplicaSnapshot> none;
+  const auto& held = called_in ? none : snapshot;
   io::Checkpoint& state = recovered.checkpoint;
-  recovered.step = sharded ? recover_sharded(world, membership, config, *snapshot, state)
-                           : recover_replicated(world, snapshot, state);
-  if (world.rank() == 0) {
+  recovered.step = sharded ? recover_sharded(world, membership, config, held ? &*held : nullptr, writer, state)
+                           : recover_replicated(world, held, writer, state);
+  recovered.writes = world.rank() == writer;
+  if (recovered.writes) {
     state.step = recovered.step;
     state.epoch = recovered.step / state.steps_per_epoch;
     state.step_in_epoch = recovered.step % state.steps_per_epoch;

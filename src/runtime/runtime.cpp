@@ -10,6 +10,7 @@
 #include <exception>
 #include <functional>
 #include <initializer_list>
+#include <numeric>
 #include <thread>
 
 #include "mirrored/comm/failure/abort.h"
@@ -25,6 +26,7 @@
 #include "mirrored/runtime/device_choice.h"
 #include "device_agreement.h"
 #include "device_bootstrap.h"
+#include "job_channel.h"
 #include "mpi_start.h"
 #include "ulfm_switches.h"
 
@@ -61,15 +63,16 @@ void Runtime::identify_from_launcher() {
 Runtime::Runtime(int& argc, char**& argv, RuntimeOptions options)
     : survive_failures_(options.survive_failures), collective_timeout_s_(options.collective_timeout_s),
       trace_collectives_(options.trace_collectives),
-      wants_device_communicator_(options.device_communicator) {
+      wants_device_communicator_(options.device_communicator), spares_(options.spares) {
+  MIRRORED_CHECK(spares_ == 0 || survive_failures_, "spares need survive_failures");
   // Before MPI_Init, which may add variables of its own.
   const LauncherEnv launcher = LauncherEnv::from_environment();
   if (resolve_launch(options.launch) == Launch::kMpi)
     start_mpi_world(argc, argv, launcher);
   else
     world_ = std::make_unique<comm::LocalCommunicator>();
-  set_process_identity({world_->rank(), world_->size(), local_hostname()});
   if (survive_failures_ && owns_mpi_) remember_rank_processes();
+  identify_process();
   discover_cluster(launcher);
   core_binding_ = bind_cores(options.bind_cores, *world_, cluster_);
   device_ = choose_device(options.device, cluster_);
@@ -77,10 +80,23 @@ Runtime::Runtime(int& argc, char**& argv, RuntimeOptions options)
   cluster_.gather_devices(*world_, device_.str());
   if (device_.is_cuda()) {
     device_context_ = start_device_context(device_.index);
-    if (wants_device_communicator_)
+    if (wants_device_communicator_ && !spare_)  // a spare's NCCL comes when it is called in
       device_comm_ = start_device_communicator(*world_, device_.index, collective_timeout_s_, survive_failures_);
   }
   if (options.print_cluster_table) chief_info(cluster_.table());
+  if (spares_ > 0) job_channel_ = std::make_unique<JobChannel>(job_comm_);
+}
+
+void Runtime::identify_process() {
+  if (!spare_) {
+    set_process_identity({world_->rank(), world_->size(), local_hostname()});
+    return;
+  }
+  // A spare is named by its job rank: it has no rank in the world.
+  int rank = 0, size = 0;
+  MIRRORED_MPI_CHECK(MPI_Comm_rank(job_comm_, &rank));
+  MIRRORED_MPI_CHECK(MPI_Comm_size(job_comm_, &size));
+  set_process_identity({rank, size, local_hostname()});
 }
 
 void Runtime::start_mpi_world(int& argc, char**& argv, const LauncherEnv& launcher) {
@@ -92,12 +108,34 @@ void Runtime::start_mpi_world(int& argc, char**& argv, const LauncherEnv& launch
   owns_mpi_ = true;
   job_comm_ = MPI_COMM_WORLD;
   if (survive_failures_) switch_on_ulfm_after_mpi_init(launcher);
+  int job_size = 0;
+  MIRRORED_MPI_CHECK(MPI_Comm_size(job_comm_, &job_size));
+  if (spares_ >= job_size)
+    throw InputError(str_cat("shrink.spares = ", spares_, " but the launcher started ", job_size,
+                             " rank(s): start the ranks that train plus ", spares_,
+                             " spare(s) (launch/local.sh --spares, mpirun -np N+spares)"),
+                     ExitCode::kUsage);
+  training_ranks_.resize(static_cast<size_t>(job_size - spares_));
+  std::iota(training_ranks_.begin(), training_ranks_.end(), 0);
+  if (spares_ > 0) split_world(training_ranks_);
   start_watchdog(launcher);
-  world_ = std::make_unique<comm::MpiCommunicator>(job_comm_, watchdog_.get(), "world");
+  world_ = std::make_unique<comm::MpiCommunicator>(world_comm(), watchdog_.get(), "world");
+}
+
+void Runtime::split_world(const std::vector<int>& training) {
+  int job_rank = 0;
+  MIRRORED_MPI_CHECK(MPI_Comm_rank(job_comm_, &job_rank));
+  const auto at = std::find(training.begin(), training.end(), job_rank);
+  spare_ = at == training.end();
+  // Training ranks ordered as `training` says; spares among themselves by job rank.
+  const int key = spare_ ? job_rank : static_cast<int>(at - training.begin());
+  MIRRORED_MPI_CHECK(MPI_Comm_split(job_comm_, spare_ ? 1 : 0, key, &world_base_));
+  MIRRORED_MPI_CHECK(MPI_Comm_set_errhandler(world_base_, MPI_ERRORS_RETURN));
+  comm::track_communicator(world_base_);
 }
 
 void Runtime::start_watchdog(const LauncherEnv& launcher) {
-  watchdog_ = std::make_unique<comm::CollectiveWatchdog>(job_comm_, collective_timeout_s_, trace_collectives_,
+  watchdog_ = std::make_unique<comm::CollectiveWatchdog>(world_comm(), collective_timeout_s_, trace_collectives_,
                                                          on_timeout());
   // Under mpirun this process's parent is Open MPI's daemon (prted, or mpirun itself), or
   // the rank agent it started in the rank's place.
@@ -105,10 +143,22 @@ void Runtime::start_watchdog(const LauncherEnv& launcher) {
   watchdog_->set_launcher_daemon(launcher_daemon_);
 }
 
+// Over the whole job (spares included), straight on MPI: the world may be only its trainers.
 void Runtime::remember_rank_processes() {
-  pids_ = world_->allgather_value<int64_t>(static_cast<int64_t>(getpid()));
-  first_world_rank_ = world_->rank();
-  for (int r = 0; r < world_->size(); ++r) first_world_ranks_.push_back(r);
+  int rank = 0, size = 0;
+  MIRRORED_MPI_CHECK(MPI_Comm_rank(job_comm_, &rank));
+  MIRRORED_MPI_CHECK(MPI_Comm_size(job_comm_, &size));
+  const auto pid = static_cast<int64_t>(getpid());
+  pids_.resize(static_cast<size_t>(size));
+  MIRRORED_MPI_CHECK(MPI_Allgather(&pid, 1, MPI_INT64_T, pids_.data(), 1, MPI_INT64_T, job_comm_));
+  constexpr int kHostChars = 256;
+  std::string mine = local_hostname();
+  mine.resize(kHostChars - 1);
+  std::vector<char> hosts(static_cast<size_t>(size) * kHostChars);
+  MIRRORED_MPI_CHECK(MPI_Allgather(mine.c_str(), kHostChars, MPI_CHAR, hosts.data(), kHostChars, MPI_CHAR, job_comm_));
+  for (int r = 0; r < size; ++r) hosts_.emplace_back(&hosts[static_cast<size_t>(r) * kHostChars]);
+  first_world_rank_ = rank;
+  for (int r = 0; r < size; ++r) first_world_ranks_.push_back(r);
 }
 
 void Runtime::discover_cluster(const LauncherEnv& launcher) {
@@ -125,10 +175,10 @@ comm::Communicator& Runtime::gradient_communicator(Allreduce how) {
   MIRRORED_CHECK(how != Allreduce::kAuto, "gradient_communicator(kAuto): resolve the choice first");
   if (how == Allreduce::kHierarchical) {
     if (!hierarchical_gradients_)
-      hierarchical_gradients_ = std::make_unique<comm::HierarchicalCommunicator>(job_comm_, watchdog_.get());
+      hierarchical_gradients_ = std::make_unique<comm::HierarchicalCommunicator>(world_comm(), watchdog_.get());
     return *hierarchical_gradients_;
   }
-  if (!flat_gradients_) flat_gradients_ = std::make_unique<comm::MpiCommunicator>(job_comm_, watchdog_.get(), "gradients");
+  if (!flat_gradients_) flat_gradients_ = std::make_unique<comm::MpiCommunicator>(world_comm(), watchdog_.get(), "gradients");
   return *flat_gradients_;
 }
 
@@ -143,6 +193,7 @@ Runtime::~Runtime() {
     (void)flat_gradients_.release();
     (void)device_comm_.release();
     (void)device_context_.release();  // NCCL, left alive, may still use its stream
+    (void)job_channel_.release();
     (void)world_.release();
     (void)watchdog_.release();
     return;
@@ -153,6 +204,7 @@ Runtime::~Runtime() {
   flat_gradients_.reset();
   device_comm_.reset();
   device_context_.reset();  // after NCCL, which queued its work on this stream
+  job_channel_.reset();
   world_.reset();
   if (watchdog_) watchdog_->stop();
   watchdog_.reset();
@@ -160,6 +212,7 @@ Runtime::~Runtime() {
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (!finalized) {
+      free_job_communicator(world_base_);
       free_job_communicator(replaced_job_comm_);
       free_job_communicator(job_comm_);
     }
@@ -199,8 +252,7 @@ std::vector<JobMember> Runtime::job_members() const {
   if (!members_.empty() || pids_.empty()) return members_;
   // Before the first shrink the world is the whole job, in job order.
   std::vector<JobMember> members;
-  for (size_t r = 0; r < pids_.size(); ++r)
-    members.push_back({pids_[r], cluster_.placements().at(r).host, first_world_ranks_.at(r)});
+  for (size_t r = 0; r < pids_.size(); ++r) members.push_back({pids_[r], hosts_.at(r), first_world_ranks_.at(r)});
   return members;
 }
 
@@ -244,27 +296,38 @@ ShrunkJob Runtime::shrink_job(const std::function<void()>& when_ranks_lost) {
 void Runtime::rebuild_communicators(const std::vector<int>& world) {
   MIRRORED_CHECK(owns_mpi_ && survive_failures_ && shrinks_ > 0, "rebuild_communicators needs a shrink_job() first");
   const int job_size = static_cast<int>(members_.size());
+  std::vector<bool> listed(static_cast<size_t>(job_size), false);
+  for (const int rank : world) {
+    MIRRORED_CHECK(rank >= 0 && rank < job_size && !listed[static_cast<size_t>(rank)], "rebuild_communicators: job rank ",
+                   rank, " in a world over a job of ", job_size, " (each job rank at most once)");
+    listed[static_cast<size_t>(rank)] = true;
+  }
   bool whole_job = static_cast<int>(world.size()) == job_size;
   for (size_t i = 0; whole_job && i < world.size(); ++i) whole_job = world[i] == static_cast<int>(i);
-  MIRRORED_CHECK(whole_job, "rebuild_communicators: a world of ", world.size(), " rank(s) for a job of ", job_size,
-                 "; only the whole job, in job order, can be the world");
+  MIRRORED_CHECK(!world.empty() && (whole_job || spares_ > 0), "rebuild_communicators: a world of ", world.size(),
+                 " rank(s) for a job of ", job_size, "; without spares only the whole job, in job order");
   // The old communicators are revoked: freeing them no longer waits for anyone. The
   // watchdog's stop() synchronises on its (revoked) communicator, which returns at once.
   hierarchical_gradients_.reset();
   flat_gradients_.reset();
   device_comm_.reset();
+  job_channel_.reset();
   world_.reset();
   if (watchdog_) watchdog_->stop();
   watchdog_.reset();
+  free_job_communicator(world_base_);
   free_job_communicator(replaced_job_comm_);
   // Tracked from now on (no thread of the old watchdog is left to revoke it on the old
   // failure's news): a failure seen anywhere revokes it, so no survivor stays blocked in it.
   comm::track_communicator(job_comm_);
-  watchdog_ = std::make_unique<comm::CollectiveWatchdog>(job_comm_, collective_timeout_s_, trace_collectives_,
+  training_ranks_ = world;
+  spare_ = false;
+  if (spares_ > 0) split_world(world);
+  watchdog_ = std::make_unique<comm::CollectiveWatchdog>(world_comm(), collective_timeout_s_, trace_collectives_,
                                                          on_timeout());
   watchdog_->set_launcher_daemon(launcher_daemon_);
-  world_ = std::make_unique<comm::MpiCommunicator>(job_comm_, watchdog_.get(), "world");
-  set_process_identity({world_->rank(), world_->size(), local_hostname()});
+  world_ = std::make_unique<comm::MpiCommunicator>(world_comm(), watchdog_.get(), "world");
+  identify_process();
   // No launcher variables: they describe the world the launcher started.
   cluster_ = Cluster::discover(*world_, LauncherEnv{});
   cluster_.gather_devices(*world_, device_.str());
@@ -273,7 +336,7 @@ void Runtime::rebuild_communicators(const std::vector<int>& world) {
   watchdog_->set_hosts(std::move(hosts));
 #ifdef MIRRORED_WITH_CUDA
   // NCCL from a fresh bootstrap over the new world (the id broadcast over MPI).
-  if (device_.is_cuda() && wants_device_communicator_) {
+  if (device_.is_cuda() && wants_device_communicator_ && !spare_) {
     if (world_->size() > 1)
       device_comm_ = std::make_unique<comm::NcclCommunicator>(*world_, device_.index, collective_timeout_s_,
                                                               survive_failures_);
@@ -281,6 +344,22 @@ void Runtime::rebuild_communicators(const std::vector<int>& world) {
       device_comm_ = std::make_unique<comm::LocalCommunicator>();
   }
 #endif
+  if (spares_ > 0) job_channel_ = std::make_unique<JobChannel>(job_comm_);
+}
+
+bool Runtime::poll_job_channel() { return job_channel_ && job_channel_->poll(); }
+
+void Runtime::wait_as_spare() {
+  MIRRORED_CHECK(job_channel_ && spare_, "wait_as_spare on a process that is no spare");
+  job_channel_->wait_for_end(launcher_daemon_);
+}
+
+void Runtime::announce_end_to_spares() {
+  if (!job_channel_ || world_->rank() != 0) return;
+  std::vector<int> spares;
+  for (int rank = 0; rank < static_cast<int>(job_members().size()); ++rank)
+    if (std::find(training_ranks_.begin(), training_ranks_.end(), rank) == training_ranks_.end()) spares.push_back(rank);
+  job_channel_->announce_end(spares);
 }
 
 // A job communicator a shrink made: untracked and freed. MPI_COMM_WORLD is MPI's own.

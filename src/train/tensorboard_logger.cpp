@@ -11,7 +11,9 @@ void TensorBoardLogger::on_train_begin(TrainContext& ctx) {
   if (ctx.strategy.is_chief()) writer_ = std::make_unique<io::EventFileWriter>(ctx.run_dir.file("tensorboard"));
 }
 
-void TensorBoardLogger::on_log(TrainContext&, const LogPoint& point) {
+void TensorBoardLogger::on_log(TrainContext& ctx, const LogPoint& point) {
+  std::vector<std::pair<std::string, float>> pending;
+  pending.swap(ctx.pending_scalars);
   if (!writer_) return;
   std::vector<io::Scalar> scalars{
       {"train/loss", static_cast<float>(point.loss)},
@@ -31,6 +33,7 @@ void TensorBoardLogger::on_log(TrainContext&, const LogPoint& point) {
   }
   for (const auto& flag : point.stragglers)
     scalars.push_back({str_cat("straggler/rank", flag.rank), static_cast<float>(flag.score)});
+  for (const auto& [tag, value] : pending) scalars.push_back({tag, value});
   writer_->add_scalars(point.step, scalars);
 }
 

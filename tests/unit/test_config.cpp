@@ -178,6 +178,17 @@ TEST(Config, FailureHandlingKeys) {
   EXPECT_NE(error_of({"--shrink.min_replicas", "0"}).find("expected an integer >= 1"), std::string::npos);
 }
 
+TEST(Config, SparesNeedOnFailureShrink) {
+  EXPECT_EQ(parse_train_config({}).shrink_spares, 0);
+  const auto config = parse_train_config({"--on_failure", "shrink", "--shrink.spares", "2"});
+  EXPECT_EQ(config.shrink_spares, 2);
+  EXPECT_NE(config::to_ini(config).find("spares = 2"), std::string::npos);
+  EXPECT_TRUE(config::result_changes(parse_train_config({"--on_failure", "shrink"}), config).empty());
+  EXPECT_NE(error_of({"--shrink.spares", "1"}).find("shrink.spares = 1 with on_failure = abort"), std::string::npos);
+  EXPECT_NE(error_of({"--on_failure", "shrink", "--shrink.spares", "-1"}).find("expected an integer >= 0"),
+            std::string::npos);
+}
+
 TEST(Config, GptKeysAndTheirConstraint) {
   const auto config = parse_train_config({"--model", "gpt", "--gpt.layers", "2", "--gpt.heads", "2", "--gpt.width",
                                           "32", "--gpt.context", "16", "--gpt.dropout", "0.1", "--data.cache_mb", "0",

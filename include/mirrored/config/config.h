@@ -134,6 +134,7 @@ struct TrainConfig {
   PreemptionSignal preemption_signal = PreemptionSignal::kUsr1;  // checkpoint and exit 7 on it
   OnFailure on_failure = OnFailure::kAbort;
   int64_t shrink_min_replicas = 1;  // on_failure = shrink: fewer survivors end the run
+  int64_t shrink_spares = 0;        // on_failure = shrink: ranks started beyond the world, waiting to replace a lost one
   // Not a key: the keys the config file or a flag set (the others hold defaults), so that a
   // shape read from init_from fills in what was left out and checks what was given.
   std::set<std::string> given_keys;

@@ -20,8 +20,17 @@
 //              (kTooFewReplicas, the checkpoint written); otherwise a new Trainer resumes
 //              from that checkpoint on the survivors with the same global batch (uneven
 //              shares allowed), and its first step writes the membership record
-// A peer lost during the recovery starts it over. Under on_failure = abort the first
-// PeerFailure goes to the caller, which ends the job.
+// A peer lost during the recovery starts it over, from the membership it began with.
+// Under on_failure = abort the first PeerFailure goes to the caller, which ends the job.
+//
+// Hot spares (shrink.spares): a spare waits on the job channel instead of training
+// (runtime::Runtime::wait_as_spare) and joins the new world step; each lost training rank's
+// place goes to the lowest spare left (membership_after), which then holds no state
+// (`called_in`: the state step puts it together on the lowest rank holding some) and
+// resumes with the others; a spare not called in waits again. Training ranks test the
+// channel at every step's end, so a lost spare is noticed; the chief tells the spares when
+// training ends, however it ends.
+//
 // Growing back (grow_back.h): every Trainer gets a watcher of the resize requests (a shrunk
 // job stops for a relaunch at full size, exit 11), the chief lists the hosts a shrink left
 // empty for the launch script, and the launch's first Trainer reports a completed growth.
@@ -63,7 +72,9 @@ class ElasticRun {
   Membership agree_on_new_world();
   std::vector<std::string> survivor_hosts() const;
   std::string write_recovered_state(const std::optional<checkpoint::ReplicaSnapshot>& snapshot,
-                                    const Membership& membership, int64_t& step);
+                                    const Membership& membership, bool called_in, int64_t& step);
+  bool wait_as_spare();
+  void say_who_waits() const;
   void require_enough_replicas(const Recovery& recovery) const;
   void go_on_from(const Recovery& recovery);
 
@@ -72,6 +83,11 @@ class ElasticRun {
   checkpoint::CheckpointWriter& checkpoints_;
   const bool survive_failures_;
   std::optional<Recovery> recovered_;  // the last recovery
+  // The membership a recovery began from (what every survivor agreed on before the loss):
+  // a recovery that a further loss starts over decides from it again.
+  std::vector<runtime::JobMember> settled_members_;
+  std::vector<int> settled_training_;  // job ranks of settled_members_ that trained, in world order
+  bool was_spare_ = false;             // this process was a spare then
   Stopwatch since_failure_;            // from the last failure's detection
   GrowBack grow_back_;                 // resize requests, and the hosts shrinks left empty
   bool first_trainer_ = true;          // the launch's first Trainer reports a completed grow

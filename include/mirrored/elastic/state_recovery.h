@@ -23,16 +23,19 @@ namespace mirrored::elastic {
 
 struct RecoveredState {
   int64_t step = -1;          // the step it holds; -1: no state survived where it can be put together
-  io::Checkpoint checkpoint;  // on the chief: the whole state of `step`, as a checkpoint; empty elsewhere
+  bool writes = false;        // this rank put the state together and writes it
+  io::Checkpoint checkpoint;  // on the writer: the whole state of `step`, as a checkpoint; empty elsewhere
 };
 
 // Collective over the new world (`membership`: who was lost, named in errors). `snapshot`:
-// this rank's state (none when the failure came before a Trainer existed). No state when
-// the chief has none, or sharded state misses a survivor's copies: the newest checkpoint on
-// disk is then the way on. Throws Error(kTooFewReplicas) when a shard's owner and keeper
-// were both lost, naming them and checkpoint_dir(config).
+// this rank's state (none when the failure came before a Trainer existed); `called_in`:
+// this rank is a spare that has just taken a lost rank's place and holds nothing. The
+// writer is the lowest rank holding state (the chief, unless a spare took its place). No
+// state when no rank holds any, or sharded state misses a survivor's copies: the newest
+// checkpoint on disk is then the way on. Throws Error(kTooFewReplicas) when a shard's
+// owner and keeper were both lost, naming them and checkpoint_dir(config).
 RecoveredState recover_state(comm::Communicator& world, const Membership& membership,
                              const config::TrainConfig& config,
-                             const std::optional<checkpoint::ReplicaSnapshot>& snapshot);
+                             const std::optional<checkpoint::ReplicaSnapshot>& snapshot, bool called_in = false);
 
 }  // namespace mirrored::elastic

@@ -59,7 +59,14 @@ struct RuntimeOptions {
   // shrink_job, rebuild_communicators) let the survivors go on.
   // Needs ULFM (comm/failure/fault_tolerance.h); refused at start-up, naming it, where it is missing.
   bool survive_failures = false;
+  // Hot spares (survive_failures only): the highest `spares` ranks the launcher started
+  // wait as spares instead of training; the world is the ranks below them. A spare holds
+  // no replica and waits on the job channel (wait_as_spare()) until training ends or a
+  // loss makes the owner of membership call it into the world (rebuild_communicators).
+  int spares = 0;
 };
+
+class JobChannel;
 
 // A process of the job, as the owner of membership (elastic/) needs to know it.
 struct JobMember {
@@ -136,6 +143,23 @@ class Runtime {
   void rebuild_communicators(const std::vector<int>& world);
   // Every process of the job by job rank (survive_failures only; empty otherwise).
   std::vector<JobMember> job_members() const;
+  // The job ranks that train, in world order: world rank i is job rank training_ranks()[i]
+  // (survive_failures only; empty otherwise). The other job ranks are spares.
+  const std::vector<int>& training_ranks() const { return training_ranks_; }
+  // This process waits as a spare: it is in the job but not in the world.
+  bool is_spare() const { return spare_; }
+
+  // The job channel (RuntimeOptions::spares > 0; comm/failure's revoke reaches it): every
+  // process of the job listens on it, so a spare hears of every loss and the training
+  // ranks hear of a lost spare. Throws comm::PeerFailure when a process of the job failed;
+  // false without spares.
+  bool poll_job_channel();
+  // A spare's wait, at under 1% of a core: returns when the chief announced the end of
+  // training; throws comm::PeerFailure on a loss anywhere in the job.
+  void wait_as_spare();
+  // The chief, once training ended: every spare of the job is told (and returns from
+  // wait_as_spare()). Nothing without spares.
+  void announce_end_to_spares();
 
   // The status this process is about to exit with. After a shrink, Open MPI 5.0's
   // MPI_Finalize can wait for ever on the ranks the job lost (its closing fence counts
@@ -167,7 +191,13 @@ class Runtime {
   void remember_rank_processes();
   // The cluster table, and the watchdog told every rank's host.
   void discover_cluster(const LauncherEnv& launcher);
+  // This process's name in logs: its world rank, or a spare's job rank.
+  void identify_process();
 
+  // Spares: the world's communicator over the training ranks of job_comm_, in the order
+  // `training` gives (job ranks), or, on a spare, the spares' own; from MPI_Comm_split.
+  void split_world(const std::vector<int>& training);
+  MPI_Comm world_comm() const { return world_base_ != MPI_COMM_NULL ? world_base_ : job_comm_; }
   void exit_if_finalize_hangs() const;
   void free_job_communicator(MPI_Comm& comm);
   // What the watchdog does at a collective timeout: with survive_failures, revoke (the
@@ -192,6 +222,15 @@ class Runtime {
   // rank in the world the launcher started (which names it in the launcher's variables).
   std::vector<int64_t> pids_;
   std::vector<int32_t> first_world_ranks_;
+  std::vector<std::string> hosts_;  // survive_failures, by rank of job_comm_ at start-up
+  // Spares: how many the job started with, the job ranks that train (world order), whether
+  // this process is a spare, the communicator the world is built over (a split of
+  // job_comm_; MPI_COMM_NULL when the world is the whole job) and the job channel.
+  int spares_ = 0;
+  std::vector<int> training_ranks_;
+  bool spare_ = false;
+  MPI_Comm world_base_ = MPI_COMM_NULL;
+  std::unique_ptr<JobChannel> job_channel_;
   int32_t first_world_rank_ = 0;
   // From the first shrink on: every process of the job, by job rank.
   std::vector<JobMember> members_;

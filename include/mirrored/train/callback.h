@@ -4,6 +4,9 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "mirrored/config/config.h"
 #include "mirrored/distribute/strategy.h"
@@ -49,6 +52,10 @@ struct TrainContext {
   // The run's one checkpoint writer (checkpoint/checkpoint_writer.h): every callback that
   // saves the training state writes through it. Set by the Trainer.
   checkpoint::CheckpointWriter* checkpoints = nullptr;
+  // Events other callbacks hand to TensorBoard (the owner of membership's: a rank replaced
+  // by a spare, which leaves train/world_size as it was): TensorBoardLogger writes them at
+  // the next log point, at that point's step, and clears them.
+  std::vector<std::pair<std::string, float>> pending_scalars{};
 };
 
 struct StepEnd {

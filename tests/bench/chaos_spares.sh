@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# Chaos benchmark for hot spares (shrink.spares): on network-namespace hosts (tests/netns/),
+# 2 hosts x 2 ranks train and a third host's 2 ranks are spares (a spare node); a random
+# training rank is killed (kill -9) every INTERVAL seconds, twice (once per spare). The run
+# must finish at world 4 with final.h5 bit-identical to the uninterrupted run
+# (reduction = invariant, allreduce = flat). MODEL=mlp (the default: sgd mlp on
+# Fashion-MNIST, short steps, so a 10 s interval spans hundreds of them) or gpt (the
+# Shakespeare recipe). Prints, with the commands:
+#   - each loss: the kill's time, the victim, and the time from the kill to the membership
+#     record (written when the first step after the recovery completes), and recovery_s
+#     (from the failure's detection to that step);
+#   - goodput: the uninterrupted run's wall time / the chaos run's wall time (same steps);
+#   - the cost of spares when nothing fails: the same run on 4 local ranks with and without
+#     2 spares, NOFAIL_REPEATS times each, interleaved (median step time).
+# Needs root (namespaces), the data (launch/import_fmnist.sh, or for gpt
+# launch/import_shakespeare.sh) and a build with ULFM. Not a ctest: it runs minutes.
+#   tests/bench/chaos_spares.sh [build/mirrored]
+# Environment: MODEL (mlp), STEPS (mlp 3000, gpt 200), INTERVAL (10), NOFAIL_REPEATS (3),
+# NOFAIL_STEPS (mlp 1000, gpt 100), DATA (data/fashion-mnist), CORPUS (data/shakespeare), TMPDIR.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+bin=$(realpath "${1:-build/mirrored}")
+model=${MODEL:-mlp}
+if [[ "$model" == gpt ]]; then default_steps=200 default_nofail=100; else default_steps=3000 default_nofail=1000; fi
+steps=${STEPS:-$default_steps} interval=${INTERVAL:-10} spares=2 repeats=${NOFAIL_REPEATS:-3}
+nofail_steps=${NOFAIL_STEPS:-$default_nofail}
+[[ $(id -u) -eq 0 ]] || { echo "chaos_spares: needs root (network namespaces)" >&2; exit 2; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export NETNS_PREFIX="cb$$"
+NETNS=$ROOT/tests/netns/cluster.sh
+work=$(mktemp -d "${TMPDIR:-/tmp}/mirrored-chaos.XXXXXX")
+trap '"$NETNS" down 3 >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
+"$NETNS" up 3 >/dev/null
+common=(--checkpoint.every_steps 0 --reduction invariant --threads 1 --progress plain --on_failure shrink
+        --allreduce flat)
+case "$model" in
+  gpt)
+    corpus=$(realpath "${CORPUS:-data/shakespeare}")
+    [[ -s "$corpus/train.h5" ]] || { echo "chaos_spares: no corpus in $corpus (launch/import_shakespeare.sh)" >&2; exit 2; }
+    recipe=(train --config launch/configs/shakespeare_gpt.ini --data.train "$corpus/train.h5"
+            --data.test "$corpus/val.h5" --eval_windows 60 --log_every 10 "${common[@]}")
+    until_step() { echo --max_steps "$1" --eval_every "$1"; } ;;
+  mlp)
+    data=$(realpath "${DATA:-data/fashion-mnist}")
+    [[ -s "$data/train.h5" ]] || { echo "chaos_spares: no Fashion-MNIST in $data (launch/import_fmnist.sh)" >&2; exit 2; }
+    recipe=(train --data.train "$data/train.h5" --data.test "$data/test.h5" --batch_size 128 --model.hidden 256,128
+            --lr 0.05 --momentum 0.9 --seed 5 --log_every 50 --checkpoint.every_epochs 0 "${common[@]}")
+    until_step() { echo --max_steps "$1" --epochs 100; } ;;
+  *) echo "chaos_spares: MODEL='$model': expected mlp or gpt" >&2; exit 2 ;;
+esac
+# shellcheck disable=SC2207  # until_step prints flags
+run_args=("${recipe[@]}" $(until_step "$steps"))
+slots=2  # per host: h1 and h2 train, h3's two ranks are the spares
+now() { date +%s.%N; }
+seconds() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
+
+echo "CPU: $(lscpu | sed -nE 's/^Model name: +//p' | head -1), $(nproc) cores; load average $(cut -d' ' -f1-3 /proc/loadavg) at start."
+echo "$model (reduction = invariant, allreduce = flat), $steps steps, on namespace hosts: 2 x 2 training ranks,"
+echo "h3 with $spares spare(s); one random training rank killed every $interval s, $spares time(s)."
+echo
+
+t0=$(now)
+"$NETNS" mpirun 2 "$slots" 4 "$bin" "${run_args[@]}" --out "$work/full" >"$work/full.log" 2>&1 ||
+  { cat "$work/full.log"; echo "uninterrupted run failed" >&2; exit 1; }
+full_s=$(seconds "$t0" "$(now)")
+echo "uninterrupted: $full_s s   ($NETNS mpirun 2 $slots 4 $bin ${run_args[*]} --out DIR)"
+
+out=$work/chaos
+t0=$(now)
+"$NETNS" mpirun 3 "$slots" 4 "$bin" "${run_args[@]}" --shrink.spares "$spares" --out "$out" >"$out.log" 2>&1 &
+job=$!
+for _ in $(seq 2400); do grep -q '"kind": "train"' "$out/metrics.jsonl" 2>/dev/null && break; sleep 0.05; done
+declare -a kill_at=() victims=() seen_at=()
+for ((k = 0; k < spares; k++)); do
+  sleep "$interval"
+  kill -0 "$job" 2>/dev/null || break
+  # The training ranks now: ranks.jsonl is rewritten by each world.
+  mapfile -t pids < <(sed -nE 's/.*"rank": ([0-9]+), "host": "([^"]*)", "pid": ([0-9]+),.*/\1 \2 \3/p' "$out/ranks.jsonl")
+  pick=${pids[$((RANDOM % ${#pids[@]}))]}
+  read -r rank host pid <<<"$pick"
+  records=$(grep -c '"kind": "membership"' "$out/metrics.jsonl" || true)
+  kill_at[k]=$(now)
+  kill -9 "$pid" 2>/dev/null || { echo "rank $rank (pid $pid) already gone" >&2; }
+  victims[k]="rank $rank on $host"
+  # Until the membership record of this loss: the first step after its recovery completed.
+  for _ in $(seq 6000); do
+    (($(grep -c '"kind": "membership"' "$out/metrics.jsonl" || true) > records)) && break
+    sleep 0.01
+  done
+  seen_at[k]=$(now)
+done
+status=0
+wait "$job" || status=$?
+chaos_s=$(seconds "$t0" "$(now)")
+((status == 0)) || { tail -30 "$out.log"; echo "the chaos run exited $status" >&2; exit 1; }
+echo "with faults:   $chaos_s s   (the same on 3 hosts, --shrink.spares $spares)"
+echo
+echo "| loss | killed | kill to next completed step (s) | recovery_s (detection to that step) |"
+echo "|---|---|---|---|"
+mapfile -t recoveries < <(grep '"kind": "membership"' "$out/metrics.jsonl" | sed -E 's/.*"recovery_s": ([0-9.]+).*/\1/')
+for ((k = 0; k < ${#kill_at[@]}; k++)); do
+  echo "| $((k + 1)) | ${victims[k]} | $(seconds "${kill_at[k]}" "${seen_at[k]}") | ${recoveries[k]:-?} |"
+done
+echo
+grep '"kind": "membership"' "$out/metrics.jsonl"
+world=$(grep '"kind": "train"' "$out/metrics.jsonl" | tail -1 | sed -E 's/.*"world_size": ([0-9]+).*/\1/')
+identical=no
+build/tests/compare_params "$work/full/final.h5" "$out/final.h5" --exact >/dev/null 2>&1 && identical=yes
+echo
+echo "final world size: $world; final.h5 bit-identical to the uninterrupted run: $identical"
+echo "goodput (uninterrupted wall time / wall time with faults): $(awk -v a="$full_s" -v b="$chaos_s" 'BEGIN { printf "%.3f", a / b }')"
+verdict=0
+[[ "$world" == 4 && "$identical" == yes ]] || { echo "chaos_spares: FAILED (world $world, bit-identical $identical)" >&2; verdict=1; }
+
+# No failure: the cost of waiting spares, on local ranks (interleaved runs, median ms/step).
+echo
+echo "no failure, 4 local ranks, $model, $nofail_steps steps, $repeats runs each (interleaved):"
+median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+base="" with=""
+for ((r = 0; r < repeats; r++)); do
+  for k in 0 "$spares"; do
+    rm -rf "$work/nofail"
+    t=$(now)
+    # shellcheck disable=SC2046
+    launch/local.sh 4 "$bin" "${recipe[@]}" $(until_step "$nofail_steps") \
+      --shrink.spares "$k" --out "$work/nofail" >"$work/nofail.log" 2>&1 ||
+      { tail -20 "$work/nofail.log"; echo "no-failure run failed" >&2; exit 1; }
+    ms=$(awk -v a="$t" -v b="$(now)" -v n="$nofail_steps" 'BEGIN { printf "%.1f", (b - a) * 1000 / n }')
+    if ((k == 0)); then base+="$ms "; else with+="$ms "; fi
+  done
+done
+b=$(tr ' ' '\n' <<<"$base" | grep . | median) w=$(tr ' ' '\n' <<<"$with" | grep . | median)
+echo "wall ms/step (start-up included): without spares $b [$base], with $spares spare(s) $w [$with]; ratio $(awk -v a="$w" -v b="$b" 'BEGIN { printf "%.3f", a / b }')"
+echo "(launch/local.sh 4 $bin ${recipe[*]} $(until_step "$nofail_steps") --shrink.spares K --out DIR)"
+exit $verdict
