@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "mirrored/checkpoint/checkpoint_writer.h"
 #include "mirrored/checkpoint/init_from.h"
 #include "mirrored/checkpoint/run_directory.h"
 #include "mirrored/train/rank_table.h"
@@ -310,6 +311,7 @@ StepEnd Trainer::step(int64_t epoch, int64_t step_in_epoch) {
   hooks.losses = s.losses.slots(step_in_epoch);
   hooks.grad_clip = static_cast<float>(s.config.grad_clip);
   hooks.shard_copies = s.shard_copies ? &*s.shard_copies : nullptr;
+  hooks.checkpoint_snapshot = ctx.checkpoints ? ctx.checkpoints->device_snapshot_in_use() : nullptr;
   Stopwatch phase_clock;
   const bool timed = s.summary.steps > 0;
   hooks.phase_done = [&](StepPhase phase) {
