@@ -264,6 +264,7 @@ void Trainer::keep_shard_copies() {
   s.shard_copies.emplace(plan, s.strategy.communicator(), distance, s.model->parameters().flat_params(), state,
                          s.resumed.step, s.optimizer->steps());
   s.shard_copies->exchange(s.optimizer->steps());
+  s.ctx->shard_copies = &*s.shard_copies;
   const size_t floats = s.shard_copies->floats_per_exchange();
   chief_info(str_cat("on_failure = shrink: each replica's optimizer shard is also kept by rank + ", distance,
                      " (mod ", plan.replicas(), "), ", bytes_str(static_cast<double>(floats * sizeof(float))),

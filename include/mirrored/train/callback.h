@@ -46,6 +46,9 @@ struct TrainContext {
   // The run's one checkpoint writer (checkpoint/checkpoint_writer.h): every callback that
   // saves the training state writes through it. Set by the Trainer.
   checkpoint::CheckpointWriter* checkpoints = nullptr;
+  // Sharded state under on_failure = shrink: the shard copies the Trainer keeps (for their
+  // cost in the step, which `bench train` reports). Null otherwise. Set by the Trainer.
+  const distribute::ShardCopies* shard_copies = nullptr;
 };
 
 struct StepEnd {
