@@ -52,15 +52,26 @@ std::string CheckpointWriter::write_now(const io::Checkpoint& checkpoint) const 
 }
 
 void CheckpointWriter::write_in_background(io::Checkpoint checkpoint) {
+  write_in_background(std::move(checkpoint), {});
+}
+
+void CheckpointWriter::write_in_background(io::Checkpoint checkpoint,
+                                           std::function<void(io::Checkpoint&)> complete) {
   wait();
   // The thread owns the checkpoint; failure_ is written by it and read only after join().
-  writer_ = std::thread([this, checkpoint = std::move(checkpoint)] {
+  writer_ = std::thread([this, checkpoint = std::move(checkpoint), complete = std::move(complete)]() mutable {
     try {
+      if (complete) complete(checkpoint);
       write_now(checkpoint);
     } catch (...) {
       failure_ = std::current_exception();
     }
   });
+}
+
+DeviceSnapshot& CheckpointWriter::device_snapshot() {
+  if (!snapshot_) snapshot_ = std::make_unique<DeviceSnapshot>();
+  return *snapshot_;
 }
 
 void CheckpointWriter::wait() {

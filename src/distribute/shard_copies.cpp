@@ -5,6 +5,7 @@
 #include "mirrored/comm/failure/fault_tolerance.h"
 #include "mirrored/core/error.h"
 #include "mirrored/core/log.h"
+#include "mirrored/core/timer.h"
 #include "mirrored/kernels/kernels.h"
 
 namespace mirrored::distribute {
@@ -78,6 +79,7 @@ ShardCopies::~ShardCopies() {
 }
 
 void ShardCopies::keep_previous(int64_t steps_done, int64_t optimizer_steps) {
+  const Stopwatch clock;
   complete_exchange();
   MIRRORED_CHECK(steps_done == own_step_, "keeping the shard of step ", steps_done, " while it holds step ", own_step_);
   // The last exchange packed the own shard as it still is: take that instead of a copy.
@@ -88,6 +90,7 @@ void ShardCopies::keep_previous(int64_t steps_done, int64_t optimizer_steps) {
   outgoing_step_ = -1;
   previous_.step = steps_done;
   previous_.optimizer_steps = optimizer_steps;
+  seconds_in_step_ += clock.seconds();
 }
 
 void ShardCopies::updated(int64_t steps_done, int64_t optimizer_steps) {
@@ -96,6 +99,7 @@ void ShardCopies::updated(int64_t steps_done, int64_t optimizer_steps) {
 }
 
 void ShardCopies::exchange(int64_t optimizer_steps) {
+  const Stopwatch clock;
   complete_exchange();
   own_optimizer_steps_ = optimizer_steps;
   pack_own(outgoing_);
@@ -105,6 +109,7 @@ void ShardCopies::exchange(int64_t optimizer_steps) {
   in_flight_optimizer_steps_ = own_optimizer_steps_;
   in_flight_ = comm_.sendrecv_async(outgoing_.data(), outgoing_.size(), keeper_, incoming_.data(), incoming_.size(),
                                     ward_, comm::DataType::kF32);
+  seconds_in_step_ += clock.seconds();
 }
 
 void ShardCopies::complete_exchange() {

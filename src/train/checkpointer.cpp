@@ -1,6 +1,8 @@
 #include "mirrored/train/checkpointer.h"
 
 #include <filesystem>
+#include <functional>
+#include <utility>
 
 #include "mirrored/checkpoint/checkpoint_writer.h"
 #include "mirrored/checkpoint/resume_policy.h"
@@ -30,6 +32,42 @@ checkpoint::ResumeTarget resume_target(TrainContext& ctx) {
   return run;
 }
 
+// The background checkpoint of `step` on a GPU: its parameters and, with `state_on_device`,
+// its optimizer state queued for copying on the writer's device snapshot; everything else
+// (the running statistics, which the next forward changes, and sharded state, gathered by a
+// collective) is a host copy already.
+io::Checkpoint snapshot_on_device(TrainContext& ctx, int64_t step, std::vector<io::CheckpointTensor> gathered_state,
+                                  bool state_on_device) {
+  io::Checkpoint checkpoint = capture_checkpoint(ctx, step, ParameterValues::kLater);
+  std::vector<Tensor> tensors{ctx.model.parameters().flat_params()};
+  if (state_on_device) {
+    for (const auto& [name, tensor] : ctx.optimizer.state()) {
+      tensors.push_back(tensor->reshape(Shape{tensor->numel()}));
+      gathered_state.push_back({name, {tensor->numel()}, {}});
+    }
+  }
+  checkpoint.optimizer_state = std::move(gathered_state);
+  ctx.checkpoints->device_snapshot().take(tensors);
+  return checkpoint;
+}
+
+// On the writer thread: waits for the device snapshot's copies and puts their values into
+// the checkpoint snapshot_on_device() made (tensor 0 the flat parameters, then each state
+// tensor).
+std::function<void(io::Checkpoint&)> complete_from_snapshot(const TrainContext& ctx,
+                                                            checkpoint::CheckpointWriter& writer, bool state_on_device) {
+  std::vector<std::pair<int64_t, int64_t>> params;  // offset and size in the flat parameters
+  const nn::ParameterArena& arena = ctx.model.parameters();
+  for (size_t i = 0; i < arena.size(); ++i) params.emplace_back(arena.info(i).offset, arena.param(i).numel());
+  return [&snapshot = writer.device_snapshot(), params = std::move(params), state_on_device](io::Checkpoint& checkpoint) {
+    for (size_t i = 0; i < params.size(); ++i)
+      checkpoint.params[i].values = snapshot.values(0, params[i].first, params[i].second);
+    if (!state_on_device) return;
+    for (size_t k = 0; k < checkpoint.optimizer_state.size(); ++k)
+      checkpoint.optimizer_state[k].values = snapshot.values(1 + k);
+  };
+}
+
 }  // namespace
 
 std::vector<io::CheckpointTensor> gather_optimizer_state(TrainContext& ctx) {
@@ -41,7 +79,7 @@ std::vector<io::CheckpointTensor> gather_optimizer_state(TrainContext& ctx) {
   return gathered;
 }
 
-io::Checkpoint capture_checkpoint(const TrainContext& ctx, int64_t step) {
+io::Checkpoint capture_checkpoint(const TrainContext& ctx, int64_t step, ParameterValues values) {
   io::Checkpoint checkpoint;
   checkpoint.step = step;
   checkpoint.steps_per_epoch = ctx.steps_per_epoch;
@@ -53,7 +91,8 @@ io::Checkpoint capture_checkpoint(const TrainContext& ctx, int64_t step) {
   checkpoint.config = config::to_ini(ctx.config);
   const nn::ParameterArena& arena = ctx.model.parameters();
   for (size_t i = 0; i < arena.size(); ++i)
-    checkpoint.params.push_back({arena.info(i).name, arena.info(i).shape, flat_values(arena.param(i))});
+    checkpoint.params.push_back({arena.info(i).name, arena.info(i).shape,
+                                 values == ParameterValues::kNow ? flat_values(arena.param(i)) : std::vector<float>{}});
   // Running statistics are the same on every replica here (synchronised before each save).
   for (size_t i = 0; i < arena.num_buffers(); ++i)
     checkpoint.buffers.push_back(
@@ -163,17 +202,28 @@ void Checkpointer::save(TrainContext& ctx, int64_t step, Wait wait) {
   // ends before this snapshot is taken (the step would wait for it at the write anyway).
   const bool background = checkpoint::CheckpointWriter::background_writes(ctx.config);
   if (background && ctx.strategy.is_chief()) ctx.checkpoints->wait();
-  auto optimizer_state = gather_optimizer_state(ctx);  // collective
+  // Background on a GPU: the parameters (and unsharded optimizer state, which only the
+  // chief's copy makes: no collective) are copied on a side stream, read by the writer.
+  const bool on_device = background && ctx.model.parameters().flat_params().device().is_cuda();
+  const bool state_on_device = on_device && !ctx.model.shard_plan().sharded();
+  std::vector<io::CheckpointTensor> optimizer_state;
+  if (!state_on_device) optimizer_state = gather_optimizer_state(ctx);  // collective
   if (!ctx.strategy.is_chief()) return;
-  io::Checkpoint checkpoint = capture_checkpoint(ctx, step);
-  checkpoint.optimizer_state = std::move(optimizer_state);
-  // Everything the file needs is now a host copy; the step may go on changing the model.
   const std::string path = ctx.checkpoints->path(step);
-  if (background) {
-    ctx.checkpoints->write_in_background(std::move(checkpoint));
+  if (on_device) {
+    ctx.checkpoints->write_in_background(snapshot_on_device(ctx, step, std::move(optimizer_state), state_on_device),
+                                         complete_from_snapshot(ctx, *ctx.checkpoints, state_on_device));
     if (wait == Wait::kUntilDurable) ctx.checkpoints->wait();
   } else {
-    ctx.checkpoints->write(checkpoint);
+    io::Checkpoint checkpoint = capture_checkpoint(ctx, step);
+    checkpoint.optimizer_state = std::move(optimizer_state);
+    // Everything the file needs is now a host copy; the step may go on changing the model.
+    if (background) {
+      ctx.checkpoints->write_in_background(std::move(checkpoint));
+      if (wait == Wait::kUntilDurable) ctx.checkpoints->wait();
+    } else {
+      ctx.checkpoints->write(checkpoint);
+    }
   }
   chief_verbose(str_cat("  checkpoint ", path, wait == Wait::kNo && ctx.checkpoints->writing() ? " (writing)" : ""));
 }

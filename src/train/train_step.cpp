@@ -60,6 +60,7 @@ StepResult train_step(distribute::DistributedModel& model, optim::Optimizer& opt
     if (hooks.guard) hooks.guard->flag(model, optimizer, step + 1);
     if (hooks.grad_clip > 0.0f) model.clip_gradient_norm(hooks.grad_clip);
     if (hooks.shard_copies) hooks.shard_copies->keep_previous(step, optimizer.steps());
+    if (hooks.checkpoint_snapshot) hooks.checkpoint_snapshot->guard_overwrites();
     optimizer.step();
     if (hooks.shard_copies) hooks.shard_copies->updated(step + 1, optimizer.steps());
     model.gather_parameters();  // sharded: every replica's updated shard, to every replica

@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "mirrored/checkpoint/checkpoint_writer.h"
 #include "mirrored/checkpoint/init_from.h"
 #include "mirrored/checkpoint/run_directory.h"
 #include "mirrored/train/rank_table.h"
@@ -263,6 +264,7 @@ void Trainer::keep_shard_copies() {
   s.shard_copies.emplace(plan, s.strategy.communicator(), distance, s.model->parameters().flat_params(), state,
                          s.resumed.step, s.optimizer->steps());
   s.shard_copies->exchange(s.optimizer->steps());
+  s.ctx->shard_copies = &*s.shard_copies;
   const size_t floats = s.shard_copies->floats_per_exchange();
   chief_info(str_cat("on_failure = shrink: each replica's optimizer shard is also kept by rank + ", distance,
                      " (mod ", plan.replicas(), "), ", bytes_str(static_cast<double>(floats * sizeof(float))),
@@ -310,6 +312,7 @@ StepEnd Trainer::step(int64_t epoch, int64_t step_in_epoch) {
   hooks.losses = s.losses.slots(step_in_epoch);
   hooks.grad_clip = static_cast<float>(s.config.grad_clip);
   hooks.shard_copies = s.shard_copies ? &*s.shard_copies : nullptr;
+  hooks.checkpoint_snapshot = ctx.checkpoints ? ctx.checkpoints->device_snapshot_in_use() : nullptr;
   Stopwatch phase_clock;
   const bool timed = s.summary.steps > 0;
   hooks.phase_done = [&](StepPhase phase) {

@@ -24,11 +24,20 @@
 // communicator with it. A write that fails in the background is reported by the next
 // write(), write_in_background() or wait() on the calling thread (the destructor, which may
 // not throw, logs it). A process that dies mid-write leaves the files as they were (step 2).
+//
+// On a GPU the snapshot itself leaves the step too: device_snapshot() queues the copies of
+// the parameters (and unsharded optimizer state) on a side stream into page-locked memory
+// the writer keeps for the run (checkpoint/device_snapshot.h), and the `complete` step of
+// write_in_background() runs first on the writer thread: it waits for those copies and puts
+// their values into the checkpoint. wait() therefore also means the copies are done.
 #include <cstdint>
 #include <exception>
+#include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 
+#include "mirrored/checkpoint/device_snapshot.h"
 #include "mirrored/config/config.h"
 #include "mirrored/io/checkpoint_file.h"
 
@@ -55,6 +64,17 @@ class CheckpointWriter {
   // writing `checkpoint` on a background thread and returns; the file is durable once
   // wait() returns. Its path is path(checkpoint.step).
   void write_in_background(io::Checkpoint checkpoint);
+  // The same, with `complete(checkpoint)` run on the writer thread before the file is
+  // written: it fills in the values a device snapshot still has in flight. A throw from it
+  // is the write's failure (the files stay as they were).
+  void write_in_background(io::Checkpoint checkpoint, std::function<void(io::Checkpoint&)> complete);
+
+  // The host copies of device tensors for background writes, made on first use and kept for
+  // the run (its page-locked buffers are reused by every later checkpoint).
+  DeviceSnapshot& device_snapshot();
+  // The same, or null before the first use: the step asks it every update
+  // (DeviceSnapshot::guard_overwrites) without making one.
+  DeviceSnapshot* device_snapshot_in_use() { return snapshot_.get(); }
 
   // Returns once no write is in flight; rethrows the failure of the last background write.
   void wait();
@@ -76,6 +96,7 @@ class CheckpointWriter {
 
   std::string dir_;
   int64_t keep_;
+  std::unique_ptr<DeviceSnapshot> snapshot_;  // read by the write in flight, if any
   std::thread writer_;           // the write in flight, if any
   std::exception_ptr failure_;   // its failure, read after joining it
 };

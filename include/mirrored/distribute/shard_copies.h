@@ -84,6 +84,10 @@ class ShardCopies {
   void settle_after_failure();
 
   int distance() const { return distance_; }
+  // Seconds the calling thread has spent in keep_previous() and exchange() so far: packing
+  // the shard, starting an exchange and waiting for the one in flight. The copies' cost in
+  // the step (the transfer itself runs during the forward and backward unless waited for).
+  double seconds_in_step() const { return seconds_in_step_; }
   // Floats sent (and received) by one exchange.
   size_t floats_per_exchange() const { return shard_piece_floats(plan_, rank_, state_.size()); }
   // Every copy this rank holds: its own shard, its previous one and its ward's (the last
@@ -108,6 +112,7 @@ class ShardCopies {
   std::unique_ptr<comm::Work> in_flight_;  // the exchange under way: outgoing_ and incoming_ are MPI's
   int64_t in_flight_step_ = -1, in_flight_optimizer_steps_ = 0;
   mutable Tensor staging_;      // GPU state: a host slice on its way into a piece
+  double seconds_in_step_ = 0.0;
 };
 
 }  // namespace mirrored::distribute

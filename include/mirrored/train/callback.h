@@ -56,6 +56,9 @@ struct TrainContext {
   // by a spare, which leaves train/world_size as it was): TensorBoardLogger writes them at
   // the next log point, at that point's step, and clears them.
   std::vector<std::pair<std::string, float>> pending_scalars{};
+  // Sharded state under on_failure = shrink: the shard copies the Trainer keeps (for their
+  // cost in the step, which `bench train` reports). Null otherwise. Set by the Trainer.
+  const distribute::ShardCopies* shard_copies = nullptr;
 };
 
 struct StepEnd {

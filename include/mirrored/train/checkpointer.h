@@ -22,8 +22,11 @@
 namespace mirrored::train {
 
 // The chief's snapshot of the run after `step` steps, without the optimizer state (see
-// gather_optimizer_state).
-io::Checkpoint capture_checkpoint(const TrainContext& ctx, int64_t step);
+// gather_optimizer_state). kLater: the parameters' names and shapes without their values,
+// which a device snapshot brings (checkpoint/device_snapshot.h; Checkpointer::save).
+enum class ParameterValues { kNow, kLater };
+io::Checkpoint capture_checkpoint(const TrainContext& ctx, int64_t step,
+                                  ParameterValues values = ParameterValues::kNow);
 
 // Collective: the optimizer state in its logical, unsharded layout (one flat tensor of the
 // arena's size per state tensor), whatever the world size and sharding, on the chief; empty

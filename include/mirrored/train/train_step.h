@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 
+#include "mirrored/checkpoint/device_snapshot.h"
 #include "mirrored/core/timeline.h"
 #include "mirrored/distribute/distributed_dataset.h"
 #include "mirrored/distribute/distributed_model.h"
@@ -45,6 +46,10 @@ struct StepHooks {
   // Sharded state under on_failure = shrink: the own shard is kept from before the update,
   // and sent to its keeper once the step is settled (shard_copies.h). Null: no copies.
   distribute::ShardCopies* shard_copies = nullptr;
+  // A background checkpoint's device snapshot that may still be copying the parameters and
+  // optimizer state (checkpoint/device_snapshot.h): the update waits for it on the GPU
+  // stream. Null: none.
+  checkpoint::DeviceSnapshot* checkpoint_snapshot = nullptr;
   // Called as each phase ends; with micro-batches, data once per micro-batch and
   // forward/backward once per pass (micro-batch x virtual replica).
   std::function<void(StepPhase)> phase_done;

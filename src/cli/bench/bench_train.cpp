@@ -99,6 +99,7 @@ class StepTimer final : public train::Callback {
     if (step == warmup_) {
       faults_before_ = minor_page_faults();
       collectives_before_ = collectives_issued(ctx);
+      copies_before_ = ctx.shard_copies ? ctx.shard_copies->seconds_in_step() : 0.0;
     }
     kernels::synchronize(ctx.strategy.device());
     phase_clock_.reset();
@@ -129,6 +130,7 @@ class StepTimer final : public train::Callback {
   int64_t last_index_ = 0;
   long faults_before_ = 0;
   uint64_t collectives_before_ = 0;
+  double copies_before_ = 0.0;  // ShardCopies::seconds_in_step() when the timed steps began
   CommTotals comm_;
   double samples_per_sec_ = 0.0;
 };
@@ -139,7 +141,8 @@ void StepTimer::on_train_end(train::TrainContext& ctx, const train::TrainSummary
   const double peer_wait = distribute::peer_wait_seconds(comm_.sum, ctx.strategy.communicator());
   // Averages over ranks: one all-reduce of every figure.
   constexpr int kComm = kPhases + 3;  // comm, peer wait, copies, exposed
-  double figures[kComm + 4];
+  constexpr int kShardCopies = kComm + 4;
+  double figures[kShardCopies + 1];
   for (int p = 0; p < kPhases; ++p) figures[p] = seconds_[p];
   figures[kPhases] = step_seconds_;
   figures[kPhases + 1] = static_cast<double>(minor_page_faults() - faults_before_);
@@ -148,7 +151,8 @@ void StepTimer::on_train_end(train::TrainContext& ctx, const train::TrainSummary
   figures[kComm + 1] = peer_wait;
   figures[kComm + 2] = comm_.sum.transform_seconds;
   figures[kComm + 3] = comm_.sum.exposed_seconds;
-  ctx.strategy.communicator().allreduce(figures, kComm + 4, comm::ReduceOp::kMean);
+  figures[kShardCopies] = ctx.shard_copies ? ctx.shard_copies->seconds_in_step() - copies_before_ : 0.0;
+  ctx.strategy.communicator().allreduce(figures, kShardCopies + 1, comm::ReduceOp::kMean);
   const double steps = static_cast<double>(steps_);
   const double ms_per_step = figures[kPhases] / steps * 1e3;
   const double samples_per_sec = static_cast<double>(samples_per_step_) * steps / figures[kPhases];
@@ -176,6 +180,12 @@ void StepTimer::on_train_end(train::TrainContext& ctx, const train::TrainSummary
                         ms(kComm + 3)));
   }
   chief_print(str_cat("  page faults/step/rank: ", fixed(figures[kPhases + 1] / steps, 1)));
+  // on_failure = shrink with sharded state: the shard copies' time in the step (packing,
+  // starting the exchange, waiting for the one in flight; distribute/shard_copies.h).
+  if (ctx.shard_copies)
+    chief_print(str_cat("  shard copies: ", fixed(figures[kShardCopies] / steps * 1e3, 3),
+                        " ms/step/rank in the step (packing, starting, waiting for the exchange), ",
+                        fixed(100.0 * figures[kShardCopies] / figures[kPhases], 2), "% of the step"));
   // The flight recorder (trace.collectives): its cost per collective with the ring on and
   // off, times this rank's collectives per step, against the step.
   if (ctx.strategy.runtime().watchdog()) {

@@ -1,0 +1,147 @@
+#include "mirrored/checkpoint/device_snapshot.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "mirrored/core/error.h"
+#include "mirrored/core/log.h"
+
+#ifdef MIRRORED_WITH_CUDA
+#include "mirrored/core/cuda_check.h"
+#include "mirrored/core/cuda_resources.h"
+#endif
+
+namespace mirrored::checkpoint {
+
+// One tensor's host copy: page-locked for a GPU tensor (the only memory a device-to-host
+// copy runs asynchronously into), ordinary memory for a CPU one.
+struct HostCopy {
+#ifdef MIRRORED_WITH_CUDA
+  PinnedBuffer pinned;
+#endif
+  std::vector<float> plain;
+  int64_t numel = 0;
+  bool on_device = false;
+
+  const float* data() const {
+#ifdef MIRRORED_WITH_CUDA
+    if (on_device) return static_cast<const float*>(pinned.data());
+#endif
+    return plain.data();
+  }
+};
+
+struct DeviceSnapshot::Impl {
+  std::vector<HostCopy> copies;  // kept between snapshots: buffers reused while large enough
+  size_t count = 0;              // tensors in the last snapshot
+  int device = -1;               // the GPU of the last snapshot's device tensors; -1: none
+  bool guard_pending = false;    // copies queued that the compute stream does not yet wait for
+#ifdef MIRRORED_WITH_CUDA
+  CudaStream stream;             // the copies' own stream, created with the first GPU snapshot
+  CudaEvent started, copied;     // on the compute stream / behind the copies
+
+  void ensure_stream(int index) {
+    if (stream.get() && stream.device() == index) return;
+    stream = CudaStream(index, /*non_blocking=*/true);
+    started = CudaEvent(index);
+    copied = CudaEvent(index);
+  }
+
+  // Queues the copies of the GPU tensors among `tensors` (all on `index`).
+  void copy_from_device(const std::vector<Tensor>& tensors, int index) {
+    ensure_stream(index);
+    started.record(compute_stream(index));  // everything queued so far: the step's update and gather
+    started.make_wait(stream.get());
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      if (!copies[i].on_device) continue;
+      HostCopy& copy = copies[i];
+      const size_t bytes = tensors[i].bytes();
+      if (copy.pinned.bytes() < bytes) copy.pinned = PinnedBuffer(bytes);
+      MIRRORED_CUDA_CHECK(
+          cudaMemcpyAsync(copy.pinned.data(), tensors[i].raw(), bytes, cudaMemcpyDeviceToHost, stream.get()));
+    }
+    copied.record(stream.get());
+  }
+#endif
+
+  void wait() const {
+#ifdef MIRRORED_WITH_CUDA
+    if (device < 0) return;
+    set_cuda_device(device);  // the writer thread's current device is its own
+    copied.synchronize();
+#endif
+  }
+};
+
+DeviceSnapshot::DeviceSnapshot() : impl_(std::make_unique<Impl>()) {}
+
+DeviceSnapshot::~DeviceSnapshot() {
+  try {
+    impl_->wait();
+  } catch (const std::exception& e) {
+    rank_warning(str_cat("checkpoint snapshot: the device copies: ", e.what()));
+  }
+}
+
+void DeviceSnapshot::take(const std::vector<Tensor>& tensors) {
+  Impl& s = *impl_;
+  s.wait();  // the copies of the last snapshot, before their buffers are refilled
+  int device = -1;
+  for (const Tensor& tensor : tensors) {
+    MIRRORED_CHECK(tensor.dtype() == DType::kF32, "a checkpoint snapshot of a ", dtype_name(tensor.dtype()), " tensor");
+    if (!tensor.device().is_cuda()) continue;
+    MIRRORED_CHECK(device < 0 || device == tensor.device().index, "a checkpoint snapshot of tensors on cuda:", device,
+                   " and ", tensor.device().str());
+    device = tensor.device().index;
+  }
+#ifndef MIRRORED_WITH_CUDA
+  if (device >= 0) throw Error(ExitCode::kUsage, "a checkpoint snapshot of GPU tensors needs a build with CUDA", true);
+#endif
+  if (s.copies.size() < tensors.size()) s.copies.resize(tensors.size());
+  s.count = tensors.size();
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    HostCopy& copy = s.copies[i];
+    copy.numel = tensors[i].numel();
+    copy.on_device = tensors[i].device().is_cuda();
+    if (copy.on_device) continue;
+    copy.plain.resize(static_cast<size_t>(copy.numel));
+    std::memcpy(copy.plain.data(), tensors[i].raw(), tensors[i].bytes());
+  }
+  s.device = device;
+#ifdef MIRRORED_WITH_CUDA
+  if (device < 0) return;
+  s.copy_from_device(tensors, device);
+  s.guard_pending = true;
+#endif
+}
+
+void DeviceSnapshot::guard_overwrites() {
+  Impl& s = *impl_;
+  if (!s.guard_pending) return;
+#ifdef MIRRORED_WITH_CUDA
+  s.copied.make_wait(compute_stream(s.device));
+#endif
+  s.guard_pending = false;
+}
+
+void DeviceSnapshot::wait() const { impl_->wait(); }
+
+size_t DeviceSnapshot::size() const { return impl_->count; }
+
+std::vector<float> DeviceSnapshot::values(size_t index, int64_t begin, int64_t count) const {
+  const Impl& s = *impl_;
+  MIRRORED_CHECK(index < s.count, "tensor ", index, " of a checkpoint snapshot of ", s.count);
+  const HostCopy& copy = s.copies[index];
+  MIRRORED_CHECK(begin >= 0 && count >= 0 && begin + count <= copy.numel, "values [", begin, ", ", begin + count,
+                 ") of a snapshot tensor of ", copy.numel);
+  s.wait();
+  const float* data = copy.data() + begin;
+  return std::vector<float>(data, data + count);
+}
+
+std::vector<float> DeviceSnapshot::values(size_t index) const {
+  MIRRORED_CHECK(index < impl_->count, "tensor ", index, " of a checkpoint snapshot of ", impl_->count);
+  return values(index, 0, impl_->copies[index].numel);
+}
+
+}  // namespace mirrored::checkpoint
