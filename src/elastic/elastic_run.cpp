@@ -69,7 +69,9 @@ ElasticRun::ElasticRun(const config::TrainConfig& config, runtime::Runtime& runt
       runtime_(runtime),
       checkpoints_(checkpoints),
       survive_failures_(config.on_failure == config::OnFailure::kShrink),
-      grow_back_(runtime.world().size()) {}
+      // The configured size: the ranks that train (a spare's world() is the spares' own).
+      grow_back_(runtime.training_ranks().empty() ? runtime.world().size()
+                                                  : static_cast<int>(runtime.training_ranks().size())) {}
 
 // The cycle: train (or wait as a spare) until a peer is lost, recover with the survivors
 // (a spare may be called in), go on with a new Trainer. The chief tells the spares when

@@ -2,10 +2,11 @@
 # Hot spares (shrink.spares, on_failure = shrink, Open MPI 5 with ULFM) on local ranks; each
 # job is compared with an uninterrupted 4-rank run without spares:
 #   1. sgd mlp, fast reduction, flat all-reduce, 4 ranks + 2 spares: spare 5 killed after
-#      step 250 (recorded in spares_lost, nothing else), then rank 2 killed after step 270 (the
+#      step 150 (recorded in spares_lost, nothing else), then rank 2 killed once training
+#      goes on after that record (the
 #      lowest spare takes its place): the job finishes at world 4, final.h5 bit-identical;
 #      `mirrored info --ranks` shows the replacement; the waiting spare used under 2% of a
-#      core (its CPU time in /proc/PID/stat from step 5 to step 250);
+#      core (its CPU time in /proc/PID/stat from step 5 to step 150);
 #   2. sgd mlp, 4 + 1: rank 2 killed (replaced), then rank 1 killed with no spare left (a
 #      shrink to 3): final.h5 within 1e-5 of the uninterrupted run (3 uneven shares);
 #   3. the gpt recipe with reduction = invariant and its adamw state sharded (grad_clip = 1
@@ -58,6 +59,26 @@ finished() {
     { cat "$out.log"; fail "$out: the last train record does not say world_size $world"; }
   no_leftovers "$out"
 }
+# records_at_least OUT N: wait until OUT's metrics.jsonl holds N membership records, so the
+# next loss is its own recovery (a loss noticed while another's recovery is under way is
+# handled with it, in one record).
+records_at_least() {
+  for _ in $(seq 1200); do
+    (($(grep -c '"kind": "membership"' "$1/metrics.jsonl" 2>/dev/null || true) >= $2)) && return
+    sleep 0.05
+  done
+  fail "$1: fewer than $2 membership records after 60 s"
+}
+# signal_after_record OUT N RANK SIGNAL: SIGNAL to launcher rank RANK once OUT's metrics.jsonl
+# has N membership records (the Nth recovery is over: its first step wrote the record).
+signal_after_record() {
+  local out=$1 n=$2 rank=$3 signal=$4 pid
+  records_at_least "$out" "$n"
+  pid=$(rank_pid "$out" "$rank")
+  [[ -n "$pid" ]] || fail "rank $rank of $out not found"
+  kill -"$signal" "$pid"
+  echo "$pid"
+}
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
 
 # 1. fast, flat: a spare lost, then a worker replaced.
@@ -69,12 +90,12 @@ job=$!
 for _ in $(seq 600); do grep -q '"kind": "train", "step": 5,' "$out/metrics.jsonl" 2>/dev/null && break; sleep 0.05; done
 spare=$(rank_pid "$out" 4)
 [[ -n "$spare" ]] || fail "spare (launcher rank 4) of $out not found"
-# The spare's CPU time while it waits: from step 5 to step 250, before any loss.
+# The spare's CPU time while it waits: from step 5 to step 150, before any loss.
 ticks0=$(cpu_ticks "$spare") t0=$(date +%s%N)
-for _ in $(seq 1200); do grep -q '"kind": "train", "step": 250,' "$out/metrics.jsonl" 2>/dev/null && break; sleep 0.05; done
+for _ in $(seq 1200); do grep -q '"kind": "train", "step": 150,' "$out/metrics.jsonl" 2>/dev/null && break; sleep 0.05; done
 ticks1=$(cpu_ticks "$spare") t1=$(date +%s%N)
-signal_at_step "$out" 250 5 9 >/dev/null
-signal_at_step "$out" 270 2 9 >/dev/null
+signal_at_step "$out" 150 5 9 >/dev/null
+signal_after_record "$out" 1 2 9 >/dev/null
 finished "$out" "$job" 4
 "$COMPARE" "$WORK/mlp_full/final.h5" "$out/final.h5" --exact ||
   fail "fast flat mlp, a spare lost then rank 2 replaced: not bit-identical to the uninterrupted run"
@@ -93,14 +114,16 @@ echo "ok: fast flat mlp 4 + 2: spare lost (recorded), rank 2 replaced: bit-ident
 
 # 2. More losses than spares: one replaced, then a shrink to 3.
 # 60 steps: after the shrink the 3 uneven shares sum in another order, and over hundreds
-# of steps sgd with momentum carries that rounding far.
+# of steps sgd with momentum carries that rounding far. Batches of 1024: steps long enough
+# that the second loss lands while the job still trains (the first recovery is over).
+mlp=("${mlp[@]/#128/1024}")
 ft_run 4 "${mlp[@]}" --max_steps 60 --out "$WORK/mlp_full60" >"$WORK/mlp_full60.log" 2>&1 ||
   { cat "$WORK/mlp_full60.log"; fail "mlp run"; }
 out=$WORK/mlp_two
 ft_run 5 "${mlp[@]}" --max_steps 60 --shrink.spares 1 --out "$out" >"$out.log" 2>&1 &
 job=$!
 signal_at_step "$out" 10 2 9 >/dev/null
-signal_at_step "$out" 30 1 9 >/dev/null
+signal_after_record "$out" 1 1 9 >/dev/null
 finished "$out" "$job" 3
 "$COMPARE" "$WORK/mlp_full60/final.h5" "$out/final.h5" --rtol 1e-5 || fail "4 + 1, two kills: parameters differ"
 records=$(grep '"kind": "membership"' "$out/metrics.jsonl")
@@ -121,8 +144,8 @@ if [[ -s "$corpus/train.h5" && -s "$corpus/val.h5" ]]; then
   ft_run 7 "${gpt[@]}" --optimizer.shard true --shrink.spares 3 --collective_timeout_s 4 --out "$out" >"$out.log" 2>&1 &
   job=$!
   signal_at_step "$out" 5 0 9 >/dev/null
-  signal_at_step "$out" 10 2 9 >/dev/null
-  stopped=$(signal_at_step "$out" 15 3 STOP)
+  signal_after_record "$out" 1 2 9 >/dev/null
+  stopped=$(signal_after_record "$out" 2 3 STOP)
   finished "$out" "$job" 4
   grep -q "optimizer shard is also kept by rank + 1" "$out.log" || { cat "$out.log"; fail "no shard-copy line"; }
   "$COMPARE" "$WORK/gpt_full/final.h5" "$out/final.h5" --exact ||
