@@ -108,17 +108,34 @@ void CollectiveWatchdog::stop() {
     wake_.notify_all();
     thread_.join();
   }
-  // Heartbeats are a few bytes and sent eagerly; whatever is still pending or unreceived
-  // is released here, after every rank has stopped sending.
-  for (auto& request : pending_sends_)
-    if (request != MPI_REQUEST_NULL) MIRRORED_MPI_LOG(MPI_Request_free(&request));
   // After a peer's failure the communicator is revoked and this barrier fails as expected;
   // the failure itself is reported once, by the recovery.
   if (const int status = MPI_Barrier(comm_); status != MPI_SUCCESS && !is_peer_failure(status))
     rank_warning(where(__FILE__, __LINE__, str_cat("MPI_Barrier(comm_): ", mpi_error_string(status))));
   receive_heartbeats();
+  complete_pending_sends();
   untrack_communicator(comm_);
   MIRRORED_MPI_LOG(MPI_Comm_free(&comm_));
+}
+
+// Heartbeats still being sent are completed, never freed: a send freed while pending that
+// then fails (its peer died) is reported on no communicator, which Open MPI makes fatal to
+// the survivor. After every rank stopped sending and received what was sent, a send to a
+// live peer completes at once, and one on a revoked communicator completes with an error;
+// a send still pending after a second (a few bytes) is left to MPI.
+void CollectiveWatchdog::complete_pending_sends() {
+  const auto started = Clock::now();
+  for (;;) {
+    bool pending = false;
+    for (auto& request : pending_sends_) {
+      if (request == MPI_REQUEST_NULL) continue;
+      int done = 0;
+      if (MPI_Test(&request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) request = MPI_REQUEST_NULL;  // failed: complete
+      pending = pending || request != MPI_REQUEST_NULL;
+    }
+    if (!pending || seconds_since(started) > 1.0) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
 }
 
 void CollectiveWatchdog::stop_thread_for_exit() {

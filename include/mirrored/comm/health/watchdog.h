@@ -129,6 +129,7 @@ class CollectiveWatchdog {
   void run();
   void send_heartbeats();
   void receive_heartbeats();
+  void complete_pending_sends();
   void check_deadlines();
   void warn(const InFlight& stalled, double waited);
   [[noreturn]] void abort_job(const InFlight& stalled, double waited);
