@@ -18,6 +18,7 @@ start=$SECONDS
 export CPUS=4
 slurm_up
 export MIRRORED_ROOT=$SOURCE_DIR
+export MIRRORED_CONFIG=$SOURCE_DIR/launch/configs/fmnist_mlp.ini  # the sgd mlp (the script defaults to the cnn)
 common="--data.train $DATA_DIR/train.h5 --data.test $DATA_DIR/test.h5 --batch_size 128 --epochs 1 --max_steps 300
         --model.hidden 256,128 --lr 0.05 --momentum 0.9 --seed 5 --log_every 5 --checkpoint.every_epochs 0
         --progress plain --reduction invariant"
