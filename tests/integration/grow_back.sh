@@ -8,7 +8,8 @@
 #      bit-identical to the uninterrupted 4-rank run's; metrics.jsonl holds the resize record
 #      and a membership record with "grown" (3 -> 4, the downtime, trigger "command"), which
 #      `mirrored info --ranks` shows; nothing is left running.
-# Steps of this mlp take milliseconds: 150 of them leave time to act between the steps.
+# Steps of this mlp take milliseconds: 400 of them leave the 3 survivors a few seconds for the
+# second `mirrored resize` to arrive (150 left too little on a loaded 2-core machine).
 source "$(dirname "$0")/lib.sh"
 require_data
 info=$("$MIRRORED" info 2>/dev/null) || fail "mirrored info failed"
@@ -16,7 +17,7 @@ grep -q "^  ulfm  *available (" <<<"$info" ||
   { echo "SKIP: this binary has no ULFM (built against $(command -v mpirun)); launch/install_openmpi.sh + launch/build.sh"; exit 77; }
 start=$SECONDS
 common=(--data.train "$DATA_DIR/train.h5" --data.test "$DATA_DIR/test.h5" --batch_size 128 --epochs 1
-        --max_steps 150 --model.hidden 256,128 --lr 0.05 --momentum 0.9 --seed 5 --threads 1 --log_every 5
+        --max_steps 400 --model.hidden 256,128 --lr 0.05 --momentum 0.9 --seed 5 --threads 1 --log_every 5
         --checkpoint.every_epochs 0 --progress plain --reduction invariant --on_failure shrink)
 local_run() {  # local_run OUT: launch/local.sh 4 ranks writing OUT, with a time limit
   timeout -k 5 120 "$SOURCE_DIR/launch/local.sh" 4 "$MIRRORED" train "${common[@]}" --out "$1"
