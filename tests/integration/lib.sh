@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared helpers for the integration scripts. Each script is one CTest test; it gets
 # MIRRORED (the binary), COMPARE (compare_params) and DATA_DIR from CTest.
 set -euo pipefail
@@ -11,10 +12,17 @@ mirrored_mpi_for_launch "$MIRRORED"
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/mirrored-it.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 
-fail() { echo "FAIL: $*" >&2; exit 1; }
+# fail MESSAGE: the test fails, saying why; first the file FAIL_SHOWS names, when a script sets
+# it (the output of a job it waits for, which tells more than a timeout does).
+fail() {
+  if [[ -n "${FAIL_SHOWS:-}" && -f "$FAIL_SHOWS" ]]; then echo "--- $FAIL_SHOWS" >&2; cat "$FAIL_SHOWS" >&2; fi
+  echo "FAIL: $*" >&2
+  exit 1
+}
 
 # A small text corpus that needs no download, for language-model tests: this repository's
 # documentation (about 180 KB).
+# shellcheck disable=SC2034  # used by the scripts that source this file
 DOCS_TEXT=("$SOURCE_DIR/README.md" "$SOURCE_DIR"/docs/*.md)
 
 require_data() {
@@ -28,27 +36,161 @@ mpirun_np() {
   mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$np" "$MIRRORED" "$@"
 }
 
-# rank_pid OUT RANK: the pid of the mirrored process of rank RANK (as its launcher numbered
-# it: PMIx's rank, or Open MPI's) of the run writing to OUT.
-rank_pid() {
-  local pid
-  for pid in $(pgrep -f -- "--out $1( |$)"); do
-    [[ "$(cat "/proc/$pid/comm" 2>/dev/null)" == mirrored ]] || continue
-    if grep -qzE "^(PMIX_RANK|OMPI_COMM_WORLD_RANK)=$2\$" "/proc/$pid/environ" 2>/dev/null; then echo "$pid"; return; fi
+# require_ulfm: skip (exit 77) unless this binary was built against an MPI with ULFM (the
+# Open MPI 5 of launch/install_openmpi.sh), which on_failure = shrink needs.
+require_ulfm() {
+  local info
+  info=$("$MIRRORED" info 2>/dev/null) || fail "mirrored info failed"
+  grep -q "^  ulfm  *available (" <<<"$info" ||
+    { echo "SKIP: this binary has no ULFM (built against $(command -v mpirun)); launch/install_openmpi.sh + launch/build.sh"; exit 77; }
+}
+
+# ft_run NP ARGS...: `mirrored train ARGS` on NP local ranks under mpirun --with-ft ulfm (what
+# on_failure = shrink needs), ended after 120 s (exit 124).
+ft_run() {
+  local np=$1; shift
+  timeout -k 5 120 mpirun --with-ft ulfm --allow-run-as-root --oversubscribe --bind-to none -np "$np" \
+    "$MIRRORED" train "$@"
+}
+
+# wait_until SECONDS WHAT COMMAND...: run COMMAND every 50 ms until it succeeds; fail naming
+# WHAT when it has not within SECONDS.
+wait_until() {
+  local limit=$1 what=$2; shift 2
+  local deadline=$((SECONDS + limit))
+  until "$@"; do
+    ((SECONDS < deadline)) || fail "timed out after $limit s waiting for $what"
+    sleep 0.05
   done
 }
 
-# kill_rank_at_step OUT STEP RANK: kill -9 RANK of the run writing to OUT once its
-# metrics.jsonl has a train record at STEP.
-kill_rank_at_step() {
-  local out=$1 step=$2 rank=$3 pid
-  for _ in $(seq 600); do
-    grep -q "\"kind\": \"train\", \"step\": $step," "$out/metrics.jsonl" 2>/dev/null && break
+# wait_for FILE PATTERN WHAT [SECONDS]: until FILE has a line matching PATTERN (grep -E); fail
+# naming WHAT after SECONDS (default 60).
+wait_for() {
+  wait_until "${4:-60}" "$3 (a line matching '$2' in $1)" grep -Eqs -- "$2" "$1"
+}
+
+# trained_to OUT STEP: whether OUT's metrics.jsonl has a train record at STEP or later (a
+# recovery may skip a log point). A line still being written counts no further than it
+# reads: a step number cut short is smaller.
+trained_to() {
+  grep -os '"kind": "train", "step": [0-9]*,' "$1/metrics.jsonl" |
+    awk -v step="$2" '{ if ($4 + 0 >= step) found = 1 } END { exit !found }'
+}
+
+# wait_for_step OUT STEP [JOB]: until OUT's metrics.jsonl has a train record at STEP or later;
+# at most 120 s. With JOB (the pid of the job's launcher, a child of this shell), fail at once
+# if it ends first: the signal the caller sends next would land after the run.
+wait_for_step() {
+  local out=$1 step=$2 job=${3:-} deadline=$((SECONDS + 120))
+  until trained_to "$out" "$step"; do
+    if [[ -n "$job" ]] && ! kill -0 "$job" 2>/dev/null; then
+      show_log "$out"; fail "$out: the job ended before step $step"
+    fi
+    ((SECONDS < deadline)) || { show_log "$out"; fail "$out: no train record at step $step or later within 120 s"; }
     sleep 0.05
   done
-  pid=$(rank_pid "$out" "$rank")
-  [[ -n "$pid" ]] || fail "rank $rank of $out not found"
-  kill -9 "$pid"
+}
+
+# show_log OUT: print the job's output, which the scripts keep beside OUT as OUT.log (OUT.out
+# for Slurm jobs), to stderr, if there is one.
+show_log() {
+  local log
+  for log in "$1.log" "$1.out"; do
+    if [[ -f "$log" ]]; then echo "--- $log" >&2; cat "$log" >&2; fi
+  done
+  return 0
+}
+
+# membership_records OUT: how many membership records OUT's metrics.jsonl holds (0 without one).
+membership_records() {
+  local n
+  n=$(grep -cs '"kind": "membership"' "$1/metrics.jsonl") || true
+  echo "${n:-0}"
+}
+
+# records_at_least OUT N: wait until OUT's metrics.jsonl holds N membership records (the Nth
+# recovery is over: its first step wrote the record), so the next loss is its own recovery
+# (a loss noticed while another's recovery is under way is handled with it, in one record);
+# at most 60 s.
+records_at_least() {
+  wait_until 60 "$1: $2 membership record(s)" has_records "$1" "$2"
+}
+has_records() { (($(membership_records "$1") >= $2)); }
+
+# rank_process OUT RANK: the pid of the mirrored process of rank RANK (as its launcher numbered
+# it: PMIx's rank, or Open MPI's) of the run writing to OUT; the rank itself, never the rank
+# agent that launch scripts start in its place under on_failure = shrink (`mirrored
+# rank-agent ...`, which shares its command line and environment). Empty when there is none.
+rank_process() {
+  local pid
+  for pid in $(pgrep -f -- "--out $1( |$)"); do
+    [[ "$(cat "/proc/$pid/comm" 2>/dev/null)" == mirrored ]] || continue
+    [[ "$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)" == *" rank-agent "* ]] && continue
+    if grep -qzE "^(PMIX_RANK|OMPI_COMM_WORLD_RANK)=$2\$" "/proc/$pid/environ" 2>/dev/null; then echo "$pid"; return; fi
+  done
+}
+# rank_pid OUT RANK: the former name of rank_process.
+rank_pid() { rank_process "$@"; }
+
+# signal_rank OUT RANK SIGNAL: send SIGNAL to rank RANK of the run writing OUT and print its
+# pid; fail when that rank is not running.
+signal_rank() {
+  local pid
+  pid=$(rank_process "$1" "$2")
+  [[ -n "$pid" ]] || fail "rank $2 of $1 not found"
+  kill -"$3" "$pid"
+  echo "$pid"
+}
+
+# signal_at_step OUT STEP RANK SIGNAL [JOB]: SIGNAL to rank RANK of the run writing OUT once
+# it has trained to STEP (wait_for_step; with JOB, fail if the job ended first); prints the pid.
+signal_at_step() {
+  wait_for_step "$1" "$2" "${5:-}"
+  signal_rank "$1" "$3" "$4"
+}
+
+# kill_rank_at_step OUT STEP RANK [JOB]: kill -9 RANK of the run writing to OUT once it has
+# trained to STEP.
+kill_rank_at_step() {
+  signal_at_step "$1" "$2" "$3" 9 "${4:-}" >/dev/null
+}
+
+# signal_after_record OUT N RANK SIGNAL: SIGNAL to rank RANK once OUT's metrics.jsonl has N
+# membership records (records_at_least); prints the pid.
+signal_after_record() {
+  records_at_least "$1" "$2"
+  signal_rank "$1" "$3" "$4"
+}
+
+# no_leftovers OUT: no process of the run writing OUT (its command line names --out OUT) is
+# left once the job has ended; those still there after 10 s are killed and the test fails.
+no_leftovers() {
+  local left
+  for _ in $(seq 100); do
+    left=$(pgrep -f -- "--out $1( |$)" || true)
+    [[ -z "$left" ]] && return 0
+    sleep 0.1
+  done
+  # shellcheck disable=SC2086  # a list of pids
+  kill -9 $left 2>/dev/null || true
+  fail "processes left behind by $1: $left"
+}
+
+# last_world_size OUT WORLD: the last train record of OUT's metrics.jsonl says world_size WORLD.
+last_world_size() {
+  [[ $(grep '"kind": "train"' "$1/metrics.jsonl" | tail -1 | grep -c "\"world_size\": $2[,}]") == 1 ]] ||
+    fail "$1: the last train record does not say world_size $2"
+}
+
+# grown_record OUT FROM TO TRIGGER: print OUT's membership record of a growth from FROM to TO
+# replicas asked for by TRIGGER (command, signal, host-returned); fail if there is none.
+grown_record() {
+  local grown
+  grown=$(grep '"grown"' "$1/metrics.jsonl") || { cat "$1/metrics.jsonl"; fail "$1: no grown record"; }
+  grep -Eq "\"world_size\": $3, \"lost\": \[\], \"grown\": \[\{\"from_world\": $2, \"to_world\": $3, \"downtime_s\": [0-9.e+-]+, \"trigger\": \"$4\", \"stopped_ms\": [0-9]+, \"first_step_ms\": [0-9]+\}\]" <<<"$grown" ||
+    fail "$1: grown record: $grown"
+  echo "$grown"
 }
 
 # Field of the last JSON line of FILE whose "kind" is KIND: json_field FILE KIND FIELD
