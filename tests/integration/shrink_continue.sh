@@ -22,24 +22,12 @@
 # replica's gradient and loss weighted by its share.
 source "$(dirname "$0")/lib.sh"
 require_data
-info=$("$MIRRORED" info 2>/dev/null) || fail "mirrored info failed"
-grep -q "^  ulfm  *available (" <<<"$info" ||
-  { echo "SKIP: this binary has no ULFM (built against $(command -v mpirun)); launch/install_openmpi.sh + launch/build.sh"; exit 77; }
+require_ulfm
 start=$SECONDS
+# shellcheck disable=SC2054  # 256,128 is one value
 common=(--data.train "$DATA_DIR/train.h5" --data.test "$DATA_DIR/test.h5" --batch_size 128 --epochs 1
         --max_steps 60 --model.hidden 256,128 --lr 0.05 --momentum 0.9 --seed 5 --threads 1 --log_every 5
         --checkpoint.every_epochs 0 --progress plain)
-ft_run() {  # ft_run NP ARGS...: under mpirun --with-ft ulfm, with a time limit
-  local np=$1; shift
-  timeout -k 5 120 mpirun --with-ft ulfm --allow-run-as-root --oversubscribe --bind-to none -np "$np" \
-    "$MIRRORED" train "$@"
-}
-no_leftovers() {
-  sleep 0.5
-  local left
-  left=$(pgrep -f -- "--out $1( |$)" || true)
-  [[ -z "$left" ]] || { kill -9 $left; fail "processes left behind: $left"; }
-}
 
 # killed_run OUT VICTIM ARGS...: a 4-rank shrink job writing OUT (log OUT.log) whose rank
 # VICTIM is killed after step 10; it must exit 0.
@@ -48,7 +36,7 @@ killed_run() {
   shift 2
   ft_run 4 "$@" --on_failure shrink --out "$out" >"$out.log" 2>&1 &
   job=$!
-  kill_rank_at_step "$out" 10 "$victim"
+  kill_rank_at_step "$out" 10 "$victim" "$job"
   wait "$job" || status=$?
   ((status == 0)) || { cat "$out.log"; fail "$out, killed rank $victim: the job exited $status"; }
 }
@@ -68,8 +56,7 @@ for victim in 2 0; do
   "$MIRRORED" info --ranks "$out" > "$WORK/info$victim.out" 2>&1 || { cat "$WORK/info$victim.out"; fail "info --ranks"; }
   grep -q "world size 3, lost \[{\"rank\": $victim," "$WORK/info$victim.out" ||
     { cat "$WORK/info$victim.out"; fail "info --ranks does not show the membership change"; }
-  [[ $(grep '"kind": "train"' "$out/metrics.jsonl" | tail -1 | grep -c '"world_size": 3') == 1 ]] ||
-    fail "the last train record does not say world_size 3"
+  last_world_size "$out" 3
   grep -q "membership: 3 replica(s) after losing rank $victim" "$WORK/killed$victim.log" ||
     { cat "$WORK/killed$victim.log"; fail "no membership line on the progress output"; }
   no_leftovers "$out"
@@ -79,11 +66,8 @@ done
 out="$WORK/stopped"
 ft_run 4 "${common[@]}" --on_failure shrink --collective_timeout_s 4 --out "$out" >"$WORK/stopped.log" 2>&1 &
 job=$!
-for _ in $(seq 600); do grep -q '"kind": "train", "step": 10,' "$out/metrics.jsonl" 2>/dev/null && break; sleep 0.05; done
-victim=$(rank_pid "$out" 1)
-[[ -n "$victim" ]] || fail "rank 1 of $out not found"
+victim=$(signal_at_step "$out" 10 1 STOP "$job")
 stopped_at=$SECONDS
-kill -STOP "$victim"
 status=0
 wait "$job" || status=$?
 ((status == 0)) || { kill -9 "$victim" 2>/dev/null; cat "$WORK/stopped.log"; fail "stopped rank: the job exited $status"; }
@@ -100,12 +84,12 @@ echo "ok: rank 1 stopped: excluded, job ended $((SECONDS - stopped_at)) s after 
 out="$WORK/minimum"
 ft_run 4 "${common[@]}" --on_failure shrink --shrink.min_replicas 4 --out "$out" >"$WORK/minimum.log" 2>&1 &
 job=$!
-kill_rank_at_step "$out" 15 3
+kill_rank_at_step "$out" 15 3 "$job"
 status=0
 wait "$job" || status=$?
 ((status == 8)) || { cat "$WORK/minimum.log"; fail "below min_replicas: exit $status, expected 8"; }
 grep -q "fewer than shrink.min_replicas = 4" "$WORK/minimum.log" || { cat "$WORK/minimum.log"; fail "no min_replicas message"; }
-ckpt=$(ls "$out/checkpoints/"ckpt-*.h5 | tail -1)
+ckpt=$(find "$out/checkpoints" -name 'ckpt-*.h5' | sort | tail -1)
 [[ -s "$ckpt" ]] || fail "no checkpoint after falling below min_replicas"
 no_leftovers "$out"
 mpirun_np 4 train "${common[@]}" --out "$out" >"$WORK/resumed.log" 2>&1 || { cat "$WORK/resumed.log"; fail "resume at 4 ranks"; }
@@ -145,8 +129,8 @@ fi
 out="$WORK/both_holders"
 ft_run 4 "${common[@]}" --optimizer.shard true --on_failure shrink --out "$out" >"$out.log" 2>&1 &
 job=$!
-for _ in $(seq 600); do grep -q '"kind": "train", "step": 10,' "$out/metrics.jsonl" 2>/dev/null && break; sleep 0.05; done
-owner=$(rank_pid "$out" 1) keeper=$(rank_pid "$out" 2)
+wait_for_step "$out" 10 "$job"
+owner=$(rank_process "$out" 1) keeper=$(rank_process "$out" 2)
 [[ -n "$owner" && -n "$keeper" ]] || fail "ranks 1 and 2 of $out not found"
 kill -9 "$owner" "$keeper"
 status=0
