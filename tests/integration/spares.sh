@@ -18,66 +18,19 @@
 #      when the Shakespeare corpus is not imported).
 source "$(dirname "$0")/lib.sh"
 require_data
-info=$("$MIRRORED" info 2>/dev/null) || fail "mirrored info failed"
-grep -q "^  ulfm  *available (" <<<"$info" ||
-  { echo "SKIP: this binary has no ULFM (built against $(command -v mpirun)); launch/install_openmpi.sh + launch/build.sh"; exit 77; }
+require_ulfm
 start=$SECONDS
+# shellcheck disable=SC2054  # 256,128 is one value
 mlp=(--data.train "$DATA_DIR/train.h5" --data.test "$DATA_DIR/test.h5" --batch_size 128 --epochs 1
      --model.hidden 256,128 --lr 0.05 --momentum 0.9 --seed 5 --threads 1 --log_every 5
      --checkpoint.every_epochs 0 --progress plain --allreduce flat --on_failure shrink)
-ft_run() {  # ft_run NP ARGS...: under mpirun --with-ft ulfm, with a time limit
-  local np=$1; shift
-  timeout -k 5 120 mpirun --with-ft ulfm --allow-run-as-root --oversubscribe --bind-to none -np "$np" \
-    "$MIRRORED" train "$@"
-}
-no_leftovers() {
-  sleep 0.5
-  local left
-  left=$(pgrep -f -- "--out $1( |$)" || true)
-  [[ -z "$left" ]] || { kill -9 $left; fail "processes left behind: $left"; }
-}
-# signal_at_step OUT STEP RANK SIGNAL: SIGNAL to launcher rank RANK of the run writing OUT
-# once its metrics.jsonl has a train record at STEP (or later: a recovery may skip a log point).
-signal_at_step() {
-  local out=$1 step=$2 rank=$3 signal=$4 pid
-  for _ in $(seq 1200); do
-    grep -Eq "\"kind\": \"train\", \"step\": ($step|$((step + 1))|$((step + 2)))," "$out/metrics.jsonl" 2>/dev/null &&
-      break
-    sleep 0.05
-  done
-  pid=$(rank_pid "$out" "$rank")
-  [[ -n "$pid" ]] || fail "rank $rank of $out not found"
-  kill -"$signal" "$pid"
-  echo "$pid"
-}
 # finished OUT JOB: the job JOB (writing OUT) exited 0 at world size WORLD.
 finished() {
   local out=$1 job=$2 world=$3 status=0
   wait "$job" || status=$?
   ((status == 0)) || { cat "$out.log"; fail "$out: the job exited $status"; }
-  [[ $(grep '"kind": "train"' "$out/metrics.jsonl" | tail -1 | grep -c "\"world_size\": $world") == 1 ]] ||
-    { cat "$out.log"; fail "$out: the last train record does not say world_size $world"; }
+  last_world_size "$out" "$world"
   no_leftovers "$out"
-}
-# records_at_least OUT N: wait until OUT's metrics.jsonl holds N membership records, so the
-# next loss is its own recovery (a loss noticed while another's recovery is under way is
-# handled with it, in one record).
-records_at_least() {
-  for _ in $(seq 1200); do
-    (($(grep -c '"kind": "membership"' "$1/metrics.jsonl" 2>/dev/null || true) >= $2)) && return
-    sleep 0.05
-  done
-  fail "$1: fewer than $2 membership records after 60 s"
-}
-# signal_after_record OUT N RANK SIGNAL: SIGNAL to launcher rank RANK once OUT's metrics.jsonl
-# has N membership records (the Nth recovery is over: its first step wrote the record).
-signal_after_record() {
-  local out=$1 n=$2 rank=$3 signal=$4 pid
-  records_at_least "$out" "$n"
-  pid=$(rank_pid "$out" "$rank")
-  [[ -n "$pid" ]] || fail "rank $rank of $out not found"
-  kill -"$signal" "$pid"
-  echo "$pid"
 }
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
 
@@ -87,14 +40,14 @@ ft_run 4 "${mlp[@]}" --max_steps 300 --out "$WORK/mlp_full" >"$WORK/mlp_full.log
 out=$WORK/mlp_spares
 ft_run 6 "${mlp[@]}" --max_steps 300 --shrink.spares 2 --out "$out" >"$out.log" 2>&1 &
 job=$!
-for _ in $(seq 600); do grep -q '"kind": "train", "step": 5,' "$out/metrics.jsonl" 2>/dev/null && break; sleep 0.05; done
-spare=$(rank_pid "$out" 4)
+wait_for_step "$out" 5 "$job"
+spare=$(rank_process "$out" 4)
 [[ -n "$spare" ]] || fail "spare (launcher rank 4) of $out not found"
 # The spare's CPU time while it waits: from step 5 to step 150, before any loss.
 ticks0=$(cpu_ticks "$spare") t0=$(date +%s%N)
-for _ in $(seq 1200); do grep -q '"kind": "train", "step": 150,' "$out/metrics.jsonl" 2>/dev/null && break; sleep 0.05; done
+wait_for_step "$out" 150 "$job"
 ticks1=$(cpu_ticks "$spare") t1=$(date +%s%N)
-signal_at_step "$out" 150 5 9 >/dev/null
+signal_rank "$out" 5 9 >/dev/null
 signal_after_record "$out" 1 2 9 >/dev/null
 finished "$out" "$job" 4
 "$COMPARE" "$WORK/mlp_full/final.h5" "$out/final.h5" --exact ||
@@ -122,7 +75,7 @@ ft_run 4 "${mlp[@]}" --max_steps 60 --out "$WORK/mlp_full60" >"$WORK/mlp_full60.
 out=$WORK/mlp_two
 ft_run 5 "${mlp[@]}" --max_steps 60 --shrink.spares 1 --out "$out" >"$out.log" 2>&1 &
 job=$!
-signal_at_step "$out" 10 2 9 >/dev/null
+signal_at_step "$out" 10 2 9 "$job" >/dev/null
 signal_after_record "$out" 1 1 9 >/dev/null
 finished "$out" "$job" 3
 "$COMPARE" "$WORK/mlp_full60/final.h5" "$out/final.h5" --rtol 1e-5 || fail "4 + 1, two kills: parameters differ"
@@ -143,7 +96,7 @@ if [[ -s "$corpus/train.h5" && -s "$corpus/val.h5" ]]; then
   out=$WORK/gpt_spares
   ft_run 7 "${gpt[@]}" --optimizer.shard true --shrink.spares 3 --collective_timeout_s 4 --out "$out" >"$out.log" 2>&1 &
   job=$!
-  signal_at_step "$out" 5 0 9 >/dev/null
+  signal_at_step "$out" 5 0 9 "$job" >/dev/null
   signal_after_record "$out" 1 2 9 >/dev/null
   stopped=$(signal_after_record "$out" 2 3 STOP)
   finished "$out" "$job" 4
