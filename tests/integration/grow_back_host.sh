@@ -11,37 +11,25 @@
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/netns_lib.sh"
 require_data
-info=$("$MIRRORED" info 2>/dev/null) || fail "mirrored info failed"
-grep -q "^  ulfm  *available (" <<<"$info" ||
-  { echo "SKIP: this binary has no ULFM (built against $(command -v mpirun)); launch/install_openmpi.sh + launch/build.sh"; exit 77; }
+require_ulfm
 require_netns
 start=$SECONDS
 netns_up 2
+# shellcheck disable=SC2054  # 256,128 is one value
 common=(--data.train "$DATA_DIR/train.h5" --data.test "$DATA_DIR/test.h5" --batch_size 120 --epochs 1
         --max_steps 150 --model.hidden 256,128 --lr 0.05 --momentum 0.9 --seed 5 --threads 1 --log_every 5
         --checkpoint.every_epochs 0 --progress plain --reduction invariant --on_failure shrink)
 H2=${NETNS_PREFIX}h2
-wait_for() {
-  for _ in $(seq 1200); do grep -Eq "$2" "$1" 2>/dev/null && return 0; sleep 0.05; done
-  fail "$3: no line matching '$2' in $1 within 60 s"
-}
-# h2_ranks: mirrored's rank processes in h2 (not their rank agents).
-h2_ranks() {
-  local pid
-  for pid in $(ip netns pids "$H2" 2>/dev/null); do
-    [[ "$(cat "/proc/$pid/comm" 2>/dev/null)" == mirrored ]] || continue
-    [[ "$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)" == *" rank-agent "* ]] || echo "$pid"
-  done
-}
 
 cd "$WORK" || exit 1  # multinode.sh makes the run-state directory in the working directory
 on_hosts 2 2 train "${common[@]}" --out "$WORK/full" >"$WORK/full.log" 2>&1 || { cat "$WORK/full.log"; fail "uninterrupted 2x2 run"; }
 out=$WORK/grown
 on_hosts 2 2 train "${common[@]}" --out "$out" >"$out.log" 2>&1 &
 job=$!
-wait_for "$out/metrics.jsonl" '"kind": "train", "step": 10,' "the run"
-victims=$(h2_ranks)
+wait_for_step "$out" 10 "$job"
+victims=$(host_ranks "$H2")
 [[ $(wc -w <<<"$victims") == 2 ]] || fail "h2 does not hold 2 ranks: $victims"
+# shellcheck disable=SC2086  # a list of pids
 kill -9 $victims
 wait_for "$out/metrics.jsonl" '"kind": "membership", .*"world_size": 2,' "the shrink"
 "$MIRRORED" resize "$out" >"$WORK/resize.out" 2>&1 || { cat "$WORK/resize.out"; fail "mirrored resize"; }
@@ -51,12 +39,9 @@ wait "$job" || status=$?
 grep -q "exit 11): relaunching it at its configured size" "$out.log" || { cat "$out.log"; fail "multinode.sh did not relaunch"; }
 "$COMPARE" "$WORK/full/final.h5" "$out/final.h5" --exact ||
   fail "2x2 -> 2 -> 2x2 (reduction = invariant): final.h5 is not bit-identical to the uninterrupted run's"
-grown=$(grep '"grown"' "$out/metrics.jsonl") || { cat "$out/metrics.jsonl"; fail "no grown record"; }
-grep -Eq '"world_size": 4, "lost": \[\], "grown": \[\{"from_world": 2, "to_world": 4, "downtime_s": [0-9.e+-]+, "trigger": "command", "stopped_ms": [0-9]+, "first_step_ms": [0-9]+\}\]' <<<"$grown" ||
-  fail "grown record: $grown"
+grown_record "$out" 2 4 command >/dev/null
 [[ $(grep -c "\"host\": \"${NETNS_PREFIX}-h2\"" "$out/ranks.jsonl") == 2 ]] || { cat "$out/ranks.jsonl"; fail "h2 holds no 2 ranks after the relaunch"; }
-for _ in $(seq 100); do [[ -z "$(ip netns pids "$H2")$(ip netns pids "${NETNS_PREFIX}h1")" ]] && break; sleep 0.1; done
-[[ -z "$(ip netns pids "$H2")$(ip netns pids "${NETNS_PREFIX}h1")" ]] || fail "processes left running in the hosts"
+nothing_left_on_hosts "the grown job"
 echo "ok: 2x2 -> 2 (h2's ranks killed) -> 2x2 (mirrored resize, relaunched by multinode.sh): exit 0, final.h5" \
      "bit-identical; $(grep -o 'downtime [0-9.]* s' "$out.log")"
 grep -E "resize requested|relaunching it|grown back from" "$out.log"
