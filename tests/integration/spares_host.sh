@@ -10,56 +10,37 @@
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/netns_lib.sh"
 require_data
-info=$("$MIRRORED" info 2>/dev/null) || fail "mirrored info failed"
-grep -q "^  ulfm  *available (" <<<"$info" ||
-  { echo "SKIP: this binary has no ULFM (built against $(command -v mpirun)); launch/install_openmpi.sh + launch/build.sh"; exit 77; }
+require_ulfm
 require_netns
 start=$SECONDS
 netns_up 3
+# shellcheck disable=SC2054  # 256,128 is one value
 common=(--data.train "$DATA_DIR/train.h5" --data.test "$DATA_DIR/test.h5" --batch_size 120 --epochs 1
         --max_steps 60 --model.hidden 256,128 --lr 0.05 --momentum 0.9 --seed 5 --threads 1 --log_every 5
         --checkpoint.every_epochs 0 --progress plain --allreduce flat --on_failure shrink)
 H2=${NETNS_PREFIX}h2
 
-# NHOSTS x 2 slots, NP ranks that train (launch/multinode.sh adds the spares).
-on_cluster() {
-  local nhosts=$1 np=$2; shift 2
-  timeout -k 5 240 "$NETNS" mpirun "$nhosts" 2 "$np" "$MIRRORED" "$@"
-}
-host_pids() {
-  local pid
-  for pid in $(ip netns pids "$1" 2>/dev/null); do echo "$pid"; done
-}
-nothing_left() {
-  local left
-  for _ in $(seq 100); do
-    left="$(for h in 1 2 3; do host_pids "${NETNS_PREFIX}h$h"; done)"
-    [[ -z "${left//[[:space:]]/}" ]] && return 0
-    sleep 0.1
-  done
-  fail "processes left running: $(for p in $left; do echo -n "$p:$(cat "/proc/$p/comm" 2>/dev/null) "; done)"
-}
-
-on_cluster 2 4 train "${common[@]}" --out "$WORK/full" >"$WORK/full.log" 2>&1 ||
+on_hosts_np 2 2 4 train "${common[@]}" --out "$WORK/full" >"$WORK/full.log" 2>&1 ||
   { cat "$WORK/full.log"; fail "uninterrupted 2x2 run"; }
 
 out=$WORK/spare_host
-on_cluster 3 4 train "${common[@]}" --shrink.spares 2 --out "$out" >"$out.log" 2>&1 &
+on_hosts_np 3 2 4 train "${common[@]}" --shrink.spares 2 --out "$out" >"$out.log" 2>&1 &
 job=$!
-for _ in $(seq 2400); do grep -q '"kind": "train", "step": 10,' "$out/metrics.jsonl" 2>/dev/null && break; sleep 0.05; done
+wait_for_step "$out" 10 "$job"
 [[ $(grep -c "${NETNS_PREFIX}-h3" "$out/ranks.jsonl" 2>/dev/null || true) == 0 ]] ||
   fail "a spare on h3 trains before any loss: $(cat "$out/ranks.jsonl")"
-kill -9 $(host_pids "$H2")
+victims=$(host_pids "$H2")
+# shellcheck disable=SC2086  # a list of pids
+kill -9 $victims
 status=0
 wait "$job" || status=$?
 ((status == 0)) || { cat "$out.log"; fail "every process of h2 killed: the job exited $status"; }
-nothing_left
+nothing_left_on_hosts "every process of h2 killed"
 "$COMPARE" "$WORK/full/final.h5" "$out/final.h5" --exact ||
   fail "h2 replaced by h3: not bit-identical to the uninterrupted 2 x 2 run"
 membership=$(grep '"kind": "membership"' "$out/metrics.jsonl") || { cat "$out.log"; fail "no membership record"; }
 grep -q "\"world_size\": 4, \"lost\": \[\], \"replaced\": \[{\"rank\": 2, \"host\": \"${NETNS_PREFIX}-h2\", \"by_host\": \"${NETNS_PREFIX}-h3\"}, {\"rank\": 3, \"host\": \"${NETNS_PREFIX}-h2\", \"by_host\": \"${NETNS_PREFIX}-h3\"}\], \"spares_lost\": \[\], \"spares\": 0, \"recovery_s\": " <<<"$membership" ||
   { cat "$out.log"; fail "membership record: $membership"; }
-[[ $(grep '"kind": "train"' "$out/metrics.jsonl" | tail -1 | grep -c '"world_size": 4') == 1 ]] ||
-  fail "the last train record does not say world_size 4"
+last_world_size "$out" 4
 echo "ok: every process of h2 killed after step 10: h3's spares took ranks 2 and 3, bit-identical at world 4; $membership"
 echo "spares_host: ok in $((SECONDS - start)) s"
