@@ -34,12 +34,11 @@
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/netns_lib.sh"
 require_data
-info=$("$MIRRORED" info 2>/dev/null) || fail "mirrored info failed"
-grep -q "^  ulfm  *available (" <<<"$info" ||
-  { echo "SKIP: this binary has no ULFM (built against $(command -v mpirun)); launch/install_openmpi.sh + launch/build.sh"; exit 77; }
+require_ulfm
 require_netns
 start=$SECONDS
 netns_up 2
+# shellcheck disable=SC2054  # 256,128 is one value
 common=(--data.train "$DATA_DIR/train.h5" --data.test "$DATA_DIR/test.h5" --batch_size 120 --epochs 1
         --max_steps 60 --model.hidden 256,128 --lr 0.05 --momentum 0.9 --seed 5 --threads 1 --log_every 5
         --checkpoint.every_epochs 0 --progress plain)
@@ -47,31 +46,6 @@ H1=${NETNS_PREFIX}h1 H2=${NETNS_PREFIX}h2
 
 on_hosts 2 2 train "${common[@]}" --out "$WORK/full" >"$WORK/full.log" 2>&1 || { cat "$WORK/full.log"; fail "uninterrupted 2x2 run"; }
 
-# host_pids NS [COMM]: the processes in namespace NS (only those named COMM).
-host_pids() {
-  local pid
-  for pid in $(ip netns pids "$1" 2>/dev/null); do
-    if [[ -z "${2:-}" || "$(cat "/proc/$pid/comm" 2>/dev/null)" == "$2" ]]; then echo "$pid"; fi
-  done
-}
-# host_ranks NS: mirrored's rank processes in namespace NS (not the rank agents that started
-# them: `mirrored rank-agent ...`).
-host_ranks() {
-  local pid
-  for pid in $(host_pids "$1" mirrored); do
-    [[ "$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)" == *" rank-agent "* ]] || echo "$pid"
-  done
-}
-# nothing_left: no process in either host within 10 s of the job's end.
-nothing_left() {
-  local left
-  for _ in $(seq 100); do
-    left="$(host_pids "$H1") $(host_pids "$H2")"
-    [[ -z "${left// /}" ]] && return 0
-    sleep 0.1
-  done
-  fail "$1: processes left running: $(for p in $left; do echo -n "$p:$(cat "/proc/$p/comm" 2>/dev/null) "; done)"
-}
 # host_killed_run NAME COMM: a 2x2 shrink run writing WORK/NAME whose h2 processes (only
 # those named COMM, or all with COMM empty) are killed together after step 10. Sets STATUS
 # and TOOK (seconds from the kill to the job's end).
@@ -79,10 +53,11 @@ host_killed_run() {
   local out=$WORK/$1 job victims t0
   on_hosts 2 2 train "${common[@]}" --on_failure shrink --out "$out" >"$out.log" 2>&1 &
   job=$!
-  for _ in $(seq 2400); do grep -q '"kind": "train", "step": 10,' "$out/metrics.jsonl" 2>/dev/null && break; sleep 0.05; done
+  wait_for_step "$out" 10 "$job"
   if [[ "$2" == mirrored ]]; then victims=$(host_ranks "$H2"); else victims=$(host_pids "$H2"); fi
   [[ $(host_ranks "$H2" | wc -l) == 2 ]] || fail "$1: h2 does not hold 2 ranks"
   t0=$(date +%s%N)
+  # shellcheck disable=SC2086  # a list of pids
   kill -9 $victims
   STATUS=0
   wait "$job" || STATUS=$?
@@ -97,21 +72,20 @@ survived() {
   membership=$(grep '"kind": "membership"' "$out/metrics.jsonl") || { cat "$out.log"; fail "$1: no membership record"; }
   grep -Eq "\"world_size\": 2, \"lost\": \[\{\"rank\": 2, \"host\": \"${NETNS_PREFIX}-h2\"\}, \{\"rank\": 3, \"host\": \"${NETNS_PREFIX}-h2\"\}\], \"recovery_s\": " <<<"$membership" ||
     { cat "$out.log"; fail "$1: membership record: $membership"; }
-  [[ $(grep '"kind": "train"' "$out/metrics.jsonl" | tail -1 | grep -c '"world_size": 2') == 1 ]] ||
-    fail "$1: the last train record does not say world_size 2"
+  last_world_size "$out" 2
   MEMBERSHIP=$membership
 }
 
 host_killed_run ranks mirrored
 ((STATUS == 0)) || { cat "$WORK/ranks.log"; fail "h2's ranks killed: the job exited $STATUS"; }
 survived ranks
-nothing_left "h2's ranks killed"
+nothing_left_on_hosts "h2's ranks killed"
 # MPI_Finalize must not wait for the lost ranks (it did for 30 s before async_mpi_finalize).
 ((${TOOK%.*} < 15)) || fail "h2's ranks killed: the job took $TOOK s to end after the kill"
 echo "ok: both ranks of h2 killed after step 10 (its daemon alive): finished on h1's 2, exit 0, $TOOK s from the kill to the job's end; $MEMBERSHIP"
 
 host_killed_run node ""
-nothing_left "every process of h2 killed"
+nothing_left_on_hosts "every process of h2 killed"
 ((STATUS == 0)) || { cat "$WORK/node.log"; fail "every process of h2 killed: the job exited $STATUS"; }
 survived node
 # Open MPI's runtime ended the job (mpirun exited); the survivors went on without it and the
@@ -120,6 +94,7 @@ grep -Eq "lost communication with a remote daemon|A daemon failed to report back
   { cat "$WORK/node.log"; fail "every process of h2 killed: the runtime did not end the job (the test no longer tests that)"; }
 grep -q "ranks outlived it and go on without it" "$WORK/node.log" ||
   { cat "$WORK/node.log"; fail "every process of h2 killed: launch/multinode.sh did not say it waits for the survivors"; }
+# shellcheck disable=SC2015  # fail when either is missing
 grep -q "this rank goes on without it" "$WORK/node.log" && grep -q "step 60/60" "$WORK/node.log" ||
   { cat "$WORK/node.log"; fail "every process of h2 killed: the survivors' output (progress to step 60) was not shown"; }
 state_dir=$(grep -ao "MIRRORED_RUN_STATE_DIR [^;]*;" "$WORK/node.log" | sed 's/MIRRORED_RUN_STATE_DIR \(.*\);/\1/')
@@ -137,24 +112,22 @@ done
 state=$WORK/relay-state
 MIRRORED_RUN_STATE_DIR=$state on_hosts 2 1 train "${long_run[@]}" --on_failure shrink --out "$out" >"$out.log" 2>&1 &
 job=$!
-for _ in $(seq 2400); do
-  grep -q '"kind": "train", "step": 10,' "$out/metrics.jsonl" 2>/dev/null && break
-  kill -0 "$job" 2>/dev/null || { cat "$out.log"; fail "relay: the job ended before step 10"; }
-  sleep 0.05
-done
+wait_for_step "$out" 10 "$job"
 script=$(pgrep -o -f "launch/multinode.sh") || fail "relay: no launch/multinode.sh running"
 [[ "$(stat -c '%U %a' "$state")" == "root 700" ]] || fail "relay: the run-state directory is $(stat -c '%U %a' "$state")"
 ! setpriv --reuid=65534 --regid=65534 --clear-groups touch "$state/signals" 2>/dev/null ||
   fail "relay: another user could create a file in the run-state directory"
 echo precious >"$WORK/victim"
 ln -s "$WORK/victim" "$state/output"  # as only root could: the output copy must not follow it
-kill -9 $(host_pids "$H2")
-for _ in $(seq 300); do grep -q "ranks outlived it and go on without it" "$out.log" && break; sleep 0.05; done
-grep -q "ranks outlived it and go on without it" "$out.log" || { cat "$out.log"; fail "relay: mpirun did not end"; }
+victims=$(host_pids "$H2")
+# shellcheck disable=SC2086  # a list of pids
+kill -9 $victims
+wait_for "$out.log" "ranks outlived it and go on without it" "relay: mpirun's end" 15
 survivor=$(host_ranks "$H1")
 printf 'KILL\nSTOP\n9\n' >"$state/signals"
 chown 65534:65534 "$state/signals"
 sleep 1.5  # ten reads of the signals file by the survivor
+# shellcheck disable=SC2015,SC2086  # fail when either is false; survivor is one pid or none
 [[ -n "$survivor" ]] && kill -0 $survivor 2>/dev/null && [[ "$(ps -o stat= -p $survivor)" != T* ]] ||
   { cat "$out.log"; fail "relay: a signals file of another user took effect"; }
 kill -USR1 "$script"
@@ -168,7 +141,7 @@ step=$(find "$out/checkpoints" -name 'ckpt-*.h5' | sed -nE 's/.*ckpt-0*([0-9]+)\
 ((step > 10 && step < 20000)) || fail "relay: the run ended before the signal (step $step): nothing was tested"
 [[ "$(cat "$WORK/victim")" == precious ]] || fail "relay: the output copy was written through a planted symlink"
 ! grep -q precious "$out.log" || fail "relay: launch/multinode.sh showed a file through the planted symlink"
-nothing_left "relay"
+nothing_left_on_hosts "relay"
 echo "ok: after h2 was lost and mpirun had exited, a preemption warning sent to launch/multinode.sh reached the" \
      "survivor: checkpoint of step $step on h1's rank, exit 7, nothing left; a planted output symlink and a" \
      "foreign signals file (KILL, STOP) took no effect"
@@ -180,7 +153,7 @@ start_after_step10() {
   MIRRORED_LAUNCHER_GRACE=5 on_hosts 2 2 train "${common[@]}" --on_failure shrink --collective_timeout_s 8 \
     --out "$out" >"$out.log" 2>&1 &
   JOB=$!
-  for _ in $(seq 2400); do grep -q '"kind": "train", "step": 10,' "$out/metrics.jsonl" 2>/dev/null && break; sleep 0.05; done
+  wait_for_step "$out" 10 "$JOB"
 }
 # finished_without_h2 NAME WHAT: the job exited 0 with part 1's checks, launch/multinode.sh
 # ended mpirun after the grace saying why, and nothing is left running. ENDED: when the job
@@ -193,7 +166,7 @@ finished_without_h2() {
   survived "$1"
   grep -q "is still running 5 s later, waiting for ranks the job lost" "$out.log" ||
     { cat "$out.log"; fail "$2: launch/multinode.sh did not say why it ended mpirun"; }
-  nothing_left "$2"
+  nothing_left_on_hosts "$2"
 }
 
 # A host's ranks stopped: see the header (part 3).
@@ -201,6 +174,7 @@ start_after_step10 stopped
 stopped=$(host_ranks "$H2")
 [[ $(wc -w <<<"$stopped") == 2 ]] || { cat "$out.log"; fail "stopped: h2 does not hold 2 ranks"; }
 t0=$SECONDS
+# shellcheck disable=SC2086  # a list of pids
 kill -STOP $stopped
 finished_without_h2 stopped "h2's ranks stopped"
 echo "ok: both ranks of h2 stopped: finished on h1's 2 ranks, exit 0, $((SECONDS - t0)) s after SIGSTOP" \
@@ -213,10 +187,12 @@ for pid in $(host_pids "$H2"); do [[ " $shells " == *" $pid "* ]] || victims="$v
 [[ -n "$shells" && $(host_ranks "$H2" | wc -l) == 2 ]] || fail "crash: h2 does not hold 2 ranks and a launch shell"
 t0=$(date +%s%N)
 ip -n "${NETNS_PREFIX}sw" link set p2 down
+# shellcheck disable=SC2086  # lists of pids
 kill -STOP $shells
+# shellcheck disable=SC2086
 kill -9 $victims
 # The survivors' first step after the recovery (the membership record): detection included.
-for _ in $(seq 300); do grep -q '"kind": "membership"' "$out/metrics.jsonl" 2>/dev/null && break; sleep 0.05; done
+records_at_least "$out" 1
 WENT_ON=$(( ($(date +%s%N) - t0) / 1000000 ))
 WENT_ON="$((WENT_ON / 1000)).$(printf %03d $((WENT_ON % 1000)))"
 finished_without_h2 crash "node crash"
@@ -226,5 +202,6 @@ echo "ok: h2 crashed (link cut, every process killed): went on within $WENT_ON s
      "h1's 2 ranks, exit 0, $TOOK s from the crash to the job's end (mpirun's 5 s grace included); $MEMBERSHIP"
 
 netns_down
+# shellcheck disable=SC2143  # grep -q in a pipe could end `ip` early (SIGPIPE fails the pipe)
 [[ -z "$(ip netns list | grep "^${NETNS_PREFIX}")" ]] || fail "namespaces left behind"
 echo "shrink_host: ok in $((SECONDS - start)) s"
