@@ -14,9 +14,7 @@ source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/slurm_lib.sh"
 require_data
 require_slurm
-info=$("$MIRRORED" info 2>/dev/null) || fail "mirrored info failed"
-grep -q "^  ulfm  *available (" <<<"$info" ||
-  { echo "SKIP: this binary has no ULFM (built against $(command -v mpirun)); launch/install_openmpi.sh + launch/build.sh"; exit 77; }
+require_ulfm
 start=$SECONDS
 export CPUS=4  # 4 tasks of 1 CPU on this machine's cores (local-cluster.sh declares them)
 slurm_up
@@ -28,26 +26,12 @@ args="--data.train $DATA_DIR/train.h5 --data.test $DATA_DIR/test.h5 --batch_size
       --model.hidden 256,128 --lr 0.05 --momentum 0.9 --seed 5 --log_every 5 --checkpoint.every_epochs 0
       --progress plain --on_failure shrink"
 
-# after_step OUT STEP JOB: wait until OUT's metrics.jsonl has a train record at STEP while
-# JOB (the pid of sbatch --wait) runs.
-after_step() {
-  for _ in $(seq 1200); do
-    grep -q "\"kind\": \"train\", \"step\": $2," "$1/metrics.jsonl" 2>/dev/null && return 0
-    kill -0 "$3" 2>/dev/null || { cat "$1.out"; fail "$1: the job ended before step $2"; }
-    sleep 0.05
-  done
-  fail "$1 never reached step $2"
-}
-
 # 1. The default launch for on_failure = shrink: mpirun inside the allocation.
 t0=$SECONDS out=$WORK/mpirun
 MIRRORED_ARGS="$args --out $out" timeout -k 5 120 \
   sbatch --wait --quiet --ntasks 4 --output "$out.out" "$SOURCE_DIR/slurm/train-cpu.sbatch" &
 job=$!
-after_step "$out" 10 "$job"
-victim=$(rank_pid "$out" 2)
-[[ -n "$victim" ]] || { cat "$out.out"; fail "rank 2 of the mpirun job not found"; }
-kill -9 "$victim"
+kill_rank_at_step "$out" 10 2 "$job"
 status=0
 wait "$job" || status=$?
 ((status == 0)) || { cat "$out.out"; fail "mpirun in the allocation, rank 2 killed: sbatch --wait exited $status"; }
@@ -59,11 +43,9 @@ grep -q "launcher: mpirun (Open MPI) inside Slurm job .*, 4 rank(s)" "$out.out" 
 membership=$(grep '"kind": "membership"' "$out/metrics.jsonl") || { cat "$out.out"; fail "no membership record"; }
 grep -q '"world_size": 3, "lost": \[{"rank": 2, "host": "[^"]*"}\], "recovery_s": ' <<<"$membership" ||
   fail "membership record: $membership"
-[[ $(grep '"kind": "train"' "$out/metrics.jsonl" | tail -1 | grep -c '"world_size": 3') == 1 ]] ||
-  fail "the last train record does not say world_size 3"
+last_world_size "$out" 3
 [[ -z "$(ls -A "$SOURCE_DIR"/.mirrored-exit-status.* 2>/dev/null)" ]] || fail "the exit status file was left behind"
-sleep 0.5
-[[ -z "$(pgrep -f -- "--out $out( |$)" || true)" ]] || fail "processes left behind"
+no_leftovers "$out"
 echo "ok: mpirun --with-ft ulfm in the allocation (chosen by the script), rank 2 killed after step 10: exit 0" \
      "in $((SECONDS - t0)) s, final.h5; $membership"
 
@@ -81,6 +63,7 @@ echo "ok: on_failure = shrink under srun refused at start-up (exit 2, $((SECONDS
 # ranks train with on_failure = abort and a collective timeout far beyond the test, so only
 # Slurm can end them early.
 t0=$SECONDS out=$WORK/srun_abort
+# shellcheck disable=SC2116,SC2086  # args's words on one line
 cat >"$WORK/srun_abort.sh" <<EOF
 #!/bin/bash
 srun --mpi=pmix --kill-on-bad-exit=0 "$MIRRORED" train $(echo ${args% --on_failure shrink}) --on_failure abort \
@@ -88,10 +71,7 @@ srun --mpi=pmix --kill-on-bad-exit=0 "$MIRRORED" train $(echo ${args% --on_failu
 EOF
 timeout -k 5 90 sbatch --wait --quiet --ntasks 4 --output "$out.out" "$WORK/srun_abort.sh" &
 job=$!
-after_step "$out" 10 "$job"
-victim=$(rank_pid "$out" 2)
-[[ -n "$victim" ]] || { cat "$out.out"; fail "rank 2 of the srun job not found"; }
-kill -9 "$victim"
+kill_rank_at_step "$out" 10 2 "$job"
 killed_at=$SECONDS status=0
 wait "$job" || status=$?
 took=$((SECONDS - killed_at))
