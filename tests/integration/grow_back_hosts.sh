@@ -11,13 +11,17 @@
 #   4. SIGURG's request (mirrored_request_resize signal) appends "signal".
 # The whole launch on namespace hosts is not run here: growing back itself is it.grow_back's
 # (through launch/local.sh); this is the part multinode.sh adds.
-set -euo pipefail
-source "$SOURCE_DIR/launch/mpi_env.sh"
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/mirrored-it.XXXXXX")
+source "$(dirname "$0")/lib.sh"
 trap '[[ -z "${watcher:-}" ]] || mirrored_stop_watcher "$watcher"; rm -rf "$WORK"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-# wait_until COMMAND...: at most 5 s.
-wait_until() { for _ in $(seq 100); do "$@" && return 0; sleep 0.05; done; return 1; }
+# probes_of HOST: how many times the watcher has probed HOST so far.
+probes_of() {
+  local n
+  n=$(grep -csx "$1 true" "$WORK/probes") || true
+  echo "${n:-0}"
+}
+# probed HOST N: HOST has been probed N times or more. The checks that nothing happens wait
+# for rounds of the watcher, not for a time a loaded machine may spend in none.
+probed() { (($(probes_of "$1") >= $2)); }
 
 export MIRRORED_RUN_STATE_DIR=$WORK/state
 mirrored_prepare_run_state "$WORK" mirrored
@@ -35,12 +39,13 @@ touch "$WORK/up-nodea"  # nodea's ranks died, the host answers all along
 
 mirrored_watch_lost_hosts "$WORK/hosts" 0.1 2>"$WORK/watcher.log" &
 watcher=$!
-wait_until grep -sqx "nodeb true" "$WORK/probes" || fail "nodeb was not probed"
-sleep 0.3
+wait_until 10 "a probe of nodeb" probed nodeb 1
+wait_until 10 "3 more probes of nodeb, silent" probed nodeb $(($(probes_of nodeb) + 3))
 [[ ! -e "$resize" ]] || fail "a request while nodeb does not answer: $(cat "$resize")"
 touch "$WORK/up-nodeb"
-wait_until grep -sqx "host-returned nodeb" "$resize" || fail "nodeb answers again, but no request"
-sleep 0.5
+wait_until 10 "a request once nodeb answers again" grep -sqx "host-returned nodeb" "$resize"
+# nodeb, once asked for, is probed no more: nodea's probes count the rounds after the request.
+wait_until 10 "3 more probes of nodea after the request" probed nodea $(($(probes_of nodea) + 3))
 [[ "$(cat "$resize")" == "host-returned nodeb" ]] || fail "expected one request for nodeb: $(cat "$resize")"
 grep -q "lost host nodeb answers again: asking mirrored to grow back" "$WORK/watcher.log" ||
   { cat "$WORK/watcher.log"; fail "no message"; }
