@@ -14,10 +14,7 @@ source "$(dirname "$0")/lib.sh"
 require_data
 require_ulfm
 start=$SECONDS
-# shellcheck disable=SC2054  # 256,128 is one value
-common=(--data.train "$DATA_DIR/train.h5" --data.test "$DATA_DIR/test.h5" --batch_size 128 --epochs 1
-        --max_steps 400 --model.hidden 256,128 --lr 0.05 --momentum 0.9 --seed 5 --threads 1 --log_every 5
-        --checkpoint.every_epochs 0 --progress plain --reduction invariant --on_failure shrink)
+common=("${FMNIST_MLP_ARGS[@]}" --batch_size 128 --max_steps 400 --reduction invariant --on_failure shrink)
 local_run() {  # local_run OUT: launch/local.sh 4 ranks writing OUT, with a time limit
   timeout -k 5 120 "$SOURCE_DIR/launch/local.sh" 4 "$MIRRORED" train "${common[@]}" --out "$1"
 }

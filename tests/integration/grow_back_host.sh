@@ -15,10 +15,7 @@ require_ulfm
 require_netns
 start=$SECONDS
 netns_up 2
-# shellcheck disable=SC2054  # 256,128 is one value
-common=(--data.train "$DATA_DIR/train.h5" --data.test "$DATA_DIR/test.h5" --batch_size 120 --epochs 1
-        --max_steps 150 --model.hidden 256,128 --lr 0.05 --momentum 0.9 --seed 5 --threads 1 --log_every 5
-        --checkpoint.every_epochs 0 --progress plain --reduction invariant --on_failure shrink)
+common=("${FMNIST_MLP_ARGS[@]}" --batch_size 120 --max_steps 150 --reduction invariant --on_failure shrink)
 H2=${NETNS_PREFIX}h2
 
 cd "$WORK" || exit 1  # multinode.sh makes the run-state directory in the working directory

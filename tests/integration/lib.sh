@@ -25,6 +25,14 @@ fail() {
 # shellcheck disable=SC2034  # used by the scripts that source this file
 DOCS_TEXT=("$SOURCE_DIR/README.md" "$SOURCE_DIR"/docs/*.md)
 
+# The sgd mlp on Fashion-MNIST that the failure tests train (steps of milliseconds), one
+# thread a rank, a record every 5 steps, no checkpoints but those the test makes: they add
+# --batch_size, --max_steps and what they test.
+# shellcheck disable=SC2034,SC2054  # used by the scripts; 256,128 is one value
+FMNIST_MLP_ARGS=(--data.train "$DATA_DIR/train.h5" --data.test "$DATA_DIR/test.h5" --epochs 1 --model.hidden 256,128
+                 --lr 0.05 --momentum 0.9 --seed 5 --threads 1 --log_every 5 --checkpoint.every_epochs 0
+                 --progress plain)
+
 require_data() {
   [[ -s "$DATA_DIR/train.h5" && -s "$DATA_DIR/test.h5" ]] ||
     { echo "SKIP: Fashion-MNIST not imported in $DATA_DIR (run launch/import_fmnist.sh)"; exit 77; }

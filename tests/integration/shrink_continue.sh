@@ -24,10 +24,7 @@ source "$(dirname "$0")/lib.sh"
 require_data
 require_ulfm
 start=$SECONDS
-# shellcheck disable=SC2054  # 256,128 is one value
-common=(--data.train "$DATA_DIR/train.h5" --data.test "$DATA_DIR/test.h5" --batch_size 128 --epochs 1
-        --max_steps 60 --model.hidden 256,128 --lr 0.05 --momentum 0.9 --seed 5 --threads 1 --log_every 5
-        --checkpoint.every_epochs 0 --progress plain)
+common=("${FMNIST_MLP_ARGS[@]}" --batch_size 128 --max_steps 60)
 
 # killed_run OUT VICTIM ARGS...: a 4-rank shrink job writing OUT (log OUT.log) whose rank
 # VICTIM is killed after step 10; it must exit 0.

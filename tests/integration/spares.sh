@@ -20,10 +20,7 @@ source "$(dirname "$0")/lib.sh"
 require_data
 require_ulfm
 start=$SECONDS
-# shellcheck disable=SC2054  # 256,128 is one value
-mlp=(--data.train "$DATA_DIR/train.h5" --data.test "$DATA_DIR/test.h5" --batch_size 128 --epochs 1
-     --model.hidden 256,128 --lr 0.05 --momentum 0.9 --seed 5 --threads 1 --log_every 5
-     --checkpoint.every_epochs 0 --progress plain --allreduce flat --on_failure shrink)
+mlp=("${FMNIST_MLP_ARGS[@]}" --allreduce flat --on_failure shrink)
 # finished OUT JOB: the job JOB (writing OUT) exited 0 at world size WORLD.
 finished() {
   local out=$1 job=$2 world=$3 status=0
@@ -35,10 +32,10 @@ finished() {
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
 
 # 1. fast, flat: a spare lost, then a worker replaced.
-ft_run 4 "${mlp[@]}" --max_steps 300 --out "$WORK/mlp_full" >"$WORK/mlp_full.log" 2>&1 ||
+ft_run 4 "${mlp[@]}" --batch_size 128 --max_steps 300 --out "$WORK/mlp_full" >"$WORK/mlp_full.log" 2>&1 ||
   { cat "$WORK/mlp_full.log"; fail "mlp run"; }
 out=$WORK/mlp_spares
-ft_run 6 "${mlp[@]}" --max_steps 300 --shrink.spares 2 --out "$out" >"$out.log" 2>&1 &
+ft_run 6 "${mlp[@]}" --batch_size 128 --max_steps 300 --shrink.spares 2 --out "$out" >"$out.log" 2>&1 &
 job=$!
 wait_for_step "$out" 5 "$job"
 spare=$(rank_process "$out" 4)
@@ -69,11 +66,10 @@ echo "ok: fast flat mlp 4 + 2: spare lost (recorded), rank 2 replaced: bit-ident
 # 60 steps: after the shrink the 3 uneven shares sum in another order, and over hundreds
 # of steps sgd with momentum carries that rounding far. Batches of 1024: steps long enough
 # that the second loss lands while the job still trains (the first recovery is over).
-mlp=("${mlp[@]/#128/1024}")
-ft_run 4 "${mlp[@]}" --max_steps 60 --out "$WORK/mlp_full60" >"$WORK/mlp_full60.log" 2>&1 ||
+ft_run 4 "${mlp[@]}" --batch_size 1024 --max_steps 60 --out "$WORK/mlp_full60" >"$WORK/mlp_full60.log" 2>&1 ||
   { cat "$WORK/mlp_full60.log"; fail "mlp run"; }
 out=$WORK/mlp_two
-ft_run 5 "${mlp[@]}" --max_steps 60 --shrink.spares 1 --out "$out" >"$out.log" 2>&1 &
+ft_run 5 "${mlp[@]}" --batch_size 1024 --max_steps 60 --shrink.spares 1 --out "$out" >"$out.log" 2>&1 &
 job=$!
 signal_at_step "$out" 10 2 9 "$job" >/dev/null
 signal_after_record "$out" 1 1 9 >/dev/null
