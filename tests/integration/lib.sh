@@ -82,8 +82,15 @@ wait_for() {
 # recovery may skip a log point). A line still being written counts no further than it
 # reads: a step number cut short is smaller.
 trained_to() {
-  grep -os '"kind": "train", "step": [0-9]*,' "$1/metrics.jsonl" |
-    awk -v step="$2" '{ if ($4 + 0 >= step) found = 1 } END { exit !found }'
+  awk -v step="$2" 'match($0, /"kind": "train", "step": [0-9]+,/) {
+      if (substr($0, RSTART + 25, RLENGTH - 26) + 0 >= step) { found = 1; exit } }
+    END { exit !found }' "$1/metrics.jsonl" 2>/dev/null
+}
+
+# last_step OUT: the step of the last train record in OUT's metrics.jsonl (0 without one).
+last_step() {
+  awk 'match($0, /"kind": "train", "step": [0-9]+,/) { step = substr($0, RSTART + 25, RLENGTH - 26) }
+    END { print step + 0 }' "$1/metrics.jsonl" 2>/dev/null || echo 0
 }
 
 # wait_for_step OUT STEP [JOB]: until OUT's metrics.jsonl has a train record at STEP or later;
@@ -131,10 +138,12 @@ has_records() { (($(membership_records "$1") >= $2)); }
 # agent that launch scripts start in its place under on_failure = shrink (`mirrored
 # rank-agent ...`, which shares its command line and environment). Empty when there is none.
 rank_process() {
-  local pid
+  local pid comm args
   for pid in $(pgrep -f -- "--out $1( |$)"); do
-    [[ "$(cat "/proc/$pid/comm" 2>/dev/null)" == mirrored ]] || continue
-    [[ "$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)" == *" rank-agent "* ]] && continue
+    # Builtins where they do: on a loaded machine every process started here delays the signal.
+    { read -r comm 2>/dev/null <"/proc/$pid/comm" && [[ $comm == mirrored ]]; } || continue
+    mapfile -d '' -t args 2>/dev/null <"/proc/$pid/cmdline" || continue
+    [[ " ${args[*]} " == *" rank-agent "* ]] && continue
     if grep -qzE "^(PMIX_RANK|OMPI_COMM_WORLD_RANK)=$2\$" "/proc/$pid/environ" 2>/dev/null; then echo "$pid"; return; fi
   done
 }
@@ -148,6 +157,8 @@ signal_rank() {
   pid=$(rank_process "$1" "$2")
   [[ -n "$pid" ]] || fail "rank $2 of $1 not found"
   kill -"$3" "$pid"
+  # Where the job was: a signal meant for mid-run that lands near the last step is a warning.
+  echo "SIG$3 to rank $2 (pid $pid) of $1 at its train record of step $(last_step "$1")" >&2
   echo "$pid"
 }
 
