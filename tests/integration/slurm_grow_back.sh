@@ -27,23 +27,11 @@ FAIL_SHOWS=$WORK/job.out
 kill_rank_at_step "$out" 10 2
 records_at_least "$out" 1
 scancel --signal=URG --batch "$job"
-# requeued: the job is back in the queue after its exit 11; fails at once when it finished its
-# steps instead (the signal came too late to test anything).
-requeued() {
-  local state
-  state=$(job_field "$job" JobState)
-  [[ $state != COMPLETED ]] || fail "the job finished before SIGURG reached it: nothing was tested"
-  [[ $state == PENDING && $(job_field "$job" Restarts) == 1 ]]
-}
-wait_until 120 "the job to be requeued (PENDING, Restarts=1)" requeued
+wait_requeued "$job"
 grep -q "the job asked to grow back to its full size (exit 11)" "$WORK/job.out" || fail "no exit 11"
 echo "ok: SIGURG to the batch script: the shrunk job wrote a checkpoint, exited 11 and was requeued"
-t_requeue=$SECONDS
-expired() { ((SECONDS - t_requeue > 5)); }
-wait_until 30 "the old credential to expire" expired  # as it.slurm_preempt
-scontrol update JobId="$job" StartTime=now
-finished() { [[ -s "$out/final.h5" ]] && [[ $(job_field "$job" JobState) != RUNNING ]]; }
-wait_until 180 "the requeued job to finish" finished
+release_requeued "$job"
+wait_job_done "$job" "$out/final.h5"
 grep -q "restart 1:" "$WORK/job.out" || fail "the second run is not restart 1"
 grown_record "$out" 3 4 signal >/dev/null
 # shellcheck disable=SC2086
