@@ -97,12 +97,26 @@ last_step() {
 # at most 120 s. With JOB (the pid of the job's launcher, a child of this shell), fail at once
 # if it ends first: the signal the caller sends next would land after the run.
 wait_for_step() {
-  local out=$1 step=$2 job=${3:-} deadline=$((SECONDS + 120))
-  until trained_to "$out" "$step"; do
+  wait_in_run "$1" "${3:-}" "a train record at step $2 or later" trained_to "$1" "$2"
+}
+
+# wait_for_start OUT [JOB]: until the run writing OUT has its metrics.jsonl, which the chief
+# creates once MPI has started every rank (they can be looked up); at most 120 s; with JOB,
+# fail at once if it ends first.
+wait_for_start() {
+  wait_in_run "$1" "${2:-}" "metrics.jsonl" test -e "$1/metrics.jsonl"
+}
+
+# wait_in_run OUT JOB WHAT COMMAND...: until COMMAND succeeds, at most 120 s; with JOB (not
+# empty), fail showing the job's output as soon as JOB has ended.
+wait_in_run() {
+  local out=$1 job=$2 what=$3 deadline=$((SECONDS + 120))
+  shift 3
+  until "$@"; do
     if [[ -n "$job" ]] && ! kill -0 "$job" 2>/dev/null; then
-      show_log "$out"; fail "$out: the job ended before step $step"
+      show_log "$out"; fail "$out: the job ended before $what"
     fi
-    ((SECONDS < deadline)) || { show_log "$out"; fail "$out: no train record at step $step or later within 120 s"; }
+    ((SECONDS < deadline)) || { show_log "$out"; fail "$out: no $what within 120 s"; }
     sleep 0.05
   done
 }
@@ -150,11 +164,11 @@ rank_process() {
 # rank_pid OUT RANK: the former name of rank_process.
 rank_pid() { rank_process "$@"; }
 
-# signal_rank OUT RANK SIGNAL: send SIGNAL to rank RANK of the run writing OUT and print its
-# pid; fail when that rank is not running.
+# signal_rank OUT RANK SIGNAL [PID]: send SIGNAL to rank RANK of the run writing OUT (to PID,
+# when the caller looked it up before) and print its pid; fail when that rank is not running.
 signal_rank() {
-  local pid
-  pid=$(rank_process "$1" "$2")
+  local pid=${4:-}
+  [[ -n "$pid" ]] || pid=$(rank_process "$1" "$2")
   [[ -n "$pid" ]] || fail "rank $2 of $1 not found"
   kill -"$3" "$pid"
   # Where the job was: a signal meant for mid-run that lands near the last step is a warning.
@@ -163,10 +177,17 @@ signal_rank() {
 }
 
 # signal_at_step OUT STEP RANK SIGNAL [JOB]: SIGNAL to rank RANK of the run writing OUT once
-# it has trained to STEP (wait_for_step; with JOB, fail if the job ended first); prints the pid.
+# it has trained to STEP (wait_for_step; with JOB, fail if the job ended first); prints the
+# pid. The rank is looked up once the run has started, so that the signal follows the step's
+# record within one poll: a lookup after it lets the job run on (a loaded machine took up to
+# 15 steps of the mlp, a quarter of a short run).
 signal_at_step() {
+  local pid
+  wait_for_start "$1" "${5:-}"
+  pid=$(rank_process "$1" "$3")
+  [[ -n "$pid" ]] || fail "rank $3 of $1 not found"
   wait_for_step "$1" "$2" "${5:-}"
-  signal_rank "$1" "$3" "$4"
+  signal_rank "$1" "$3" "$4" "$pid"
 }
 
 # kill_rank_at_step OUT STEP RANK [JOB]: kill -9 RANK of the run writing to OUT once it has
