@@ -12,7 +12,7 @@
 # The whole launch on namespace hosts is not run here: growing back itself is it.grow_back's
 # (through launch/local.sh); this is the part multinode.sh adds.
 source "$(dirname "$0")/lib.sh"
-trap '[[ -z "${watcher:-}" ]] || mirrored_stop_watcher "$watcher"; rm -rf "$WORK"' EXIT
+trap '[[ -z "${watcher:-}" ]] || mirrored_stop_watcher "$watcher"; end_jobs; rm -rf "$WORK"' EXIT
 # probes_of HOST: how many times the watcher has probed HOST so far.
 probes_of() {
   local n

@@ -10,7 +10,16 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 source "$SOURCE_DIR/launch/mpi_env.sh"
 mirrored_mpi_for_launch "$MIRRORED"
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/mirrored-it.XXXXXX")
-trap 'rm -rf "$WORK"' EXIT
+# end_jobs: SIGTERM to this script's background jobs that still run, so that a test failing
+# while a job runs (a wait that timed out) leaves nothing behind: mpirun, timeout and the
+# launch scripts pass the signal on to the ranks. Every trap on EXIT calls it.
+end_jobs() {
+  local pids
+  pids=$(jobs -pr)
+  # shellcheck disable=SC2086  # a list of pids
+  [[ -z "$pids" ]] || kill $pids 2>/dev/null || true
+}
+trap 'end_jobs; rm -rf "$WORK"' EXIT
 
 # fail MESSAGE: the test fails, saying why; first the file FAIL_SHOWS names, when a script sets
 # it (the output of a job it waits for, which tells more than a timeout does).

@@ -15,7 +15,7 @@ require_netns() {
 # netns_up N [RATE]: hosts h1..hN, torn down when the script exits (with WORK).
 netns_up() {
   NETNS_HOSTS=$1
-  trap 'netns_down; rm -rf "$WORK"' EXIT
+  trap 'end_jobs; netns_down; rm -rf "$WORK"' EXIT
   "$NETNS" up "$@" >/dev/null
 }
 

@@ -62,6 +62,7 @@ job_done() { [[ -s "$2" && $(job_field "$1" JobState) != RUNNING ]]; }
 
 # On failure, the daemons' last words help more than the job's; then stop everything.
 slurm_cleanup() {
+  end_jobs
   if (($1 != 0)) && [[ -d "$SLURM_BASE/log" ]]; then
     echo "--- slurmctld.log (tail)"; tail -n 15 "$SLURM_BASE/log/slurmctld.log" 2>/dev/null || true
     echo "--- slurmd.log (tail)"; tail -n 25 "$SLURM_BASE/log/slurmd.log" 2>/dev/null || true
