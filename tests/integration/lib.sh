@@ -206,10 +206,14 @@ kill_rank_at_step() {
 }
 
 # signal_after_record OUT N RANK SIGNAL: SIGNAL to rank RANK once OUT's metrics.jsonl has N
-# membership records (records_at_least); prints the pid.
+# membership records (records_at_least); prints the pid. The rank is looked up first, as in
+# signal_at_step, so that the signal follows the record within one poll.
 signal_after_record() {
+  local pid
+  pid=$(rank_process "$1" "$3")
+  [[ -n "$pid" ]] || fail "rank $3 of $1 not found"
   records_at_least "$1" "$2"
-  signal_rank "$1" "$3" "$4"
+  signal_rank "$1" "$3" "$4" "$pid"
 }
 
 # no_leftovers OUT: no process of the run writing OUT (its command line names --out OUT) is

@@ -38,13 +38,13 @@ out=$WORK/mlp_spares
 ft_run 6 "${mlp[@]}" --batch_size 128 --max_steps 300 --shrink.spares 2 --out "$out" >"$out.log" 2>&1 &
 job=$!
 wait_for_step "$out" 5 "$job"
-spare=$(rank_process "$out" 4)
-[[ -n "$spare" ]] || fail "spare (launcher rank 4) of $out not found"
+spare=$(rank_process "$out" 4) lost_spare=$(rank_process "$out" 5)
+[[ -n "$spare" && -n "$lost_spare" ]] || fail "spares (launcher ranks 4 and 5) of $out not found"
 # The spare's CPU time while it waits: from step 5 to step 150, before any loss.
 ticks0=$(cpu_ticks "$spare") t0=$(date +%s%N)
 wait_for_step "$out" 150 "$job"
 ticks1=$(cpu_ticks "$spare") t1=$(date +%s%N)
-signal_rank "$out" 5 9 >/dev/null
+signal_rank "$out" 5 9 "$lost_spare" >/dev/null
 signal_after_record "$out" 1 2 9 >/dev/null
 finished "$out" "$job" 4
 "$COMPARE" "$WORK/mlp_full/final.h5" "$out/final.h5" --exact ||
