@@ -21,13 +21,13 @@ out="$WORK/stopped"
 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 3 "$MIRRORED" "${base[@]}" --epochs 50 \
   --log_every 5 --out "$out" >"$WORK/stopped.log" 2>&1 &
 job=$!
-for _ in $(seq 100); do [[ -s "$out/metrics.jsonl" ]] && break; sleep 0.1; done
-victim=$(rank_pid "$out" 2)
-signalled=$(rank_pid "$out" 1)
+wait_for_start "$out" "$job"
+victim=$(rank_process "$out" 2)
+signalled=$(rank_process "$out" 1)
 [[ -n "$victim" && -n "$signalled" ]] || { kill "$job"; cat "$WORK/stopped.log"; fail "ranks 1 and 2 not found"; }
 kill -USR2 "$signalled"
-for _ in $(seq 50); do [[ -s "$out/trace/rank-1.jsonl" ]] && break; sleep 0.1; done
-[[ -s "$out/trace/rank-1.jsonl" ]] || { kill "$job"; fail "SIGUSR2 left no trace/rank-1.jsonl"; }
+signal_dumped() { [[ -s "$out/trace/rank-1.jsonl" ]]; }
+wait_until 10 "trace/rank-1.jsonl, the dump SIGUSR2 asks for" signal_dumped
 head -1 "$out/trace/rank-1.jsonl" | grep -q '"reason": "signal"' || fail "the signal dump's header: $(head -1 "$out/trace/rank-1.jsonl")"
 kill -0 "$job" 2>/dev/null || fail "the job ended after SIGUSR2 (it must keep training)"
 rm -f "$out/trace/rank-1.jsonl"

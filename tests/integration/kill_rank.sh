@@ -44,9 +44,7 @@ took=$((SECONDS - start))
 notice=$(tr '\n' ' ' < "$WORK/killed.log" | grep -aoE "rank $victim_rank [^.]*(signal 9|Killed)" | head -1) ||
   { cat "$WORK/killed.log"; fail "no message names rank $victim_rank as killed"; }
 echo "ok: killed rank $victim_rank (pid $victim): job ended in $took s, exit $status: $notice"
-sleep 0.5
-leftover=$(pgrep -f -- "--out $run" || true)
-[[ -z "$leftover" ]] || { kill -9 $leftover; fail "processes left behind: $leftover"; }
+no_leftovers "$run"
 
 echo "checkpoints left by the killed run: $(ls "$run/checkpoints" | tr '\n' ' ')"
 mpirun_np 4 train "${common[@]}" --out "$run" > "$WORK/resumed.log" 2>&1 || { cat "$WORK/resumed.log"; fail "resume"; }

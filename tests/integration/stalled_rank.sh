@@ -14,25 +14,21 @@ mpirun --allow-run-as-root --oversubscribe --bind-to none -np 4 "$MIRRORED" trai
   --out "$out" >"$WORK/log" 2>&1 &
 job=$!
 # Wait until training runs (the run directory exists), then stop rank 2.
-for _ in $(seq 100); do [[ -s "$out/metrics.jsonl" ]] && break; sleep 0.1; done
-pids=($(pgrep -f -- "--out $out" | sort -n))
-victim=""
-for pid in "${pids[@]}"; do
-  if grep -qz '^OMPI_COMM_WORLD_RANK=2$' "/proc/$pid/environ" 2>/dev/null; then victim=$pid; fi
-done
-[[ -n "$victim" ]] || { kill "$job"; cat "$WORK/log"; fail "rank 2 not found among ${pids[*]}"; }
+wait_for_start "$out" "$job"
+victim=$(rank_process "$out" 2)
+[[ -n "$victim" ]] || { kill "$job"; cat "$WORK/log"; fail "rank 2 not found"; }
 stopped_at=$SECONDS
 kill -STOP "$victim"
 status=0
 timeout -k 5 60 tail --pid="$job" -f /dev/null || true
 if kill -0 "$job" 2>/dev/null; then  # still running: the watchdog never fired
   kill -CONT "$victim"; pkill -9 -f -- "--out $out"; kill -9 "$job" 2>/dev/null
-  cat "$WORK/log" | tail -5; fail "the job still ran 60 s after rank 2 was stopped"
+  tail -5 "$WORK/log"; fail "the job still ran 60 s after rank 2 was stopped"
 fi
 wait "$job" || status=$?
 took=$((SECONDS - stopped_at))
 kill -CONT "$victim" 2>/dev/null || true
-cat "$WORK/log" | grep -a -E "collective warning|collective timeout|error" | head -5
+grep -a -E "collective warning|collective timeout|error" "$WORK/log" | head -5
 ((status != 0)) || fail "the job exited 0 after a rank was stopped"
 grep -a -q "collective timeout" "$WORK/log" || fail "no collective-timeout message"
 grep -a -q "collective timeout.*rank 2 on [^ ]* (silent" "$WORK/log" ||
@@ -46,8 +42,6 @@ abort_line=$(grep -a -n "collective timeout" "$WORK/log" | head -1 | cut -d: -f1
 grep -a "collective warning" "$WORK/log" | head -1 | grep -a -q "rank 2 on " ||
   fail "the warning does not name rank 2 and its host: $(grep -a "collective warning" "$WORK/log" | head -1)"
 ((took <= timeout_s + 15)) || fail "the job took $took s to end after the stop (timeout $timeout_s s)"
-sleep 1
-left=$(pgrep -f -- "--out $out" || true)
-[[ -z "$left" ]] || { kill -9 $left; fail "processes left behind: $left"; }
+no_leftovers "$out"
 echo "ok ($allreduce): stopped rank 2 named; job ended ${took} s after SIGSTOP with exit $status; nothing left behind"
 done
