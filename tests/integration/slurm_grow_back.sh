@@ -33,10 +33,12 @@ echo "ok: SIGURG to the batch script: the shrunk job wrote a checkpoint, exited 
 release_requeued "$job"
 wait_job_done "$job" "$out/final.h5"
 grep -q "restart 1:" "$WORK/job.out" || fail "the second run is not restart 1"
-grown_record "$out" 3 4 signal >/dev/null
+grown=$(grown_record "$out" 3 4 signal)
 # shellcheck disable=SC2086
 mpirun_np 4 train $common --threads 1 --out "$WORK/uninterrupted" --quiet >/dev/null
 "$COMPARE" "$WORK/uninterrupted/final.h5" "$out/final.h5" --exact ||
   fail "4 -> 3 -> 4 ranks under Slurm (reduction = invariant): not bit-identical to the uninterrupted run"
-echo "ok: requeued at 4 ranks, resumed, final.h5 bit-identical; $(grep -o 'downtime [0-9.]* s' "$WORK/job.out" | tail -1) (queue included)"
+# The step it grew back at, of 300: how much of the run the signal's way through Slurm took.
+echo "ok: requeued at 4 ranks, resumed at step $(sed -E 's/.*"step": ([0-9]+),.*/\1/' <<<"$grown") of 300, final.h5" \
+     "bit-identical; $(grep -o 'downtime [0-9.]* s' "$WORK/job.out" | tail -1) (queue included)"
 echo "slurm_grow_back: ok in $((SECONDS - start)) s"
