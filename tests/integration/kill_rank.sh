@@ -46,6 +46,7 @@ notice=$(tr '\n' ' ' < "$WORK/killed.log" | grep -aoE "rank $victim_rank [^.]*(s
 echo "ok: killed rank $victim_rank (pid $victim): job ended in $took s, exit $status: $notice"
 no_leftovers "$run"
 
+# shellcheck disable=SC2012  # names the run wrote itself
 echo "checkpoints left by the killed run: $(ls "$run/checkpoints" | tr '\n' ' ')"
 mpirun_np 4 train "${common[@]}" --out "$run" > "$WORK/resumed.log" 2>&1 || { cat "$WORK/resumed.log"; fail "resume"; }
 grep -o "resuming from .*" "$WORK/resumed.log" || { cat "$WORK/resumed.log"; fail "the run did not resume"; }

@@ -161,12 +161,12 @@ has_records() { (($(membership_records "$1") >= $2)); }
 # agent that launch scripts start in its place under on_failure = shrink (`mirrored
 # rank-agent ...`, which shares its command line and environment). Empty when there is none.
 rank_process() {
-  local pid comm args
+  local pid comm words
   for pid in $(pgrep -f -- "--out $1( |$)"); do
     # Builtins where they do: on a loaded machine every process started here delays the signal.
     { read -r comm 2>/dev/null <"/proc/$pid/comm" && [[ $comm == mirrored ]]; } || continue
-    mapfile -d '' -t args 2>/dev/null <"/proc/$pid/cmdline" || continue
-    [[ " ${args[*]} " == *" rank-agent "* ]] && continue
+    mapfile -d '' -t words 2>/dev/null <"/proc/$pid/cmdline" || continue
+    [[ " ${words[*]} " == *" rank-agent "* ]] && continue
     if grep -qzE "^(PMIX_RANK|OMPI_COMM_WORLD_RANK)=$2\$" "/proc/$pid/environ" 2>/dev/null; then echo "$pid"; return; fi
   done
 }
