@@ -188,8 +188,8 @@ signal_rank() {
 # signal_at_step OUT STEP RANK SIGNAL [JOB]: SIGNAL to rank RANK of the run writing OUT once
 # it has trained to STEP (wait_for_step; with JOB, fail if the job ended first); prints the
 # pid. The rank is looked up once the run has started, so that the signal follows the step's
-# record within one poll: a lookup after it lets the job run on (a loaded machine took up to
-# 15 steps of the mlp, a quarter of a short run).
+# record within one poll: a lookup after it let the job run on (with a load of 12, a kill
+# meant for step 10 of it.shrink_continue's 60 gave a membership record at step 51).
 signal_at_step() {
   local pid
   wait_for_start "$1" "${5:-}"
