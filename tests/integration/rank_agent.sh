@@ -16,10 +16,9 @@ agent() {
   "$MIRRORED" rank-agent bash -c "$1" &
   AGENT=$!
 }
-# wait_for FILE: until FILE exists (5 s at most).
-wait_for() {
-  for _ in $(seq 50); do [[ -e "$1" ]] && return 0; sleep 0.1; done
-  fail "$2: $1 did not appear"
+# wait_for_file FILE WHAT: until FILE exists (5 s at most).
+wait_for_file() {
+  wait_until 5 "$2: $1 to appear" test -e "$1"
 }
 # ended_with AGENT STATUS WHAT
 ended_with() {
@@ -39,11 +38,11 @@ echo "ok: the rank leads its own session; the agent ends as the rank did (exit 3
 
 # 2. Signals pass on.
 agent "trap 'touch $WORK/usr1' USR1; touch $WORK/up1; while [[ ! -e $WORK/usr1 ]]; do sleep 0.05; done; exit 0"
-wait_for "$WORK/up1" "USR1 rank"
+wait_for_file "$WORK/up1" "USR1 rank"
 kill -USR1 "$AGENT"
 ended_with "$AGENT" 0 "USR1 passed on"
 agent "touch $WORK/up2; exec sleep 60"
-wait_for "$WORK/up2" "TERM rank"
+wait_for_file "$WORK/up2" "TERM rank"
 kill -TERM "$AGENT"
 ended_with "$AGENT" 143 "TERM passed on to a rank that does not catch it"
 echo "ok: USR1 and TERM sent to the agent reach the rank"
@@ -54,14 +53,14 @@ agent "trap 'touch $WORK/term' TERM; trap 'touch $WORK/usr1b' USR1
        while [[ ! -e $WORK/release ]]; do sleep 0.05; done
        printf r >&\$MIRRORED_RANK_AGENT_FD; touch $WORK/released
        while [[ ! -e $WORK/term ]]; do sleep 0.05; done; exit 4"
-wait_for "$WORK/held" "holding rank"
+wait_for_file "$WORK/held" "holding rank"
 sleep 0.2  # the agent reads the byte
 kill -TERM "$AGENT"; kill -INT "$AGENT"; kill -HUP "$AGENT"; kill -USR1 "$AGENT"
-wait_for "$WORK/usr1b" "USR1 while holding"
+wait_for_file "$WORK/usr1b" "USR1 while holding"
 [[ ! -e "$WORK/term" ]] || fail "TERM reached a rank that holds"
 kill -0 "$AGENT" || fail "the agent ended on TERM/INT/HUP while its rank holds"
 touch "$WORK/release"
-wait_for "$WORK/released" "released rank"
+wait_for_file "$WORK/released" "released rank"
 sleep 0.2
 kill -TERM "$AGENT"
 ended_with "$AGENT" 4 "TERM after the rank released"
@@ -72,7 +71,7 @@ echo "ok: while the rank holds, TERM, INT and HUP stay with the agent and USR1 p
 agent "trap 'touch $WORK/late_term' TERM; touch $WORK/up3
        while [[ ! -e $WORK/hold_now ]]; do sleep 0.01; done; printf h >&\$MIRRORED_RANK_AGENT_FD
        sleep 1; exit 5"
-wait_for "$WORK/up3" "late-holding rank"
+wait_for_file "$WORK/up3" "late-holding rank"
 kill -TERM "$AGENT"
 touch "$WORK/hold_now"
 ended_with "$AGENT" 5 "a hold right after TERM"
@@ -80,7 +79,7 @@ ended_with "$AGENT" 5 "a hold right after TERM"
 echo "ok: a TERM the rank's hold follows within 150 ms stays with the agent"
 
 agent "printf h >&\$MIRRORED_RANK_AGENT_FD; echo \$\$ > $WORK/orphan; exec sleep 60"
-wait_for "$WORK/orphan" "orphan rank"
+wait_for_file "$WORK/orphan" "orphan rank"
 sleep 0.2
 kill -KILL "$AGENT"
 wait "$AGENT" 2>/dev/null || true
