@@ -92,7 +92,14 @@ void sum_on_grid(const std::vector<const float*>& terms, size_t begin, size_t n,
 // own (the vector conversion rounds as the scalar one does: every clone gives the same bits).
 MIRRORED_ALWAYS_INLINE void scale_from_grid_body(const int64_t* sums, size_t n, int quantum, float* out) {
   const float scale = std::ldexp(1.0f, quantum);
-  for (size_t i = 0; i < n; ++i) out[i] = static_cast<float>(sums[i]) * scale;
+  // Whether any result is subnormal, as an OR over the run (a branch per value would not
+  // vectorise): magnitude bits in [1, 2^23) are the subnormals.
+  uint32_t any_subnormal = 0;
+  for (size_t i = 0; i < n; ++i) {
+    out[i] = static_cast<float>(sums[i]) * scale;
+    any_subnormal |= static_cast<uint32_t>(magnitude_bits(out[i]) - 1u < 0x7fffffu);
+  }
+  if (any_subnormal == 0) return;
   for (size_t i = 0; i < n; ++i)
     if (out[i] != 0.0f && std::fabs(out[i]) < 1.17549435e-38f) out[i] = grid_to_float_slow(sums[i], quantum);
 }
