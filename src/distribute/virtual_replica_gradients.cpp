@@ -38,31 +38,45 @@ void VirtualReplicaGradients::restart() {
 void VirtualReplicaGradients::begin(int index) {
   MIRRORED_CHECK(index >= 0 && index < local(), "virtual replica ", index, " of ", local());
   if (holder_ == index) return;
+  Tensor& grads = arena_.flat_grads();
   const bool resumed = started_[static_cast<size_t>(index)] != 0;
-  // The next replica's running sum replaces the arena's: restored from its slot, or zeros
-  // (restart() follows zero_grad(), so the first replica finds zeros).
-  if (holder_ >= 0) set_aside(holder_, !resumed);
-  if (resumed) kernels::copy(slots_[static_cast<size_t>(index)], arena_.flat_grads());
+  if (holder_ >= 0) set_aside(holder_);
+  // The next replica's running sum replaces the arena's: its slot's, or zeros (restart()
+  // follows zero_grad(), so the first replica finds zeros).
+  if (resumed) {
+    take_back(index);
+  } else if (holder_ >= 0) {
+    grads.zero();
+  }
   started_[static_cast<size_t>(index)] = 1;
   holder_ = index;
 }
 
-void VirtualReplicaGradients::set_aside(int replica, bool zero_after) {
+void VirtualReplicaGradients::set_aside(int replica) {
   Tensor& grads = arena_.flat_grads();
   Tensor& slot = slots_[static_cast<size_t>(replica)];
   if (!slot.defined()) slot = Tensor(grads.shape(), DType::kF32, grads.device());
   if (!grads.device().is_cpu()) {
     kernels::copy(grads, slot);
-    if (zero_after) grads.zero();
     return;
   }
-  // On the host the copy also finds the slot's largest magnitude per segment, so the exact
-  // sum does not read the slot again for its grids.
+  // On the host the arena and the slot exchange memory (every layer's gradient view
+  // follows): no copy. The slot is scanned for its largest magnitude per segment while
+  // backward's writes are still in cache, so the exact sum does not read it for its grids.
+  grads.swap_allocation(slot);
   const std::vector<size_t>& offsets = exact_sum_.layout().offsets;
   std::vector<uint32_t>& largest = largest_[static_cast<size_t>(replica)];
   largest.resize(offsets.size() - 1);
-  kernels::exact_grid_stash(grads.data<float>(), slot.data<float>(), offsets, zero_after, largest.data(),
-                            grads.device());
+  kernels::exact_grid_largest(slot.data<float>(), offsets, largest.data(), grads.device());
+}
+
+void VirtualReplicaGradients::take_back(int replica) {
+  Tensor& grads = arena_.flat_grads();
+  Tensor& slot = slots_[static_cast<size_t>(replica)];
+  if (grads.device().is_cpu())
+    grads.swap_allocation(slot);  // the slot keeps the arena's old memory, unused until set aside
+  else
+    kernels::copy(slot, grads);
 }
 
 void VirtualReplicaGradients::sum(comm::Communicator& comm, float scale) {

@@ -39,11 +39,10 @@ void exact_grid_exponents(const std::vector<const float*>& terms, const std::vec
   cpu::exact_grid_exponents(terms, offsets, known_largest, exponents);
 }
 
-void exact_grid_stash(float* source, float* slot, const std::vector<size_t>& offsets, bool zero_source,
-                      uint32_t* largest, Device device) {
-  check_segments("exact_grid_stash", offsets);
-  MIRRORED_CHECK(device.is_cpu(), "exact_grid_stash on ", device.str(), ": CPU only");
-  cpu::exact_grid_stash(source, slot, offsets, zero_source, largest);
+void exact_grid_largest(const float* x, const std::vector<size_t>& offsets, uint32_t* largest, Device device) {
+  check_segments("exact_grid_largest", offsets);
+  MIRRORED_CHECK(device.is_cpu(), "exact_grid_largest on ", device.str(), ": CPU only");
+  cpu::exact_grid_largest(x, offsets, largest);
 }
 
 void exact_grid_sums(const std::vector<const float*>& terms, const std::vector<size_t>& offsets,

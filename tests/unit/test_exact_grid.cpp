@@ -205,30 +205,25 @@ TEST(ExactGrid, CpuStagesMatchTheReferenceFormulasForAnyNumberOfTerms) {
   }
 }
 
-// Setting a term aside finds its largest magnitudes in the same pass, and the exponents
-// started from them are those of a scan over every term.
-TEST(ExactGrid, StashFindsTheLargestMagnitudesOfWhatItCopies) {
+// A term's largest magnitudes found when it is set aside give, with a scan of the other
+// terms, the exponents of a scan over every term.
+TEST(ExactGrid, LargestMagnitudesOfTermsSetAsideGiveTheExponentsOfAFullScan) {
   const GridCase c;
-  std::vector<float> source = c.terms[0], slot(c.count(), 7.0f);
-  std::vector<uint32_t> largest(c.segments(), 123u);
-  kernels::exact_grid_stash(source.data(), slot.data(), c.offsets, true, largest.data(), Device::cpu());
-  EXPECT_EQ(0, std::memcmp(slot.data(), c.terms[0].data(), slot.size() * sizeof(float)));
-  for (const float x : source) ASSERT_EQ(kernels::magnitude_bits(x), 0u) << "zeroed";
-  std::vector<float> kept = c.terms[1], kept_slot(c.count());
-  std::vector<uint32_t> kept_largest(c.segments());
-  kernels::exact_grid_stash(kept.data(), kept_slot.data(), c.offsets, false, kept_largest.data(), Device::cpu());
-  EXPECT_EQ(kept, c.terms[1]) << "not zeroed";
-  for (size_t s = 0; s < c.segments(); ++s) largest[s] = std::max(largest[s], kept_largest[s]);
-  // Terms 0 and 1 set aside, the others scanned: the exponents of all of them.
+  std::vector<uint32_t> known(c.segments()), second(c.segments());
+  kernels::exact_grid_largest(c.terms[0].data(), c.offsets, known.data(), Device::cpu());
+  kernels::exact_grid_largest(c.terms[1].data(), c.offsets, second.data(), Device::cpu());
+  EXPECT_EQ(known[3], 0u) << "zeros and -0";
+  EXPECT_EQ(known[1], kernels::magnitude_bits(std::ldexp(1.0f, 40)));
+  for (size_t s = 0; s < c.segments(); ++s) known[s] = std::max(known[s], second[s]);
   std::vector<const float*> rest, all;
   for (size_t t = 0; t < c.terms.size(); ++t) {
     all.push_back(c.terms[t].data());
     if (t >= 2) rest.push_back(c.terms[t].data());
   }
-  std::vector<int32_t> from_stash(c.segments()), from_scan(c.segments());
-  kernels::exact_grid_exponents(rest, c.offsets, largest.data(), from_stash.data(), Device::cpu());
+  std::vector<int32_t> from_known(c.segments()), from_scan(c.segments());
+  kernels::exact_grid_exponents(rest, c.offsets, known.data(), from_known.data(), Device::cpu());
   kernels::exact_grid_exponents(all, c.offsets, from_scan.data(), Device::cpu());
-  EXPECT_EQ(from_stash, from_scan);
+  EXPECT_EQ(from_known, from_scan);
 }
 
 class ExactGridOnCuda : public testing::CudaTest {};

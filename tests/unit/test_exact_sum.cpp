@@ -79,8 +79,8 @@ TEST(ExactSum, NonFiniteTermsPropagateInTheirSegmentOnly) {
   EXPECT_EQ(out[4], 1.0f);
 }
 
-// Terms set aside with kernels::exact_grid_stash, their largest magnitudes handed over: the
-// bits of the sum that scans every term, a NaN segment's float sum included.
+// Terms set aside with their largest magnitudes found (kernels::exact_grid_largest) and
+// handed over: the bits of the sum that scans every term, a NaN segment's float sum included.
 TEST(ExactSum, KnownLargestMagnitudesGiveTheBitsOfAFullScan) {
   std::mt19937 rng(9);
   std::normal_distribution<float> normal;
@@ -90,16 +90,14 @@ TEST(ExactSum, KnownLargestMagnitudesGiveTheBitsOfAFullScan) {
     for (auto& x : terms[t]) x = normal(rng) * std::ldexp(1.0f, static_cast<int>(rng() % 30) - 15 - 4 * static_cast<int>(t));
   terms[1][320] = std::numeric_limits<float>::quiet_NaN();
   const std::vector<float> want = sum_of(terms, offsets);
-  // Terms 0-3 set aside (copied into slots while their largest magnitudes are found), 4
-  // and 5 scanned by the sum; the output is the last term, as in the gradient arena.
-  std::vector<std::vector<float>> slots(4, std::vector<float>(offsets.back()));
+  // Terms 0-3 set aside with their largest magnitudes, 4 and 5 scanned by the sum; the
+  // output is the last term, as in the gradient arena.
   std::vector<uint32_t> known(offsets.size() - 1, 0), largest(offsets.size() - 1);
   std::vector<const float*> all;
   for (size_t t = 0; t < 4; ++t) {
-    std::vector<float> source = terms[t];
-    kernels::exact_grid_stash(source.data(), slots[t].data(), offsets, true, largest.data(), Device::cpu());
+    kernels::exact_grid_largest(terms[t].data(), offsets, largest.data(), Device::cpu());
     for (size_t s = 0; s < known.size(); ++s) known[s] = std::max(known[s], largest[s]);
-    all.push_back(slots[t].data());
+    all.push_back(terms[t].data());
   }
   std::vector<float> arena = terms[5];
   all.push_back(terms[4].data());

@@ -57,7 +57,7 @@ class ExactSum {
   // `comm`: two all-reduces (one small; a third, in float, when a segment is not finite).
   void operator()(const std::vector<const float*>& terms, float* out, Device device, Communicator& comm);
   // The same, where the largest magnitudes of some of `terms` were found as they were set
-  // aside (kernels::exact_grid_stash): known_largest[s] holds their largest magnitude's bits
+  // aside (kernels::exact_grid_largest): known_largest[s] holds their largest magnitude's bits
   // in segment s (host memory), and only `unscanned`, the other terms, are read for theirs.
   // The same bits as the call above. CPU buffers only.
   void operator()(const std::vector<const float*>& terms, const std::vector<const float*>& unscanned,

@@ -126,8 +126,7 @@ void exact_grid_exponents(const std::vector<const float*>& terms, const std::vec
 // The same, starting segment s from known_largest[s] (magnitude bits of terms scanned before).
 void exact_grid_exponents(const std::vector<const float*>& terms, const std::vector<size_t>& offsets,
                           const uint32_t* known_largest, int32_t* exponents);
-void exact_grid_stash(float* source, float* slot, const std::vector<size_t>& offsets, bool zero_source,
-                      uint32_t* largest);
+void exact_grid_largest(const float* x, const std::vector<size_t>& offsets, uint32_t* largest);
 void exact_grid_sums(const std::vector<const float*>& terms, const std::vector<size_t>& offsets,
                      const int32_t* exponents, int64_t total_terms, int64_t* sums);
 void exact_grid_plain_sums(const std::vector<const float*>& terms, const std::vector<size_t>& offsets,

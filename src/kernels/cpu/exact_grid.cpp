@@ -20,29 +20,6 @@ MIRRORED_ALWAYS_INLINE void largest_magnitude_bits_body(const float* x, size_t n
 }
 MIRRORED_SIMD_DISPATCH(largest_magnitude_bits, (const float* x, size_t n, uint32_t* best), (x, n, best))
 
-// slot = src, and *best = max(*best, the largest magnitude's bits there), in one pass;
-// src = 0 after when `zero_source`.
-MIRRORED_ALWAYS_INLINE void stash_scan_body(float* src, float* slot, size_t n, bool zero_source, uint32_t* best) {
-  uint32_t largest = *best;
-  if (zero_source) {
-    for (size_t i = 0; i < n; ++i) {
-      const float x = src[i];
-      slot[i] = x;
-      src[i] = 0.0f;
-      largest = std::max(largest, magnitude_bits(x));
-    }
-  } else {
-    for (size_t i = 0; i < n; ++i) {
-      const float x = src[i];
-      slot[i] = x;
-      largest = std::max(largest, magnitude_bits(x));
-    }
-  }
-  *best = largest;
-}
-MIRRORED_SIMD_DISPATCH(stash_scan, (float* src, float* slot, size_t n, bool zero_source, uint32_t* best),
-                       (src, slot, n, zero_source, best))
-
 // sums[i] (+)= the grid integers of kTerms terms' i-th values on the grid that `scale`
 // (2^-quantum) sets: up to four terms in one pass, so a value's int64 is loaded and stored
 // once per four terms, not once per term. Integer sums are exact in any order, so how the
@@ -149,11 +126,10 @@ void exact_grid_exponents(const std::vector<const float*>& terms, const std::vec
   exact_grid_exponents(terms, offsets, nullptr, exponents);
 }
 
-void exact_grid_stash(float* source, float* slot, const std::vector<size_t>& offsets, bool zero_source,
-                      uint32_t* largest) {
+void exact_grid_largest(const float* x, const std::vector<size_t>& offsets, uint32_t* largest) {
   for (size_t s = 0; s + 1 < offsets.size(); ++s) {
     largest[s] = 0;
-    stash_scan(source + offsets[s], slot + offsets[s], offsets[s + 1] - offsets[s], zero_source, &largest[s]);
+    largest_magnitude_bits(x + offsets[s], offsets[s + 1] - offsets[s], &largest[s]);
   }
 }
 
