@@ -35,17 +35,35 @@ ExactSum::ExactSum(ExactSumLayout layout) : layout_(std::move(layout)) {
                  layout_.total_terms, " terms (1 to 2^30)");
 }
 
-void ExactSum::operator()(const std::vector<const float*>& terms, float* out, Device device, Communicator& comm) {
+int32_t* ExactSum::prepare(Device device, Communicator& comm) {
   MIRRORED_CHECK(device.is_cpu() || comm.capabilities().device_buffers, "exact_sum of ", device.str(),
                  " buffers over the '", comm.backend(), "' communicator, which takes host buffers only");
   const std::vector<size_t>& offsets = layout_.offsets;
   const size_t segments = offsets.size() - 1, count = offsets.back();
   ensure_shape(exponents_, {static_cast<int64_t>(std::max<size_t>(segments, 1))}, DType::kI32, device);
   ensure_shape(sums_, {static_cast<int64_t>(std::max<size_t>(2 * count, 2))}, DType::kI32, device);
+  return exponents_.data<int32_t>();
+}
+
+void ExactSum::operator()(const std::vector<const float*>& terms, float* out, Device device, Communicator& comm) {
+  int32_t* exponents = prepare(device, comm);
+  kernels::exact_grid_exponents(terms, layout_.offsets, exponents, device);
+  sum_on_agreed_grids(terms, out, device, comm);
+}
+
+void ExactSum::operator()(const std::vector<const float*>& terms, const std::vector<const float*>& unscanned,
+                          const uint32_t* known_largest, float* out, Device device, Communicator& comm) {
+  int32_t* exponents = prepare(device, comm);
+  kernels::exact_grid_exponents(unscanned, layout_.offsets, known_largest, exponents, device);
+  sum_on_agreed_grids(terms, out, device, comm);
+}
+
+void ExactSum::sum_on_agreed_grids(const std::vector<const float*>& terms, float* out, Device device,
+                                   Communicator& comm) {
+  const std::vector<size_t>& offsets = layout_.offsets;
+  const size_t segments = offsets.size() - 1, count = offsets.back();
   int32_t* exponents = exponents_.data<int32_t>();
   auto* sums = reinterpret_cast<int64_t*>(sums_.data<int32_t>());
-
-  kernels::exact_grid_exponents(terms, offsets, exponents, device);
   comm.allreduce(exponents, segments, ReduceOp::kMax);
   // Whether any segment needs the float sum: the host decides, so read the exponents.
   const int32_t* agreed = exponents;

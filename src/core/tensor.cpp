@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <utility>
 
 #include "mirrored/core/cuda_memory.h"
 
@@ -63,6 +64,19 @@ Storage::~Storage() {
   } else {
     std::free(data_);
   }
+}
+
+void Storage::swap_allocation(Storage& other) {
+  MIRRORED_CHECK(bytes_ == other.bytes_ && device_ == other.device_, "swap_allocation of ", bytes_, " bytes on ",
+                 device_.str(), " with ", other.bytes_, " bytes on ", other.device_.str());
+  std::swap(data_, other.data_);
+}
+
+void Tensor::swap_allocation(Tensor& other) {
+  MIRRORED_CHECK(defined() && other.defined() && offset_ == 0 && other.offset_ == 0 &&
+                     bytes() == storage_->bytes() && other.bytes() == other.storage_->bytes(),
+                 "swap_allocation: both tensors must be whole allocations");
+  storage_->swap_allocation(*other.storage_);
 }
 
 Tensor::Tensor(Shape shape, DType dtype, Device device, NoZeroing) : shape_(std::move(shape)), dtype_(dtype) {

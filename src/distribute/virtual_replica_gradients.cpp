@@ -26,7 +26,7 @@ comm::ExactSumLayout tensor_segments(const nn::ParameterArena& arena, int64_t to
 
 VirtualReplicaGradients::VirtualReplicaGradients(nn::ParameterArena& arena, int local, int64_t total)
     : arena_(arena), slots_(static_cast<size_t>(local)), started_(static_cast<size_t>(local), 0),
-      exact_sum_(tensor_segments(arena, total)) {
+      largest_(static_cast<size_t>(local)), exact_sum_(tensor_segments(arena, total)) {
   MIRRORED_CHECK(local >= 1 && local <= total, local, " of ", total, " virtual replicas on one rank");
 }
 
@@ -37,20 +37,46 @@ void VirtualReplicaGradients::restart() {
 
 void VirtualReplicaGradients::begin(int index) {
   MIRRORED_CHECK(index >= 0 && index < local(), "virtual replica ", index, " of ", local());
-  Tensor& grads = arena_.flat_grads();
   if (holder_ == index) return;
-  if (holder_ >= 0) {
-    Tensor& slot = slots_[static_cast<size_t>(holder_)];
-    if (!slot.defined()) slot = Tensor(grads.shape(), DType::kF32, grads.device());
-    kernels::copy(grads, slot);
-  }
-  if (started_[static_cast<size_t>(index)]) {
-    kernels::copy(slots_[static_cast<size_t>(index)], grads);
+  Tensor& grads = arena_.flat_grads();
+  const bool resumed = started_[static_cast<size_t>(index)] != 0;
+  if (holder_ >= 0) set_aside(holder_);
+  // The next replica's running sum replaces the arena's: its slot's, or zeros (restart()
+  // follows zero_grad(), so the first replica finds zeros).
+  if (resumed) {
+    take_back(index);
   } else if (holder_ >= 0) {
-    grads.zero();  // restart() follows zero_grad(), so the first replica finds zeros
+    grads.zero();
   }
   started_[static_cast<size_t>(index)] = 1;
   holder_ = index;
+}
+
+void VirtualReplicaGradients::set_aside(int replica) {
+  Tensor& grads = arena_.flat_grads();
+  Tensor& slot = slots_[static_cast<size_t>(replica)];
+  if (!slot.defined()) slot = Tensor(grads.shape(), DType::kF32, grads.device());
+  if (!grads.device().is_cpu()) {
+    kernels::copy(grads, slot);
+    return;
+  }
+  // On the host the arena and the slot exchange memory (every layer's gradient view
+  // follows): no copy. The slot is scanned for its largest magnitude per segment while
+  // backward's writes are still in cache, so the exact sum does not read it for its grids.
+  grads.swap_allocation(slot);
+  const std::vector<size_t>& offsets = exact_sum_.layout().offsets;
+  std::vector<uint32_t>& largest = largest_[static_cast<size_t>(replica)];
+  largest.resize(offsets.size() - 1);
+  kernels::exact_grid_largest(slot.data<float>(), offsets, largest.data(), grads.device());
+}
+
+void VirtualReplicaGradients::take_back(int replica) {
+  Tensor& grads = arena_.flat_grads();
+  Tensor& slot = slots_[static_cast<size_t>(replica)];
+  if (grads.device().is_cpu())
+    grads.swap_allocation(slot);  // the slot keeps the arena's old memory, unused until set aside
+  else
+    kernels::copy(slot, grads);
 }
 
 void VirtualReplicaGradients::sum(comm::Communicator& comm, float scale) {
@@ -63,7 +89,22 @@ void VirtualReplicaGradients::sum(comm::Communicator& comm, float scale) {
   }
   // The arena is one of the terms and the output: exact_sum reads every term before it
   // writes a segment's result.
-  exact_sum_(terms, out, grads.device(), comm);
+  if (grads.device().is_cpu()) {
+    // The slots' largest magnitudes were found as they were set aside: only the arena's
+    // (the last replica's) are still to find.
+    const size_t segments = exact_sum_.layout().offsets.size() - 1;
+    known_largest_.assign(segments, 0);
+    for (int i = 0; i < local(); ++i) {
+      if (!started_[static_cast<size_t>(i)] || i == holder_) continue;
+      const std::vector<uint32_t>& largest = largest_[static_cast<size_t>(i)];
+      for (size_t s = 0; s < segments; ++s) known_largest_[s] = std::max(known_largest_[s], largest[s]);
+    }
+    std::vector<const float*> unscanned;
+    if (holder_ >= 0) unscanned.push_back(out);
+    exact_sum_(terms, unscanned, known_largest_.data(), out, grads.device(), comm);
+  } else {
+    exact_sum_(terms, out, grads.device(), comm);
+  }
   if (scale != 1.0f) kernels::scale(grads, scale);
 }
 

@@ -32,6 +32,19 @@ void exact_grid_exponents(const std::vector<const float*>& terms, const std::vec
   cpu::exact_grid_exponents(terms, offsets, exponents);
 }
 
+void exact_grid_exponents(const std::vector<const float*>& terms, const std::vector<size_t>& offsets,
+                          const uint32_t* known_largest, int32_t* exponents, Device device) {
+  check_segments("exact_grid_exponents", offsets);
+  MIRRORED_CHECK(device.is_cpu(), "exact_grid_exponents from known magnitudes on ", device.str(), ": CPU only");
+  cpu::exact_grid_exponents(terms, offsets, known_largest, exponents);
+}
+
+void exact_grid_largest(const float* x, const std::vector<size_t>& offsets, uint32_t* largest, Device device) {
+  check_segments("exact_grid_largest", offsets);
+  MIRRORED_CHECK(device.is_cpu(), "exact_grid_largest on ", device.str(), ": CPU only");
+  cpu::exact_grid_largest(x, offsets, largest);
+}
+
 void exact_grid_sums(const std::vector<const float*>& terms, const std::vector<size_t>& offsets,
                      const int32_t* exponents, int64_t total_terms, int64_t* sums, Device device) {
   check_segments("exact_grid_sums", offsets);

@@ -4,6 +4,7 @@
 // segments, rounded totals) on adversarial inputs. The GPU cases skip without a device.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -142,6 +143,87 @@ TEST(ExactGrid, CpuStagesOnAdversarialSegments) {
   EXPECT_TRUE(std::isnan(r.out[800]));
   EXPECT_EQ(r.out[1001], std::numeric_limits<float>::infinity());
   EXPECT_FALSE(std::signbit(r.out[700])) << "-0 terms sum to +0";
+}
+
+// The reference every CPU stage must match bit for bit: each value put on its segment's grid
+// with grid_integer, the integers added one term at a time, the total back with
+// grid_to_float (kernels/exact_grid.h), whatever the kernels group or vectorise.
+struct ReferenceStages {
+  std::vector<int32_t> exponents;
+  std::vector<int64_t> sums;
+  std::vector<float> out;
+};
+
+ReferenceStages reference_stages(const std::vector<std::vector<float>>& terms, const std::vector<size_t>& offsets,
+                                 int64_t total_terms) {
+  const size_t count = offsets.back();
+  ReferenceStages r{std::vector<int32_t>(offsets.size() - 1), std::vector<int64_t>(count, 0),
+                    std::vector<float>(count)};
+  for (size_t s = 0; s + 1 < offsets.size(); ++s) {
+    uint32_t largest = 0;
+    for (const auto& term : terms)
+      for (size_t i = offsets[s]; i < offsets[s + 1]; ++i) largest = std::max(largest, kernels::magnitude_bits(term[i]));
+    r.exponents[s] = kernels::grid_exponent(largest);
+    const bool on_grid = r.exponents[s] != kernels::kGridAllZero;
+    const int quantum = on_grid ? kernels::grid_quantum(r.exponents[s], total_terms) : 0;
+    const double scale = std::ldexp(1.0, -quantum);
+    for (size_t i = offsets[s]; i < offsets[s + 1]; ++i) {
+      if (on_grid)
+        for (const auto& term : terms) r.sums[i] += kernels::grid_integer(term[i], scale);
+      r.out[i] = kernels::grid_to_float(r.sums[i], quantum, std::ldexp(1.0f, quantum));
+    }
+  }
+  return r;
+}
+
+// 1 to 9 terms (the kernels take up to four at a time), segments of odd lengths (vector
+// tails), magnitudes from subnormal to 2^100 (the slow rounding outside the float scale).
+TEST(ExactGrid, CpuStagesMatchTheReferenceFormulasForAnyNumberOfTerms) {
+  const std::vector<size_t> offsets = {0, 1, 18, 2100, 2101, 4300, 4333, 4400};
+  const int scales[] = {0, -130, 100, -10, 20, -149, 5};
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal;
+  for (int count = 1; count <= 9; ++count) {
+    std::vector<std::vector<float>> terms(static_cast<size_t>(count), std::vector<float>(offsets.back()));
+    for (auto& term : terms)
+      for (size_t s = 0; s + 1 < offsets.size(); ++s)
+        for (size_t i = offsets[s]; i < offsets[s + 1]; ++i)
+          term[i] = std::ldexp(normal(rng), scales[s] + static_cast<int>(rng() % 5));
+    std::vector<const float*> pointers;
+    for (const auto& term : terms) pointers.push_back(term.data());
+    const int64_t total_terms = count + 3;  // as if other ranks held more
+    const ReferenceStages want = reference_stages(terms, offsets, total_terms);
+    std::vector<int32_t> exponents(offsets.size() - 1);
+    std::vector<int64_t> sums(offsets.back(), -1);
+    std::vector<float> out(offsets.back());
+    kernels::exact_grid_exponents(pointers, offsets, exponents.data(), Device::cpu());
+    ASSERT_EQ(exponents, want.exponents) << count << " terms";
+    kernels::exact_grid_sums(pointers, offsets, exponents.data(), total_terms, sums.data(), Device::cpu());
+    ASSERT_EQ(sums, want.sums) << count << " terms";
+    kernels::exact_grid_round(sums.data(), nullptr, offsets, exponents.data(), total_terms, out.data(), Device::cpu());
+    ASSERT_EQ(0, std::memcmp(out.data(), want.out.data(), out.size() * sizeof(float))) << count << " terms";
+  }
+}
+
+// A term's largest magnitudes found when it is set aside give, with a scan of the other
+// terms, the exponents of a scan over every term.
+TEST(ExactGrid, LargestMagnitudesOfTermsSetAsideGiveTheExponentsOfAFullScan) {
+  const GridCase c;
+  std::vector<uint32_t> known(c.segments()), second(c.segments());
+  kernels::exact_grid_largest(c.terms[0].data(), c.offsets, known.data(), Device::cpu());
+  kernels::exact_grid_largest(c.terms[1].data(), c.offsets, second.data(), Device::cpu());
+  EXPECT_EQ(known[3], 0u) << "zeros and -0";
+  EXPECT_EQ(known[1], kernels::magnitude_bits(std::ldexp(1.0f, 40)));
+  for (size_t s = 0; s < c.segments(); ++s) known[s] = std::max(known[s], second[s]);
+  std::vector<const float*> rest, all;
+  for (size_t t = 0; t < c.terms.size(); ++t) {
+    all.push_back(c.terms[t].data());
+    if (t >= 2) rest.push_back(c.terms[t].data());
+  }
+  std::vector<int32_t> from_known(c.segments()), from_scan(c.segments());
+  kernels::exact_grid_exponents(rest, c.offsets, known.data(), from_known.data(), Device::cpu());
+  kernels::exact_grid_exponents(all, c.offsets, from_scan.data(), Device::cpu());
+  EXPECT_EQ(from_known, from_scan);
 }
 
 class ExactGridOnCuda : public testing::CudaTest {};

@@ -5,12 +5,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
 
 #include "mirrored/comm/exact_sum.h"
 #include "mirrored/comm/local_communicator.h"
+#include "mirrored/kernels/kernels.h"
 #include "mirrored/nn/builders.h"
 #include "mirrored/nn/loss.h"
 
@@ -75,6 +77,37 @@ TEST(ExactSum, NonFiniteTermsPropagateInTheirSegmentOnly) {
   EXPECT_EQ(out[2], inf);
   EXPECT_TRUE(std::isnan(out[3]));
   EXPECT_EQ(out[4], 1.0f);
+}
+
+// Terms set aside with their largest magnitudes found (kernels::exact_grid_largest) and
+// handed over: the bits of the sum that scans every term, a NaN segment's float sum included.
+TEST(ExactSum, KnownLargestMagnitudesGiveTheBitsOfAFullScan) {
+  std::mt19937 rng(9);
+  std::normal_distribution<float> normal;
+  const std::vector<size_t> offsets = {0, 40, 41, 300, 333};
+  std::vector<std::vector<float>> terms(6, std::vector<float>(offsets.back()));
+  for (size_t t = 0; t < terms.size(); ++t)
+    for (auto& x : terms[t]) x = normal(rng) * std::ldexp(1.0f, static_cast<int>(rng() % 30) - 15 - 4 * static_cast<int>(t));
+  terms[1][320] = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> want = sum_of(terms, offsets);
+  // Terms 0-3 set aside with their largest magnitudes, 4 and 5 scanned by the sum; the
+  // output is the last term, as in the gradient arena.
+  std::vector<uint32_t> known(offsets.size() - 1, 0), largest(offsets.size() - 1);
+  std::vector<const float*> all;
+  for (size_t t = 0; t < 4; ++t) {
+    kernels::exact_grid_largest(terms[t].data(), offsets, largest.data(), Device::cpu());
+    for (size_t s = 0; s < known.size(); ++s) known[s] = std::max(known[s], largest[s]);
+    all.push_back(terms[t].data());
+  }
+  std::vector<float> arena = terms[5];
+  all.push_back(terms[4].data());
+  all.push_back(arena.data());
+  comm::LocalCommunicator local;
+  comm::ExactSum sum({offsets, static_cast<int64_t>(terms.size())});
+  sum(all, {terms[4].data(), arena.data()}, known.data(), arena.data(), Device::cpu(), local);
+  ASSERT_EQ(arena.size(), want.size());
+  EXPECT_EQ(0, std::memcmp(arena.data(), want.data(), want.size() * sizeof(float)));
+  EXPECT_TRUE(std::isnan(arena[320]));
 }
 
 TEST(ExactSum, OrderOfTermsDoesNotChangeTheBits) {

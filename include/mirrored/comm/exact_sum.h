@@ -49,14 +49,26 @@ struct ExactSumLayout {
 class ExactSum {
  public:
   explicit ExactSum(ExactSumLayout layout);
+  const ExactSumLayout& layout() const { return layout_; }
 
   // out[i] = the sum of terms[t][i] over this rank's terms and every other rank's, rounded
   // to float once per segment's grid. `terms` may be empty on a rank (it contributes
   // nothing); `out` may be one of them. Every buffer lives on `device`. Collective over
   // `comm`: two all-reduces (one small; a third, in float, when a segment is not finite).
   void operator()(const std::vector<const float*>& terms, float* out, Device device, Communicator& comm);
+  // The same, where the largest magnitudes of some of `terms` were found as they were set
+  // aside (kernels::exact_grid_largest): known_largest[s] holds their largest magnitude's bits
+  // in segment s (host memory), and only `unscanned`, the other terms, are read for theirs.
+  // The same bits as the call above. CPU buffers only.
+  void operator()(const std::vector<const float*>& terms, const std::vector<const float*>& unscanned,
+                  const uint32_t* known_largest, float* out, Device device, Communicator& comm);
 
  private:
+  // The working buffers on `device`; returns the exponents'.
+  int32_t* prepare(Device device, Communicator& comm);
+  // From the local exponents on: agree on them, sum on their grids, round into `out`.
+  void sum_on_agreed_grids(const std::vector<const float*>& terms, float* out, Device device, Communicator& comm);
+
   ExactSumLayout layout_;
   // On the device of the last call: exponents (int32, a segment each), sums (int64 values
   // held in an int32 tensor of twice the length: Tensor has no 64-bit integer type),

@@ -38,6 +38,9 @@ class Storage {
   void* data() const { return data_; }
   size_t bytes() const { return bytes_; }
   Device device() const { return device_; }
+  // Exchanges the two allocations (same size and device): every tensor viewing either
+  // storage then sees the other's memory, without a byte copied.
+  void swap_allocation(Storage& other);
 
  private:
   void* data_ = nullptr;
@@ -85,6 +88,9 @@ class Tensor {
   // Entries [first, first + count) along dimension 0 (a view): one group of a batch.
   Tensor rows(int64_t first, int64_t count) const;
   Tensor clone() const;
+  // Exchanges the memory behind this tensor and `other`, both whole allocations of the same
+  // size on the same device (Storage::swap_allocation): views of either follow the swap.
+  void swap_allocation(Tensor& other);
   void zero();  // on a GPU: queued on the compute stream, like the constructor's zeroing
 
   std::vector<float> to_vector() const;  // copies to the host

@@ -10,9 +10,11 @@
 //
 // The arena's gradient buffer is the working buffer backward accumulates into; it belongs
 // to one virtual replica at a time. Switching to another saves it to that replica's slot
-// and restores (or zeroes) the next one's: with one micro-batch per step that is one copy
-// per virtual replica after the first; memory is one gradient-sized slot per virtual
-// replica on this rank beyond the first.
+// and restores (or zeroes) the next one's. On the host saving and restoring exchange the
+// memory behind the arena's gradient with the slot's (Tensor::swap_allocation: the layers'
+// gradient views follow), so a switch costs a zeroing and one read of the saved gradient
+// for its largest magnitudes, which set the exact sum's grids; on a GPU it is a copy.
+// Memory is one gradient-sized slot per virtual replica on this rank beyond the first.
 #include <cstdint>
 #include <vector>
 
@@ -39,10 +41,19 @@ class VirtualReplicaGradients {
   void sum(comm::Communicator& comm, float scale);
 
  private:
+  // The arena's gradient into `replica`'s slot (host: the two exchange memory).
+  void set_aside(int replica);
+  // `replica`'s slot back into the arena's gradient.
+  void take_back(int replica);
+
   nn::ParameterArena& arena_;
   std::vector<Tensor> slots_;     // slot i: replica i's running sum while another holds the arena
   std::vector<char> started_;     // replica i has had a backward pass since restart()
   int holder_ = -1;               // the replica whose sum is in the arena's gradient
+  // Host gradients: largest_[i][s], the largest magnitude's bits in segment s of slot i, found
+  // when it was set aside; known_largest_, their maximum over the slots, for the exact sum.
+  std::vector<std::vector<uint32_t>> largest_;
+  std::vector<uint32_t> known_largest_;
   comm::ExactSum exact_sum_;  // one segment, so one grid, per parameter tensor
 };
 

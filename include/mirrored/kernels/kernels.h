@@ -66,6 +66,14 @@ void from_bf16(const uint16_t* wire, float* x, int64_t n, Device device, float a
 // exponents[s] = grid_exponent of the largest magnitude in segment s over every term.
 void exact_grid_exponents(const std::vector<const float*>& terms, const std::vector<size_t>& offsets,
                           int32_t* exponents, Device device);
+// CPU buffers only: the same where the largest magnitudes of other terms, set aside earlier,
+// are known: segment s starts from known_largest[s] (magnitude_bits, host memory).
+void exact_grid_exponents(const std::vector<const float*>& terms, const std::vector<size_t>& offsets,
+                          const uint32_t* known_largest, int32_t* exponents, Device device);
+// CPU buffers only: largest[s] = the largest magnitude's bits (magnitude_bits) in segment s
+// of x. A term set aside until the exact sum (distribute/virtual_replica_gradients.h) is
+// scanned while it is still in cache, and not read again to find its grid.
+void exact_grid_largest(const float* x, const std::vector<size_t>& offsets, uint32_t* largest, Device device);
 // sums[i] = the terms' i-th values on segment s's grid (exponents[s], agreed over ranks),
 // as integers added up; 0 where the segment is all zero or not finite.
 void exact_grid_sums(const std::vector<const float*>& terms, const std::vector<size_t>& offsets,

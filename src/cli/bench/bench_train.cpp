@@ -75,6 +75,15 @@ long minor_page_faults() {
   return usage.ru_minflt;
 }
 
+// This process's CPU time (user and system, every thread), in seconds: what a step costs
+// when the host is shared, which stretches wall time but not the cycles a step needs.
+double cpu_seconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec); };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
 // The gradient reducer's statistics summed over the timed steps. Entry times are kept
 // per step and bucket, so one collective at the end finds the peer wait of every bucket
 // of every step without perturbing the steps themselves.
@@ -98,6 +107,7 @@ class StepTimer final : public train::Callback {
     timed_ = step >= warmup_;
     if (step == warmup_) {
       faults_before_ = minor_page_faults();
+      cpu_before_ = cpu_seconds();
       collectives_before_ = collectives_issued(ctx);
       copies_before_ = ctx.shard_copies ? ctx.shard_copies->seconds_in_step() : 0.0;
     }
@@ -129,6 +139,7 @@ class StepTimer final : public train::Callback {
   train::StepLosses* last_losses_ = nullptr;
   int64_t last_index_ = 0;
   long faults_before_ = 0;
+  double cpu_before_ = 0.0;  // cpu_seconds() when the timed steps began
   uint64_t collectives_before_ = 0;
   double copies_before_ = 0.0;  // ShardCopies::seconds_in_step() when the timed steps began
   CommTotals comm_;
@@ -142,7 +153,8 @@ void StepTimer::on_train_end(train::TrainContext& ctx, const train::TrainSummary
   // Averages over ranks: one all-reduce of every figure.
   constexpr int kComm = kPhases + 3;  // comm, peer wait, copies, exposed
   constexpr int kShardCopies = kComm + 4;
-  double figures[kShardCopies + 1];
+  constexpr int kCpu = kShardCopies + 1;
+  double figures[kCpu + 1];
   for (int p = 0; p < kPhases; ++p) figures[p] = seconds_[p];
   figures[kPhases] = step_seconds_;
   figures[kPhases + 1] = static_cast<double>(minor_page_faults() - faults_before_);
@@ -152,7 +164,8 @@ void StepTimer::on_train_end(train::TrainContext& ctx, const train::TrainSummary
   figures[kComm + 2] = comm_.sum.transform_seconds;
   figures[kComm + 3] = comm_.sum.exposed_seconds;
   figures[kShardCopies] = ctx.shard_copies ? ctx.shard_copies->seconds_in_step() - copies_before_ : 0.0;
-  ctx.strategy.communicator().allreduce(figures, kShardCopies + 1, comm::ReduceOp::kMean);
+  figures[kCpu] = cpu_seconds() - cpu_before_;
+  ctx.strategy.communicator().allreduce(figures, kCpu + 1, comm::ReduceOp::kMean);
   const double steps = static_cast<double>(steps_);
   const double ms_per_step = figures[kPhases] / steps * 1e3;
   const double samples_per_sec = static_cast<double>(samples_per_step_) * steps / figures[kPhases];
@@ -180,6 +193,9 @@ void StepTimer::on_train_end(train::TrainContext& ctx, const train::TrainSummary
                         ms(kComm + 3)));
   }
   chief_print(str_cat("  page faults/step/rank: ", fixed(figures[kPhases + 1] / steps, 1)));
+  // Includes the time ranks spend polling in collectives (MPI waits by spinning).
+  chief_print(str_cat("  cpu ms/step/rank (user + system, all threads, mean over ranks): ",
+                      fixed(figures[kCpu] / steps * 1e3, 3)));
   // on_failure = shrink with sharded state: the shard copies' time in the step (packing,
   // starting the exchange, waiting for the one in flight; distribute/shard_copies.h).
   if (ctx.shard_copies)

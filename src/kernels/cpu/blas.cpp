@@ -8,6 +8,7 @@
 #endif
 
 #include <algorithm>
+#include <cstring>
 
 #include "mirrored/core/error.h"
 #include "cpu_kernels.h"
@@ -34,13 +35,41 @@ void sgemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, 
               blas_int(lda), b, blas_int(ldb), beta, c, blas_int(ldc));
 }
 
+// c's rows [0, m) x columns [0, n) = +0 (c's row stride is ldc).
+void zero_rows(int64_t m, int64_t n, float* c, int64_t ldc) {
+  if (ldc == n) {
+    std::memset(c, 0, static_cast<size_t>(m * n) * sizeof(float));
+    return;
+  }
+  for (int64_t i = 0; i < m; ++i) std::memset(c + i * ldc, 0, static_cast<size_t>(n) * sizeof(float));
+}
+
+// Whether a product asking for beta = 0 may instead get c zeroed here and beta = 1. With
+// beta = 0 OpenBLAS first stores +0 over each tile of c (sgemm_beta: a strided pass per
+// tile, costlier than the tile's product on a virtual replica's small products), then adds
+// alpha x the product to it; zeroing c once and asking for c + alpha x the product gives
+// the same bits, because every route the call can take then adds that product to +0 alike:
+// the packed kernels (which skip the beta pass for beta = 1) and the small-matrix kernels,
+// whose choice depends on the shape and transposes only, not on beta (OpenBLAS 0.3.21,
+// kernel/x86_64/sgemm_small_kernel_permit_skylakex.c), and which never produce -0 from a
+// +0 start. Not for two untransposed operands: builds with the direct AVX-512 sgemm
+// (USE_SGEMM_KERNEL_DIRECT) route those with beta = 0 and alpha = 1 to another kernel.
+bool zero_c_here(bool transpose_a, bool transpose_b, float beta) {
+  return beta == 0.0f && (transpose_a || transpose_b);
+}
+
 // OpenBLAS on several threads splits a product by rows and columns depending on the
 // thread count, and on some cores (Zen) its kernels round a row differently in blocks of
 // other heights: the bits then depend on --threads. Here every tile is one single-threaded
-// sgemm of a fixed shape, whichever thread runs it, so the bits do not.
+// sgemm of a fixed shape, whichever thread runs it, so the bits do not. `zero_c` (see
+// zero_c_here): c is zeroed first and each tile asks for beta = 1.
 void tiled_sgemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-                 int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+                 int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc, bool zero_c) {
   const int64_t tiles = (n + kTileColumns - 1) / kTileColumns;
+  if (zero_c) {
+    zero_rows(m, n, c, ldc);
+    beta = 1.0f;
+  }
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) if (tiles > 1 && g_threads > 1)
 #endif
@@ -66,9 +95,16 @@ void gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, f
     return;
   }
   if (g_thread_invariant)
-    tiled_sgemm(transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    tiled_sgemm(transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
+                zero_c_here(transpose_a, transpose_b, beta));
   else
     sgemm(transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void gemm_tiles_as_asked(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
+                         const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  MIRRORED_CHECK(g_thread_invariant && m > 0 && n > 0 && k > 0, "gemm_tiles_as_asked: thread-invariant, non-empty");
+  tiled_sgemm(transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, false);
 }
 
 void set_threads(int threads) {

@@ -24,6 +24,11 @@ void gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, f
 // convolutions included, are the same at any thread count (blas.cpp).
 void set_thread_invariant(bool on);
 bool thread_invariant();
+// Thread-invariant mode's products as they ran before gemm zeroed c itself for beta = 0
+// (blas.cpp, zero_c_here): every 64-column tile asks OpenBLAS for the caller's beta. The
+// reference the unit tests hold gemm to, bit for bit.
+void gemm_tiles_as_asked(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
+                         const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 // Whether this CPU multiplies bfloat16 natively (AVX512-BF16 or AMX-BF16).
 bool native_bf16();
 
@@ -118,6 +123,10 @@ void scale_by_clip(float* x, int64_t n, float sum_squares, float max_norm, float
 // Exact sums' grid conversions (kernels.h, "exact_grid_*"); exact_grid.cpp.
 void exact_grid_exponents(const std::vector<const float*>& terms, const std::vector<size_t>& offsets,
                           int32_t* exponents);
+// The same, starting segment s from known_largest[s] (magnitude bits of terms scanned before).
+void exact_grid_exponents(const std::vector<const float*>& terms, const std::vector<size_t>& offsets,
+                          const uint32_t* known_largest, int32_t* exponents);
+void exact_grid_largest(const float* x, const std::vector<size_t>& offsets, uint32_t* largest);
 void exact_grid_sums(const std::vector<const float*>& terms, const std::vector<size_t>& offsets,
                      const int32_t* exponents, int64_t total_terms, int64_t* sums);
 void exact_grid_plain_sums(const std::vector<const float*>& terms, const std::vector<size_t>& offsets,

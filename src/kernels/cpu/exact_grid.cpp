@@ -20,23 +20,92 @@ MIRRORED_ALWAYS_INLINE void largest_magnitude_bits_body(const float* x, size_t n
 }
 MIRRORED_SIMD_DISPATCH(largest_magnitude_bits, (const float* x, size_t n, uint32_t* best), (x, n, best))
 
-// sums[i] += x[i] on the grid that `scale` (2^-quantum) sets.
-MIRRORED_ALWAYS_INLINE void add_to_grid_body(const float* x, size_t n, double scale, int64_t* sums) {
-  for (size_t i = 0; i < n; ++i) sums[i] += grid_integer(x[i], scale);
+// sums[i] (+)= the grid integers of kTerms terms' i-th values on the grid that `scale`
+// (2^-quantum) sets: up to four terms in one pass, so a value's int64 is loaded and stored
+// once per four terms, not once per term. Integer sums are exact in any order, so how the
+// terms are grouped does not change a bit.
+template <int kTerms, bool kAccumulate>
+MIRRORED_ALWAYS_INLINE void grid_terms_body(const float* const* terms, size_t n, double scale, int64_t* sums) {
+  const float* x[kTerms];
+  for (int t = 0; t < kTerms; ++t) x[t] = terms[t];
+  for (size_t i = 0; i < n; ++i) {
+    int64_t sum = kAccumulate ? sums[i] : 0;
+    for (int t = 0; t < kTerms; ++t) sum += grid_integer(x[t][i], scale);
+    sums[i] = sum;
+  }
 }
-MIRRORED_SIMD_DISPATCH(add_to_grid, (const float* x, size_t n, double scale, int64_t* sums), (x, n, scale, sums))
+using GridTerms = void (*)(const float* const* terms, size_t n, double scale, int64_t* sums);
+#define MIRRORED_GRID_TERMS(count, accumulate, name)                                                      \
+  MIRRORED_ALWAYS_INLINE void name##_body(const float* const* terms, size_t n, double scale, int64_t* sums) { \
+    grid_terms_body<count, accumulate>(terms, n, scale, sums);                                                \
+  }                                                                                                           \
+  MIRRORED_SIMD_DISPATCH(name, (const float* const* terms, size_t n, double scale, int64_t* sums),            \
+                         (terms, n, scale, sums))
+MIRRORED_GRID_TERMS(1, false, grid_set1)
+MIRRORED_GRID_TERMS(2, false, grid_set2)
+MIRRORED_GRID_TERMS(3, false, grid_set3)
+MIRRORED_GRID_TERMS(4, false, grid_set4)
+MIRRORED_GRID_TERMS(1, true, grid_add1)
+MIRRORED_GRID_TERMS(2, true, grid_add2)
+MIRRORED_GRID_TERMS(3, true, grid_add3)
+MIRRORED_GRID_TERMS(4, true, grid_add4)
+#undef MIRRORED_GRID_TERMS
+constexpr GridTerms kGridSet[4] = {grid_set1, grid_set2, grid_set3, grid_set4};
+constexpr GridTerms kGridAdd[4] = {grid_add1, grid_add2, grid_add3, grid_add4};
 
-// grid_to_float over a run, in two passes so the first vectorises: the product by the
-// float power of two, then the rare subnormal results redone.
+// sums[i] = every term's integer at i added, over the n values from `begin`.
+void sum_on_grid(const std::vector<const float*>& terms, size_t begin, size_t n, double scale, int64_t* sums) {
+  const float* group[4];
+  for (size_t first = 0; first < terms.size(); first += 4) {
+    const size_t count = std::min<size_t>(4, terms.size() - first);
+    for (size_t t = 0; t < count; ++t) group[t] = terms[first + t] + begin;
+    (first == 0 ? kGridSet : kGridAdd)[count - 1](group, n, scale, sums + begin);
+  }
+}
+
+// out[i] = sums[i] as float (rounded to nearest once) times `quantum`'s float power of two;
+// then the rare results that are subnormal, where the product rounded a second time, redone
+// with ldexp. Converting int64 to float in vectors needs AVX512DQ, so that is a clone of its
+// own (the vector conversion rounds as the scalar one does: every clone gives the same bits).
+MIRRORED_ALWAYS_INLINE void scale_from_grid_body(const int64_t* sums, size_t n, int quantum, float* out) {
+  const float scale = std::ldexp(1.0f, quantum);
+  // Whether any result is subnormal, as an OR over the run (a branch per value would not
+  // vectorise): magnitude bits in [1, 2^23) are the subnormals.
+  uint32_t any_subnormal = 0;
+  for (size_t i = 0; i < n; ++i) {
+    out[i] = static_cast<float>(sums[i]) * scale;
+    any_subnormal |= static_cast<uint32_t>(magnitude_bits(out[i]) - 1u < 0x7fffffu);
+  }
+  if (any_subnormal == 0) return;
+  for (size_t i = 0; i < n; ++i)
+    if (out[i] != 0.0f && std::fabs(out[i]) < 1.17549435e-38f) out[i] = grid_to_float_slow(sums[i], quantum);
+}
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+__attribute__((target("avx512f,avx512dq"))) void scale_from_grid_avx512dq(const int64_t* sums, size_t n, int quantum,
+                                                                          float* out) {
+  scale_from_grid_body(sums, n, quantum, out);
+}
+void scale_from_grid(const int64_t* sums, size_t n, int quantum, float* out) {
+  static const bool dq = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
+  }();
+  if (dq) return scale_from_grid_avx512dq(sums, n, quantum, out);
+  scale_from_grid_body(sums, n, quantum, out);
+}
+#else
+void scale_from_grid(const int64_t* sums, size_t n, int quantum, float* out) {
+  scale_from_grid_body(sums, n, quantum, out);
+}
+#endif
+
+// grid_to_float over a run.
 void round_from_grid(const int64_t* sums, size_t n, int quantum, float* out) {
   if (!grid_scale_is_float(quantum)) {
     for (size_t i = 0; i < n; ++i) out[i] = grid_to_float_slow(sums[i], quantum);
     return;
   }
-  const float scale = std::ldexp(1.0f, quantum);
-  for (size_t i = 0; i < n; ++i) out[i] = static_cast<float>(sums[i]) * scale;
-  for (size_t i = 0; i < n; ++i)
-    if (out[i] != 0.0f && std::fabs(out[i]) < 1.17549435e-38f) out[i] = grid_to_float_slow(sums[i], quantum);
+  scale_from_grid(sums, n, quantum, out);
 }
 
 bool summed_on_grid(int32_t exponent) { return exponent != kGridAllZero && exponent != kGridNonFinite; }
@@ -44,26 +113,38 @@ bool summed_on_grid(int32_t exponent) { return exponent != kGridAllZero && expon
 }  // namespace
 
 void exact_grid_exponents(const std::vector<const float*>& terms, const std::vector<size_t>& offsets,
-                          int32_t* exponents) {
+                          const uint32_t* known_largest, int32_t* exponents) {
   for (size_t s = 0; s + 1 < offsets.size(); ++s) {
-    uint32_t largest = 0;
+    uint32_t largest = known_largest ? known_largest[s] : 0;
     for (const float* term : terms) largest_magnitude_bits(term + offsets[s], offsets[s + 1] - offsets[s], &largest);
     exponents[s] = grid_exponent(largest);
   }
 }
 
+void exact_grid_exponents(const std::vector<const float*>& terms, const std::vector<size_t>& offsets,
+                          int32_t* exponents) {
+  exact_grid_exponents(terms, offsets, nullptr, exponents);
+}
+
+void exact_grid_largest(const float* x, const std::vector<size_t>& offsets, uint32_t* largest) {
+  for (size_t s = 0; s + 1 < offsets.size(); ++s) {
+    largest[s] = 0;
+    largest_magnitude_bits(x + offsets[s], offsets[s + 1] - offsets[s], &largest[s]);
+  }
+}
+
 void exact_grid_sums(const std::vector<const float*>& terms, const std::vector<size_t>& offsets,
                      const int32_t* exponents, int64_t total_terms, int64_t* sums) {
-  std::fill(sums, sums + offsets.back(), int64_t{0});
   for (size_t s = 0; s + 1 < offsets.size(); ++s) {
-    if (!summed_on_grid(exponents[s])) continue;
+    if (terms.empty() || !summed_on_grid(exponents[s])) {
+      std::fill(sums + offsets[s], sums + offsets[s + 1], int64_t{0});
+      continue;
+    }
     const double scale = std::ldexp(1.0, -grid_quantum(exponents[s], total_terms));
     // Block by block, every term into the block's sums while they are in cache.
     constexpr size_t kBlock = 2048;
-    for (size_t begin = offsets[s]; begin < offsets[s + 1]; begin += kBlock) {
-      const size_t n = std::min(kBlock, offsets[s + 1] - begin);
-      for (const float* term : terms) add_to_grid(term + begin, n, scale, sums + begin);
-    }
+    for (size_t begin = offsets[s]; begin < offsets[s + 1]; begin += kBlock)
+      sum_on_grid(terms, begin, std::min(kBlock, offsets[s + 1] - begin), scale, sums);
   }
 }
 
