@@ -137,9 +137,39 @@ void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta
                           mean.data<float>(), rstd.data<float>());
 }
 
-void layer_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean,
-                         const Tensor& rstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta, Tensor& workspace) {
-  const char* op = "layer_norm_backward";
+void add_layer_norm_forward(const Tensor& a, const Tensor& b, const Tensor& gamma, const Tensor& beta, float eps,
+                            Tensor& sum, Tensor& y, Tensor& mean, Tensor& rstd) {
+  const char* op = "add_layer_norm_forward";
+  const bool cuda = transformer_on_cuda(op, {&a, &b, &gamma, &beta, &sum, &y, &mean, &rstd});
+  require_floats(op, {&a, &b, &sum});
+  require_shape(op, "b", b, a.shape());
+  require_shape(op, "sum", sum, a.shape());
+  if (cuda) {
+    // Two kernels on a GPU: the fusion saves the CPU a pass over memory.
+    add(a, b, sum);
+    layer_norm_forward(sum, gamma, beta, eps, y, mean, rstd);
+    return;
+  }
+  require_floats(op, {&gamma, &beta, &y, &mean, &rstd});
+  const Rows r = rows_of(op, a);
+  require_shape(op, "gamma", gamma, {r.c});
+  require_shape(op, "beta", beta, {r.c});
+  require_shape(op, "y", y, a.shape());
+  require_shape(op, "mean", mean, {r.rows});
+  require_shape(op, "rstd", rstd, {r.rows});
+  MIRRORED_CHECK(eps > 0.0f, op, ": eps ", eps, " must be positive");
+  cpu::add_layer_norm_forward(a.data<float>(), b.data<float>(), gamma.data<float>(), beta.data<float>(), eps, r.rows,
+                              r.c, sum.data<float>(), y.data<float>(), mean.data<float>(), rstd.data<float>());
+}
+
+namespace {
+
+// layer_norm_backward with dx = dresidual + the layer norm's input gradient (dresidual null:
+// the plain backward).
+void layer_norm_backward_plus(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean,
+                              const Tensor& rstd, const Tensor* dresidual, Tensor& dx, Tensor& dgamma, Tensor& dbeta,
+                              Tensor& workspace) {
+  const char* op = dresidual ? "layer_norm_backward_add" : "layer_norm_backward";
   const bool cuda = transformer_on_cuda(op, {&x, &dy, &gamma, &mean, &rstd, &dx, &dgamma, &dbeta});
   require_floats(op, {&x, &dy, &gamma, &mean, &rstd, &dx, &dgamma, &dbeta});
   const Rows r = rows_of(op, x);
@@ -150,20 +180,41 @@ void layer_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma,
   require_shape(op, "dbeta", dbeta, {r.c});
   require_shape(op, "mean", mean, {r.rows});
   require_shape(op, "rstd", rstd, {r.rows});
+  if (dresidual) {
+    MIRRORED_CHECK(dresidual->device() == x.device(), op, ": dresidual on ", dresidual->device().str(),
+                   ", x on ", x.device().str());
+    require_floats(op, {dresidual});
+    require_shape(op, "dresidual", *dresidual, x.shape());
+  }
 #ifdef MIRRORED_WITH_CUDA
   if (cuda) {
     ensure_shape(workspace, {cuda::layer_norm_backward_workspace_floats(r.rows, r.c)}, DType::kF32, x.device());
-    MIRRORED_TRANSFORMER_CUDA(x, layer_norm_backward, x.data<float>(), dy.data<float>(), gamma.data<float>(),
+    cuda::layer_norm_backward(cuda::context(x.device().index), x.data<float>(), dy.data<float>(), gamma.data<float>(),
                               mean.data<float>(), rstd.data<float>(), r.rows, r.c, dx.data<float>(),
                               dgamma.data<float>(), dbeta.data<float>(), workspace.data<float>());
+    if (dresidual) add(*dresidual, dx, dx);
+    return;
   }
 #else
   (void)cuda;
   (void)workspace;
 #endif
   cpu::layer_norm_backward(x.data<float>(), dy.data<float>(), gamma.data<float>(), mean.data<float>(),
-                           rstd.data<float>(), r.rows, r.c, dx.data<float>(), dgamma.data<float>(),
-                           dbeta.data<float>());
+                           rstd.data<float>(), dresidual ? dresidual->data<float>() : nullptr, r.rows, r.c,
+                           dx.data<float>(), dgamma.data<float>(), dbeta.data<float>());
+}
+
+}  // namespace
+
+void layer_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean,
+                         const Tensor& rstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta, Tensor& workspace) {
+  layer_norm_backward_plus(x, dy, gamma, mean, rstd, nullptr, dx, dgamma, dbeta, workspace);
+}
+
+void layer_norm_backward_add(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean,
+                             const Tensor& rstd, const Tensor& dresidual, Tensor& dx, Tensor& dgamma, Tensor& dbeta,
+                             Tensor& workspace) {
+  layer_norm_backward_plus(x, dy, gamma, mean, rstd, &dresidual, dx, dgamma, dbeta, workspace);
 }
 
 void gelu_forward(const Tensor& x, Tensor& y) {

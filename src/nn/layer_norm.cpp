@@ -35,6 +35,25 @@ const Tensor& LayerNorm::forward(const Tensor& x, Mode /*mode*/) {
   return output_;
 }
 
+const Tensor& LayerNorm::forward_sum(const Tensor& a, const Tensor& b, Tensor& sum) {
+  MIRRORED_CHECK(a.rank() >= 2 && a.shape().back() == gamma_.numel(), "LayerNorm expects [..., ", gamma_.numel(),
+                 "], got ", shape_str(a.shape()));
+  const int64_t rows = a.numel() / gamma_.numel();
+  ensure_shape(sum, a.shape(), DType::kF32, a.device());
+  ensure_shape(output_, a.shape(), DType::kF32, a.device());
+  ensure_shape(mean_, {rows}, DType::kF32, a.device());
+  ensure_shape(rstd_, {rows}, DType::kF32, a.device());
+  kernels::add_layer_norm_forward(a, b, gamma_, beta_, eps_, sum, output_, mean_, rstd_);
+  input_ = sum;
+  return output_;
+}
+
+const Tensor& LayerNorm::backward_add(const Tensor& dy, const Tensor& dresidual) {
+  ensure_shape(dinput_, dy.shape(), DType::kF32, dy.device());
+  kernels::layer_norm_backward_add(input_, dy, gamma_, mean_, rstd_, dresidual, dinput_, dgamma_, dbeta_, workspace_);
+  return dinput_;
+}
+
 const Tensor& LayerNorm::backward(const Tensor& dy, bool /*need_input_grad*/) {
   // dx comes with the parameter gradients in one pass over the rows, wanted or not.
   ensure_shape(dinput_, dy.shape(), DType::kF32, dy.device());

@@ -14,12 +14,11 @@ class LayerClock {
   LayerClock(LayerTimer* timer, size_t layer, bool backward) : timer_(timer), layer_(layer), backward_(backward) {
     if (timer_) {
       timer_->begin(layer_, backward_);
-      start_ = std::chrono::steady_clock::now();
+      start_ = timer_->now();
     }
   }
   ~LayerClock() {
-    if (timer_)
-      timer_->end(layer_, backward_, std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
+    if (timer_) timer_->end(layer_, backward_, timer_->now() - start_);
   }
   LayerClock(const LayerClock&) = delete;
   LayerClock& operator=(const LayerClock&) = delete;
@@ -28,7 +27,7 @@ class LayerClock {
   LayerTimer* timer_;
   size_t layer_;
   bool backward_;
-  std::chrono::steady_clock::time_point start_;
+  double start_ = 0.0;
 };
 
 }  // namespace

@@ -61,12 +61,14 @@ void TransformerBlock::attach(const RunContext* context) {
 std::vector<LayerPart> TransformerBlock::parts(int64_t batch) const {
   std::vector<LayerPart> out = {{"ln1", 0.0}};
   for (const LayerPart& part : attention_->parts(batch)) out.push_back(part);
-  out.push_back({"residual", 0.0});
-  out.push_back({"ln2", 0.0});
+  // The first residual add runs inside ln2 (forward) and ln2 and ln1 (backward): the parts
+  // that hold it are named for both.
+  out.push_back({"residual+ln2", 0.0});
   out.push_back({"mlp.fc", fc_->forward_flops(batch)});
   out.push_back({"mlp.gelu", 0.0});
   out.push_back({"mlp.proj", fc_projection_->forward_flops(batch)});
   if (dropout_) out.push_back({"mlp.dropout", 0.0});
+  out.push_back({"residual", 0.0});
   return out;
 }
 
@@ -80,14 +82,12 @@ const Tensor& TransformerBlock::forward(const Tensor& x, Mode mode) {
   auto part = [&](const char* name, Layer& layer, const Tensor& in) -> const Tensor& {
     return timed_part(part_timer_, name, [&]() -> const Tensor& { return layer.forward(in, mode); });
   };
-  // h = x + attention(ln1(x))
+  // h = x + attention(ln1(x)), added in the pass of ln2 that reads it.
   const Tensor& attended = attention_->forward(part("ln1", *ln1_, x), mode);
-  timed_part(part_timer_, "residual", [&] {
-    ensure_shape(residual_, x.shape(), DType::kF32, x.device());
-    kernels::add(x, attended, residual_);
-  });
+  const Tensor& normed = timed_part(part_timer_, "residual+ln2",
+                                    [&]() -> const Tensor& { return ln2_->forward_sum(x, attended, residual_); });
   // out = h + mlp(ln2(h))
-  const Tensor* m = &part("mlp.fc", *fc_, part("ln2", *ln2_, residual_));
+  const Tensor* m = &part("mlp.fc", *fc_, normed);
   m = &part("mlp.gelu", *gelu_, *m);
   m = &part("mlp.proj", *fc_projection_, *m);
   if (dropout_) m = &part("mlp.dropout", *dropout_, *m);
@@ -98,7 +98,9 @@ const Tensor& TransformerBlock::forward(const Tensor& x, Mode mode) {
   return output_;
 }
 
-const Tensor& TransformerBlock::backward(const Tensor& dy, bool need_input_grad) {
+const Tensor& TransformerBlock::backward(const Tensor& dy, bool /*need_input_grad*/) {
+  // ln1's input gradient is formed whether wanted or not: ln1's parameter gradients come from
+  // the same pass.
   auto part = [&](const char* name, Layer& layer, const Tensor& grad, bool need) -> const Tensor& {
     return timed_part(part_timer_, name, [&]() -> const Tensor& { return layer.backward(grad, need); });
   };
@@ -107,19 +109,14 @@ const Tensor& TransformerBlock::backward(const Tensor& dy, bool need_input_grad)
   g = &part("mlp.proj", *fc_projection_, *g, true);
   g = &part("mlp.gelu", *gelu_, *g, true);
   g = &part("mlp.fc", *fc_, *g, true);
-  g = &part("ln2", *ln2_, *g, true);
-  timed_part(part_timer_, "residual", [&] {
-    ensure_shape(dresidual_, dy.shape(), DType::kF32, dy.device());
-    kernels::add(dy, *g, dresidual_);
-  });
-  g = &attention_->backward(dresidual_, true);
-  g = &part("ln1", *ln1_, *g, need_input_grad);
-  if (!need_input_grad) return dinput_;
-  timed_part(part_timer_, "residual", [&] {
-    ensure_shape(dinput_, dy.shape(), DType::kF32, dy.device());
-    kernels::add(dresidual_, *g, dinput_);
-  });
-  return dinput_;
+  // dh = dy (the skip path) + ln2's input gradient, and dx = dh + ln1's, each added in the
+  // layer norm's own pass.
+  const Tensor& dresidual = timed_part(part_timer_, "residual+ln2",
+                                       [&]() -> const Tensor& { return ln2_->backward_add(*g, dy); });
+  g = &attention_->backward(dresidual, true);
+  const Tensor& dinput = timed_part(part_timer_, "ln1",
+                                    [&]() -> const Tensor& { return ln1_->backward_add(*g, dresidual); });
+  return dinput;
 }
 
 }  // namespace mirrored::nn

@@ -9,7 +9,7 @@ quick=(--steps 2 --warmup 1 --threads 1 --data.train "$DATA_DIR/train.h5" --batc
 
 # expect_row FILE NAME MFLOP: a row of NAME whose MFLOP column is MFLOP.
 expect_row() {
-  grep -qE "^ +$2 +(\[[0-9, ]+\] +)?[0-9.]+ +[0-9.]+ +$3 +[0-9.]+ +[0-9.]+$" "$1" ||
+  grep -qE "^ +$2 +(\[[0-9, ]+\] +)?[0-9.]+ +[0-9.]+ +[0-9.]+ +$3 +[0-9.]+ +[0-9.]+$" "$1" ||
     { cat "$1"; fail "$(basename "$1"): no row '$2' with $3 MFLOP"; }
 }
 
@@ -36,5 +36,13 @@ expect_row "$WORK/gpt.out" 'attn\.proj' 1.6
 expect_row "$WORK/gpt.out" 'mlp\.fc' 6.3
 expect_row "$WORK/gpt.out" 'mlp\.proj' 6.3
 expect_row "$WORK/gpt.out" '1\.block' 20.5
-grep -qE '^ +ln1 +[0-9.]+ +[0-9.]+$' "$WORK/gpt.out" || { cat "$WORK/gpt.out"; fail "no timed ln1 part"; }
+grep -qE '^ +ln1 +[0-9.]+ +[0-9.]+ +[0-9.]+$' "$WORK/gpt.out" || { cat "$WORK/gpt.out"; fail "no timed ln1 part"; }
+grep -qE '^ +residual\+ln2 +[0-9.]+ +[0-9.]+ +[0-9.]+$' "$WORK/gpt.out" || { cat "$WORK/gpt.out"; fail "no timed residual+ln2 part"; }
+grep -qE '^layers_ms=[0-9.]+ sgemm_gflops=[0-9.]+ percent_of_sgemm=[0-9.]+ percent_of_bound=[0-9.]+$' "$WORK/gpt.out" ||
+  { cat "$WORK/gpt.out"; fail "no summary line with the step's share of its bound"; }
+# --cpu-time: the same table on the process's CPU clock.
+"$MIRRORED" bench layers "${quick[@]}" --model mlp --model.hidden 64 --cpu-time >"$WORK/mlp_cpu.out" 2>&1 ||
+  { cat "$WORK/mlp_cpu.out"; fail "bench layers --cpu-time failed"; }
+grep -q "1 thread(s), CPU time," "$WORK/mlp_cpu.out" || { cat "$WORK/mlp_cpu.out"; fail "--cpu-time not in the header"; }
+expect_row "$WORK/mlp_cpu.out" '0\.linear' 20.1
 echo "ok: bench layers: the FLOPs of mlp, cnn and gpt layers and the gpt block's parts"

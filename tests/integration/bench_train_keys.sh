@@ -13,6 +13,10 @@ bench() {
     >"$WORK/$name.out" 2>&1 || { cat "$WORK/$name.out"; fail "$name: bench train failed"; }
   grep -q '^samples_per_sec=[0-9.]* ms_per_step=[0-9.]*$' "$WORK/$name.out" ||
     { cat "$WORK/$name.out"; fail "$name: no samples_per_sec=... ms_per_step=... line"; }
+  # The step against its bound (FLOPs at the sgemm rate) and its CPU time, on a CPU.
+  grep -q '^fraction_of_bound=[0-9.]* fraction_of_bound_cpu=[0-9.]*$' "$WORK/$name.out" &&
+    grep -q '^  CPU time/step/rank: [0-9.]* ms$' "$WORK/$name.out" ||
+    { cat "$WORK/$name.out"; fail "$name: no fraction_of_bound=... line or CPU time per step"; }
 }
 setup_line() { grep -E '^  [0-9]+ gradient bucket\(s\)' "$WORK/$1.out"; }
 loss_of() { sed -nE 's/.*loss of the last step \(mean over ranks\): (.*)/\1/p' "$WORK/$1.out"; }

@@ -145,6 +145,24 @@ TEST(ClipMath, FactorIsTorchs) {
   EXPECT_TRUE(std::isnan(kernels::clip_scale(std::numeric_limits<float>::quiet_NaN(), 1.0f)));
 }
 
+// The CPU's order, worked out here: eight interleaved double sums added in lane order, then
+// the tail. Fixed whatever the SIMD width, so the clip's bits do not depend on the CPU.
+TEST(StepStatsOrder, CpuSumOfSquaresRunsInEightInterleavedSums) {
+  for (const int64_t n : {1, 7, 8, 9, 10003}) {
+    std::vector<float> values(static_cast<size_t>(n));
+    for (size_t i = 0; i < values.size(); ++i) values[i] = std::sin(1.7f * static_cast<float>(i)) * 3.0f + 1e-4f;
+    double lanes[8] = {};
+    const int64_t n_lanes = n - n % 8;
+    for (int64_t i = 0; i < n_lanes; ++i) lanes[i % 8] += static_cast<double>(values[i]) * values[i];
+    double sum = 0.0;
+    for (const double lane : lanes) sum += lane;
+    for (int64_t i = n_lanes; i < n; ++i) sum += static_cast<double>(values[i]) * values[i];
+    Tensor squares({1}), workspace;
+    kernels::sum_squares(Tensor::from(values, {n}), squares, workspace);
+    EXPECT_EQ(squares.to_vector()[0], static_cast<float>(sum)) << n;
+  }
+}
+
 TEST(StepStatsChecks, RejectBadArguments) {
   Tensor x = Tensor::from({1.0f}, {1}), wrong({2}), norm({1}), workspace;
   EXPECT_THROW(kernels::sum_squares(x, wrong, workspace), Error);

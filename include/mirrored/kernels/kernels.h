@@ -261,6 +261,18 @@ void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta
 // layer), sized by the op, reused across calls (the GPU's per-chunk partial sums).
 void layer_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean,
                          const Tensor& rstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta, Tensor& workspace);
+// A transformer block's residual add and the layer norm after it: sum = a + b (kept: it is
+// the layer norm's input for backward and the next residual's), then y, mean, rstd as
+// layer_norm_forward(sum). The same bits as add() then layer_norm_forward(); on the CPU one
+// pass over the rows instead of two.
+void add_layer_norm_forward(const Tensor& a, const Tensor& b, const Tensor& gamma, const Tensor& beta, float eps,
+                            Tensor& sum, Tensor& y, Tensor& mean, Tensor& rstd);
+// layer_norm_backward whose dx is dresidual + the layer norm's input gradient (a residual
+// branch meeting the skip path's gradient): the same bits as layer_norm_backward then
+// add(dresidual, dx, dx), in one pass on the CPU. dresidual may not alias dx.
+void layer_norm_backward_add(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean,
+                             const Tensor& rstd, const Tensor& dresidual, Tensor& dx, Tensor& dgamma, Tensor& dbeta,
+                             Tensor& workspace);
 
 // GPT-2's tanh approximation of GELU:
 // y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); dx (overwritten) = dy * y'(x).

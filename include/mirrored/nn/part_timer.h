@@ -10,6 +10,11 @@
 
 namespace mirrored::nn {
 
+// Wall time in seconds (the default clock of both timers).
+inline double wall_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
 class LayerTimer {
  public:
   virtual ~LayerTimer() = default;
@@ -17,6 +22,10 @@ class LayerTimer {
   virtual void begin(size_t layer, bool backward) = 0;
   // ... and it ran for `seconds`.
   virtual void end(size_t layer, bool backward, double seconds) = 0;
+  // The clock a layer is timed on, in seconds: wall time unless the timer says otherwise
+  // (`bench layers --clock cpu`: the process's CPU time, which other work on a shared host
+  // does not inflate).
+  virtual double now() const { return wall_seconds(); }
 };
 
 class PartTimer {
@@ -24,18 +33,20 @@ class PartTimer {
   virtual ~PartTimer() = default;
   // `part` names the piece of the layer that just ran for `seconds` (a static string).
   virtual void add(const char* part, double seconds) = 0;
+  // The clock, as LayerTimer::now.
+  virtual double now() const { return wall_seconds(); }
 };
 
-// Runs `run` and, when `timer` is set, reports its wall time as `part`. Returns what `run`
-// returns.
+// Runs `run` and, when `timer` is set, reports its time on the timer's clock as `part`.
+// Returns what `run` returns.
 template <typename Run>
 decltype(auto) timed_part(PartTimer* timer, const char* part, Run&& run) {
   if (!timer) return run();
   struct Report {
     PartTimer* timer;
     const char* part;
-    std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
-    ~Report() { timer->add(part, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()); }
+    double start = timer->now();
+    ~Report() { timer->add(part, timer->now() - start); }
   } report{timer, part};
   return run();
 }

@@ -66,6 +66,12 @@ class LayerNorm final : public Layer {
   void initialize(Rng& rng) override;
   const Tensor& forward(const Tensor& x, Mode mode) override;
   const Tensor& backward(const Tensor& dy, bool need_input_grad) override;
+  // A residual add fused in (kernels::add_layer_norm_forward): sum = a + b, written to `sum`
+  // (the caller's, kept until backward), and returns layer_norm(sum): forward(a + b).
+  const Tensor& forward_sum(const Tensor& a, const Tensor& b, Tensor& sum);
+  // backward(dy) + dresidual (kernels::layer_norm_backward_add): the gradient where the
+  // skip path's gradient dresidual meets this layer's input gradient.
+  const Tensor& backward_add(const Tensor& dy, const Tensor& dresidual);
 
  private:
   float eps_;
@@ -141,7 +147,7 @@ class TransformerBlock final : public Layer {
   std::unique_ptr<TokenLinear> fc_, fc_projection_;  // created by build(), once the width is known
   std::unique_ptr<Gelu> gelu_;
   std::unique_ptr<Dropout> dropout_;  // null when dropout == 0
-  Tensor residual_, output_, dresidual_, dinput_;
+  Tensor residual_, output_;  // residual_: x + attention, ln2's input
   PartTimer* part_timer_ = nullptr;
 
   template <typename F>

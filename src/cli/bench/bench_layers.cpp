@@ -19,6 +19,7 @@
 #include "../commands.h"
 #include "../parse_options.h"
 #include "bench_attention_sweep.h"
+#include "sgemm_bound.h"
 #include "mirrored/config/config.h"
 #include "mirrored/config/library_options.h"
 #include "mirrored/config/model_factory.h"
@@ -35,39 +36,20 @@
 namespace mirrored::cli {
 namespace {
 
+using Clock = double (*)();
+
 double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   const size_t n = values.size();
   return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
-// Best of several timed runs of a 512 x 512 x 512 sgemm: the rate BLAS reaches on this
-// machine with the threads set, in GFLOP/s.
-double sgemm_gflops() {
-  constexpr int64_t kSize = 512;
-  Tensor a({kSize, kSize}), b({kSize, kSize}), c({kSize, kSize});
-  for (int64_t i = 0; i < kSize * kSize; ++i) {
-    a.data<float>()[i] = static_cast<float>(i % 7) * 0.25f;
-    b.data<float>()[i] = static_cast<float>(i % 5) * 0.5f;
-  }
-  kernels::gemm(false, false, 1.0f, a, b, 0.0f, c);  // warm-up
-  double best = 0.0;
-  for (int round = 0; round < 5; ++round) {
-    Stopwatch clock;
-    int reps = 0;
-    while (clock.seconds() < 0.1) {
-      kernels::gemm(false, false, 1.0f, a, b, 0.0f, c);
-      ++reps;
-    }
-    best = std::max(best, 2.0 * kSize * kSize * kSize * reps / clock.seconds() / 1e9);
-  }
-  return best;
-}
-
 // Collects the times of the layers' parts (Layer::parts): summed within a step (a block
 // adds its residual twice), one sample per timed step.
 class StepPartTimes final : public nn::PartTimer {
  public:
+  explicit StepPartTimes(Clock clock) : clock_(clock) {}
+  double now() const override { return clock_(); }
   struct Times {
     std::vector<double> forward, backward;
   };
@@ -99,19 +81,21 @@ class StepPartTimes final : public nn::PartTimer {
   }
 
  private:
+  Clock clock_;
   size_t layer_ = 0;
   bool backward_ = false;
   std::map<size_t, std::map<std::string, std::pair<double, double>>> step_;
   std::map<size_t, std::map<std::string, Times>> times_;
 };
 
-// One table row: name, output shape, medians in ms, and FLOPs against sgemm when > 0.
-std::string table_row(std::string row, const std::string& shape_text, double f, double b, double flops,
+// One table row: name, output shape, medians in ms, the share of the step (`step` seconds),
+// and FLOPs against sgemm when > 0.
+std::string table_row(std::string row, const std::string& shape_text, double f, double b, double step, double flops,
                       double sgemm) {
   row.resize(std::max<size_t>(row.size() + 1, 19), ' ');
   std::string shape = shape_text;
   shape.resize(std::max<size_t>(shape.size() + 1, 14), ' ');
-  row += str_cat(shape, fixed(f * 1e3, 3), "  ", fixed(b * 1e3, 3));
+  row += str_cat(shape, fixed(f * 1e3, 3), "  ", fixed(b * 1e3, 3), "  ", fixed(100.0 * (f + b) / step, 1));
   if (flops > 0) {
     const double rate = flops / (f + b) / 1e9;
     row += str_cat("  ", fixed(flops / 1e6, 1), "  ", fixed(rate, 1), "  ", fixed(100.0 * rate / sgemm, 1));
@@ -124,7 +108,8 @@ std::string table_row(std::string row, const std::string& shape_text, double f, 
 // Model::backward run as in a training step.
 class LayerTimes final : public nn::LayerTimer {
  public:
-  explicit LayerTimes(size_t layers) : forward(layers), backward(layers) {}
+  LayerTimes(size_t layers, Clock clock) : forward(layers), backward(layers), parts(clock), clock_(clock) {}
+  double now() const override { return clock_(); }
   void begin(size_t layer, bool backward_pass) override { parts.start(layer, backward_pass); }
   void end(size_t layer, bool backward_pass, double seconds) override {
     if (timed) (backward_pass ? backward : forward)[layer].push_back(seconds);
@@ -134,6 +119,9 @@ class LayerTimes final : public nn::LayerTimer {
   std::vector<std::vector<double>> forward, backward;
   std::vector<double> loss;
   StepPartTimes parts;
+
+ private:
+  Clock clock_;
 };
 
 void time_layers(nn::Model& model, const train::HostBatch& data, const StepCounts& counts, LayerTimes& times) {
@@ -144,9 +132,9 @@ void time_layers(nn::Model& model, const train::HostBatch& data, const StepCount
   for (int64_t step = 0; step < counts.warmup + counts.steps; ++step) {
     times.timed = step >= counts.warmup;
     const Tensor& output = model.forward(data.inputs, nn::Mode::kTrain);
-    Stopwatch loss_clock;
+    const double loss_start = times.now();
     loss.forward_to(output, data.targets, mean_loss);
-    if (times.timed) times.loss.push_back(loss_clock.seconds());
+    if (times.timed) times.loss.push_back(times.now() - loss_start);
     model.backward(loss.grad());
     times.parts.finish_step(times.timed);
   }
@@ -156,7 +144,10 @@ void time_layers(nn::Model& model, const train::HostBatch& data, const StepCount
 
 // The table: a row per layer and per part it reports, then the totals.
 void print_table(nn::Model& model, const LayerTimes& times, int64_t batch, int num_classes, double sgemm) {
-  chief_print("  layer            output        fwd_ms  bwd_ms  MFLOP(f+b)  GFLOP/s  %sgemm");
+  // The step: every layer's forward and backward, and the loss.
+  double step_s = median(times.loss);
+  for (size_t i = 0; i < model.num_layers(); ++i) step_s += median(times.forward[i]) + median(times.backward[i]);
+  chief_print("  layer            output        fwd_ms  bwd_ms  %step  MFLOP(f+b)  GFLOP/s  %sgemm");
   double total_s = 0.0, total_flops = 0.0, gemm_s = 0.0;
   for (size_t i = 0; i < model.num_layers(); ++i) {
     const nn::Layer& layer = model.layer(i);
@@ -167,37 +158,47 @@ void print_table(nn::Model& model, const LayerTimes& times, int64_t batch, int n
     total_s += f + b;
     total_flops += flops;
     if (flops > 0) gemm_s += f + b;
-    chief_print(table_row(str_cat("  ", i, ".", layer.kind()), shape_str(model.layer_output_shape(i)), f, b, flops,
-                          sgemm));
+    chief_print(table_row(str_cat("  ", i, ".", layer.kind()), shape_str(model.layer_output_shape(i)), f, b, step_s,
+                          flops, sgemm));
     for (const nn::LayerPart& part : layer.parts(batch)) {
       const auto* part_times = times.parts.times(i, part.name);
       if (!part_times) continue;
       chief_print(table_row(str_cat("    ", part.name), "", median(part_times->forward), median(part_times->backward),
-                            part.forward_flops * 3.0, sgemm));
+                            step_s, part.forward_flops * 3.0, sgemm));
     }
   }
   const double rate = total_flops / total_s / 1e9;
+  const double loss_s = median(times.loss);
   chief_print(str_cat("  loss (softmax cross-entropy and its gradient, ", num_classes, " classes): ",
-                      fixed(median(times.loss) * 1e3, 3), " ms, not in the total"));
+                      fixed(loss_s * 1e3, 3), " ms, ", fixed(100.0 * loss_s / step_s, 1), "% of the step"));
   chief_print(str_cat("  all layers: ", fixed(total_s * 1e3, 3), " ms (", fixed(gemm_s * 1e3, 3),
                       " in layers with matrix products), ", fixed(total_flops / 1e6, 1), " MFLOP, ", fixed(rate, 1),
                       " GFLOP/s = ", fixed(100.0 * rate / sgemm, 1), "% of sgemm"));
+  // The bound: the step's products at the sgemm rate, against layers and loss together.
+  const double bound_s = total_flops / (sgemm * 1e9);
+  chief_print(str_cat("  step (layers + loss): ", fixed(step_s * 1e3, 3), " ms; bound (its FLOPs at the sgemm rate): ",
+                      fixed(bound_s * 1e3, 3), " ms = ", fixed(100.0 * bound_s / step_s, 1), "% of the step"));
   chief_print(str_cat("layers_ms=", fixed(total_s * 1e3, 3), " sgemm_gflops=", fixed(sgemm, 1),
-                      " percent_of_sgemm=", fixed(100.0 * rate / sgemm, 1)));
+                      " percent_of_sgemm=", fixed(100.0 * rate / sgemm, 1),
+                      " percent_of_bound=", fixed(100.0 * bound_s / step_s, 1)));
 }
 
 }  // namespace
 
 int bench_layers(int&, char**&, const Args& args) {
   StepCounts counts{20, 3};
-  bool help = false;
-  const config::TrainConfig config = config::parse_train_config(take_step_counts(args, counts), &help);
+  bool help = false, cpu_time = false;
+  const config::TrainConfig config =
+      config::parse_train_config(take_step_counts(args, counts, {{"--cpu-time", &cpu_time}}), &help);
   if (help) {
-    std::puts("usage: mirrored bench layers --config FILE [--steps N (20)] [--warmup N (3)] [--KEY VALUE ...]\n"
+    std::puts("usage: mirrored bench layers --config FILE [--steps N (20)] [--warmup N (3)] [--cpu-time]\n"
+              "                              [--KEY VALUE ...]\n"
               "Times each layer's forward and backward on one process (medians over N steps), the\n"
-              "parts a layer reports (a transformer block's) too, and the loss, and sets the layers'\n"
-              "FLOPs (convolution, dense, attention, the tied output head) against this machine's\n"
-              "sgemm rate at the same thread count (--threads; 0: every core).");
+              "parts a layer reports (a transformer block's) too, and the loss, with each one's share\n"
+              "of the step, and sets the layers' FLOPs (convolution, dense, attention, the tied output\n"
+              "head) against this machine's sgemm rate at the same thread count (--threads; 0: every\n"
+              "core). --cpu-time: every time, sgemm's included, is the process's CPU time instead of\n"
+              "wall time (a host shared with other work inflates wall time, far less CPU time).");
     return 0;
   }
   const config::LibraryOptions lib = config::library_options(config);
@@ -212,14 +213,15 @@ int bench_layers(int&, char**&, const Args& args) {
 
   // sgemm measured on both sides of the layers, so a machine whose speed drifts (shared
   // hosts) is compared against its mean speed over the run.
-  const double sgemm_before = sgemm_gflops();
-  LayerTimes times(model.num_layers());
+  const Clock clock = cpu_time ? process_cpu_seconds : nn::wall_seconds;
+  const double sgemm_before = sgemm_gflops(clock);
+  LayerTimes times(model.num_layers(), clock);
   time_layers(model, data, counts, times);
-  const double sgemm_after = sgemm_gflops();
+  const double sgemm_after = sgemm_gflops(clock);
   const double sgemm = 0.5 * (sgemm_before + sgemm_after);
   chief_print(str_cat("mirrored bench layers: model ", config::model_kind_name(lib.model.kind), ", batch ", batch, ", ",
-                      threads, " thread(s), medians over ", counts.steps, " steps after ", counts.warmup,
-                      " warm-up; sgemm 512^3: ", fixed(sgemm, 1), " GFLOP/s (", fixed(sgemm_before, 1),
+                      threads, " thread(s), ", cpu_time ? "CPU time" : "wall time", ", medians over ", counts.steps,
+                      " steps after ", counts.warmup, " warm-up; sgemm 512^3: ", fixed(sgemm, 1), " GFLOP/s (", fixed(sgemm_before, 1),
                       " before the layers, ", fixed(sgemm_after, 1), " after)"));
   print_table(model, times, batch, inputs.num_classes, sgemm);
   if (lib.model.kind == config::ModelKind::kGpt)

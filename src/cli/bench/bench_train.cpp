@@ -19,6 +19,7 @@
 #include "../commands.h"
 #include "../parse_options.h"
 #include "bench_scaling.h"
+#include "sgemm_bound.h"
 #include "mirrored/comm/health/flight_recorder.h"
 #include "mirrored/config/library_options.h"
 #include "mirrored/core/cpu_affinity.h"
@@ -69,19 +70,21 @@ uint64_t collectives_issued(train::TrainContext& ctx) {
   return watchdog ? watchdog->recorder().recorded() : 0;
 }
 
-long minor_page_faults() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return usage.ru_minflt;
-}
-
-// This process's CPU time (user and system, every thread), in seconds: what a step costs
+// User and system CPU seconds of this process so far (every thread): what a step costs
 // when the host is shared, which stretches wall time but not the cycles a step needs.
 double cpu_seconds() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
-  auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec); };
+  const auto seconds = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec);
+  };
   return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
+long minor_page_faults() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_minflt;
 }
 
 // The gradient reducer's statistics summed over the timed steps. Entry times are kept
@@ -129,6 +132,8 @@ class StepTimer final : public train::Callback {
   }
   void on_train_end(train::TrainContext& ctx, const train::TrainSummary&) override;
   double samples_per_sec() const { return samples_per_sec_; }  // all replicas; after the run
+  double ms_per_step() const { return ms_per_step_; }            // mean over ranks; after the run
+  double cpu_ms_per_step() const { return cpu_ms_per_step_; }    // mean over ranks; after the run
 
  private:
   int64_t warmup_, steps_, samples_per_step_;
@@ -143,7 +148,7 @@ class StepTimer final : public train::Callback {
   uint64_t collectives_before_ = 0;
   double copies_before_ = 0.0;  // ShardCopies::seconds_in_step() when the timed steps began
   CommTotals comm_;
-  double samples_per_sec_ = 0.0;
+  double samples_per_sec_ = 0.0, ms_per_step_ = 0.0, cpu_ms_per_step_ = 0.0;
 };
 
 void StepTimer::on_train_end(train::TrainContext& ctx, const train::TrainSummary&) {
@@ -170,6 +175,8 @@ void StepTimer::on_train_end(train::TrainContext& ctx, const train::TrainSummary
   const double ms_per_step = figures[kPhases] / steps * 1e3;
   const double samples_per_sec = static_cast<double>(samples_per_step_) * steps / figures[kPhases];
   samples_per_sec_ = samples_per_sec;
+  ms_per_step_ = ms_per_step;
+  cpu_ms_per_step_ = figures[kCpu] / steps * 1e3;
 
   std::string header = "  ms/step  samples/s";
   std::string row = str_cat("  ", fixed(ms_per_step, 3), "  ", fixed(samples_per_sec, 1));
@@ -193,9 +200,11 @@ void StepTimer::on_train_end(train::TrainContext& ctx, const train::TrainSummary
                         ms(kComm + 3)));
   }
   chief_print(str_cat("  page faults/step/rank: ", fixed(figures[kPhases + 1] / steps, 1)));
-  // Includes the time ranks spend polling in collectives (MPI waits by spinning).
-  chief_print(str_cat("  cpu ms/step/rank (user + system, all threads, mean over ranks): ",
-                      fixed(figures[kCpu] / steps * 1e3, 3)));
+  // CPU time (user + system, every thread of the process, mean over ranks) is what other
+  // work on a shared host inflates least; with one thread per rank it is the step's time on
+  // a free core. It includes the time ranks spend polling in collectives (MPI waits by
+  // spinning).
+  chief_print(str_cat("  CPU time/step/rank: ", fixed(cpu_ms_per_step_, 3), " ms"));
   // on_failure = shrink with sharded state: the shard copies' time in the step (packing,
   // starting the exchange, waiting for the one in flight; distribute/shard_copies.h).
   if (ctx.shard_copies)
@@ -257,6 +266,19 @@ void report_scaling(runtime::Runtime& runtime, const Args& train_args, int64_t s
                         "  ", fixed(efficiency, 3)));
   chief_print(str_cat("scaling_efficiency=", fixed(efficiency, 3), " speedup=", fixed(samples_per_sec / baseline, 3),
                       " replicas=", replicas, " baseline_samples_per_sec=", fixed(baseline, 1)));
+}
+
+// The step against its bound: the matrix products' FLOPs of one replica's step at this
+// process's 512^3 sgemm rate (at its threads), by wall time and by CPU time. On a CPU only.
+void print_bound(nn::Model& model, int64_t samples_per_replica_step, const StepTimer& timing) {
+  const double flops = step_flops(model, samples_per_replica_step);
+  const double sgemm = sgemm_gflops(), sgemm_cpu = sgemm_gflops(process_cpu_seconds);
+  const double bound_ms = flops / (sgemm * 1e9) * 1e3, bound_cpu_ms = flops / (sgemm_cpu * 1e9) * 1e3;
+  chief_print(str_cat("  bound: ", fixed(flops / 1e6, 1), " MFLOP/step/replica (matrix products, forward and backward) ",
+                      "at the 512^3 sgemm rate of ", fixed(sgemm, 1), " GFLOP/s = ", fixed(bound_ms, 3), " ms (",
+                      fixed(sgemm_cpu, 1), " GFLOP/s of CPU time = ", fixed(bound_cpu_ms, 3), " ms)"));
+  chief_print(str_cat("fraction_of_bound=", fixed(bound_ms / timing.ms_per_step(), 3),
+                      " fraction_of_bound_cpu=", fixed(bound_cpu_ms / timing.cpu_ms_per_step(), 3)));
 }
 
 // Builds a Trainer for `config`, times its steps and prints the tables.
@@ -330,6 +352,9 @@ RunFigures time_training(runtime::Runtime& runtime, const config::TrainConfig& c
                       strategy.allreduce() == runtime::Allreduce::kHierarchical ? "hierarchical" : "flat",
                       ", accumulate ", config.accumulate_steps));
   trainer.fit();
+  if (strategy.device().is_cpu())
+    print_bound(trainer.model().module(), strategy.per_replica_batch(config.batch_size) * config.accumulate_steps,
+                timing);
   if (bench.scaling) report_scaling(runtime, train_args, bench.counts.steps, warmup, timing.samples_per_sec());
   RunFigures figures;
   figures.step_ms = 1e3 * static_cast<double>(samples_per_step) / std::max(timing.samples_per_sec(), 1e-9);

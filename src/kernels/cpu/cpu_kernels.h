@@ -101,8 +101,12 @@ void embedding_backward(const int32_t* tokens, const float* dout, int64_t batch,
                         int64_t c, float* dwte, float* dwpe);
 void layer_norm_forward(const float* x, const float* gamma, const float* beta, float eps, int64_t rows, int64_t c,
                         float* y, float* mean, float* rstd);
+// sum = a + b, y = layer_norm(sum): the bits of add() then layer_norm_forward().
+void add_layer_norm_forward(const float* a, const float* b, const float* gamma, const float* beta, float eps,
+                            int64_t rows, int64_t c, float* sum, float* y, float* mean, float* rstd);
+// dresidual: null, or [rows, c] added to dx (the bits of add() after the plain backward).
 void layer_norm_backward(const float* x, const float* dy, const float* gamma, const float* mean, const float* rstd,
-                         int64_t rows, int64_t c, float* dx, float* dgamma, float* dbeta);
+                         const float* dresidual, int64_t rows, int64_t c, float* dx, float* dgamma, float* dbeta);
 void gelu_forward(const float* x, float* y, int64_t n);
 void gelu_backward(const float* x, const float* dy, float* dx, int64_t n);
 // qkv [b, t, 3c], out [b, t, c], probs [b, heads, t, t]; backward's `dscores` is [t, t] of scratch.

@@ -2,6 +2,7 @@
 // independent and short (C channels), so each loop walks one row at a time, contiguously.
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "mirrored/kernels/transformer_math.h"
 #include "simd_dispatch.h"
@@ -58,65 +59,134 @@ MIRRORED_ALWAYS_INLINE float add_lanes(const float* lanes) {
   return sum;
 }
 
-MIRRORED_ALWAYS_INLINE void layer_norm_forward_body(const float* x, const float* gamma, const float* beta, float eps,
-                                                    int64_t rows, int64_t c, float* y, float* mean, float* rstd) {
+// One row of layer_norm_forward: y, and the row's mean and rstd.
+MIRRORED_ALWAYS_INLINE void layer_norm_row(const float* row, const float* gamma, const float* beta, float eps,
+                                           int64_t c, float* out, float* mean, float* rstd) {
   constexpr int64_t kLanes = 16;
   const float inv_c = 1.0f / static_cast<float>(c);
   const int64_t c_lanes = c - c % kLanes;
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* row = x + r * c;
-    float lanes[kLanes] = {};
-    for (int64_t j = 0; j < c_lanes; j += kLanes)
-      for (int64_t l = 0; l < kLanes; ++l) lanes[l] += row[j + l];
-    float sum = add_lanes<kLanes>(lanes);
-    for (int64_t j = c_lanes; j < c; ++j) sum += row[j];
-    const float m = sum * inv_c;
-    // Two passes: the variance of centred values does not cancel when the mean is large.
-    float sq_lanes[kLanes] = {};
-    for (int64_t j = 0; j < c_lanes; j += kLanes)
-      for (int64_t l = 0; l < kLanes; ++l) {
-        const float d = row[j + l] - m;
-        sq_lanes[l] += d * d;
-      }
-    float sq = add_lanes<kLanes>(sq_lanes);
-    for (int64_t j = c_lanes; j < c; ++j) {
-      const float d = row[j] - m;
-      sq += d * d;
+  float lanes[kLanes] = {};
+  for (int64_t j = 0; j < c_lanes; j += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l) lanes[l] += row[j + l];
+  float sum = add_lanes<kLanes>(lanes);
+  for (int64_t j = c_lanes; j < c; ++j) sum += row[j];
+  const float m = sum * inv_c;
+  // Two passes: the variance of centred values does not cancel when the mean is large.
+  float sq_lanes[kLanes] = {};
+  for (int64_t j = 0; j < c_lanes; j += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l) {
+      const float d = row[j + l] - m;
+      sq_lanes[l] += d * d;
     }
-    const float s = 1.0f / std::sqrt(sq * inv_c + eps);
-    float* out = y + r * c;
-    for (int64_t j = 0; j < c; ++j) out[j] = (row[j] - m) * s * gamma[j] + beta[j];
-    mean[r] = m;
-    rstd[r] = s;
+  float sq = add_lanes<kLanes>(sq_lanes);
+  for (int64_t j = c_lanes; j < c; ++j) {
+    const float d = row[j] - m;
+    sq += d * d;
+  }
+  const float s = 1.0f / std::sqrt(sq * inv_c + eps);
+  for (int64_t j = 0; j < c; ++j) out[j] = (row[j] - m) * s * gamma[j] + beta[j];
+  *mean = m;
+  *rstd = s;
+}
+
+MIRRORED_ALWAYS_INLINE void layer_norm_forward_body(const float* x, const float* gamma, const float* beta, float eps,
+                                                    int64_t rows, int64_t c, float* y, float* mean, float* rstd) {
+  for (int64_t r = 0; r < rows; ++r) layer_norm_row(x + r * c, gamma, beta, eps, c, y + r * c, mean + r, rstd + r);
+}
+
+// sum = a + b row by row, each row normalised while it is still in L1: add() and then
+// layer_norm_forward's operations, so the same bits as the two calls.
+MIRRORED_ALWAYS_INLINE void add_layer_norm_forward_body(const float* a, const float* b, const float* gamma,
+                                                        const float* beta, float eps, int64_t rows, int64_t c,
+                                                        float* sum, float* y, float* mean, float* rstd) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* ar = a + r * c;
+    const float* br = b + r * c;
+    float* row = sum + r * c;
+    for (int64_t j = 0; j < c; ++j) row[j] = ar[j] + br[j];
+    layer_norm_row(row, gamma, beta, eps, c, y + r * c, mean + r, rstd + r);
   }
 }
 
-// One pass with running sums, as it was: interleaved partial sums, as in the forward,
-// measured slower here, where the row's loop also updates dgamma and dbeta.
-MIRRORED_ALWAYS_INLINE void layer_norm_backward_body(const float* x, const float* dy, const float* gamma,
-                                                     const float* mean, const float* rstd, int64_t rows, int64_t c,
-                                                     float* dx, float* dgamma, float* dbeta) {
-  const float inv_c = 1.0f / static_cast<float>(c);
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * c;
-    const float* g = dy + r * c;
-    const float m = mean[r];
-    const float s = rstd[r];
-    float sum_dg = 0.0f, sum_dg_xhat = 0.0f;
-    for (int64_t j = 0; j < c; ++j) {
-      const float xhat = (xr[j] - m) * s;
-      const float dg = g[j] * gamma[j];
-      sum_dg += dg;
-      sum_dg_xhat += dg * xhat;
-      dgamma[j] += g[j] * xhat;
-      dbeta[j] += g[j];
+// Rows of layer_norm_backward taken kRowGroup at a time. Each row's two sums still run over
+// its channels one by one in index order (the bits of the one-row loop this replaces), but
+// a group's 2 x kRowGroup running sums are independent, so the CPU overlaps their adds
+// where one row's chain made every add wait for the one before. The per-channel products
+// are formed first, vectorised, into `scratch` (2 kRowGroup c floats).
+constexpr int64_t kRowGroup = 8;
+
+// One row's dg = dy gamma and dgx = dg xhat per channel, and its terms of dgamma and dbeta.
+// The pointers never overlap (scratch, the gradients, the inputs): __restrict lets GCC
+// vectorise the loop without run-time overlap checks, which it gives up on for six pointers.
+MIRRORED_ALWAYS_INLINE void row_products(const float* __restrict xr, const float* __restrict gr,
+                                         const float* __restrict gamma, float m, float s, int64_t c,
+                                         float* __restrict dg, float* __restrict dgx, float* __restrict dgamma,
+                                         float* __restrict dbeta) {
+  for (int64_t j = 0; j < c; ++j) {
+    const float xhat = (xr[j] - m) * s;
+    const float d = gr[j] * gamma[j];
+    dg[j] = d;
+    dgx[j] = d * xhat;
+    dgamma[j] += gr[j] * xhat;
+    dbeta[j] += gr[j];
+  }
+}
+
+// sums[2 g] and sums[2 g + 1] = sum over j of dg[g][j] and dgx[g][j], in j order.
+template <int64_t kRows>
+MIRRORED_ALWAYS_INLINE void row_sums_in_order(const float* dg, const float* dgx, int64_t c, float* sums) {
+  float s[2 * kRows] = {};
+  for (int64_t j = 0; j < c; ++j)
+    for (int64_t g = 0; g < kRows; ++g) {
+      s[2 * g] += dg[g * c + j];
+      s[2 * g + 1] += dgx[g * c + j];
     }
-    const float mean_dg = sum_dg * inv_c;
-    const float mean_dg_xhat = sum_dg_xhat * inv_c;
-    float* out = dx + r * c;
-    for (int64_t j = 0; j < c; ++j) {
-      const float xhat = (xr[j] - m) * s;
-      out[j] = s * (g[j] * gamma[j] - mean_dg - xhat * mean_dg_xhat);
+  for (int64_t i = 0; i < 2 * kRows; ++i) sums[i] = s[i];
+}
+
+// dx = rstd (dy gamma - mean(dy gamma) - xhat mean(dy gamma xhat)), plus dresidual[] when
+// given (a residual branch's gradient added in the same pass: the bits of add()).
+MIRRORED_ALWAYS_INLINE void layer_norm_backward_rows_body(const float* x, const float* dy, const float* gamma,
+                                                          const float* mean, const float* rstd,
+                                                          const float* dresidual, int64_t rows, int64_t c, float* dx,
+                                                          float* dgamma, float* dbeta, float* scratch) {
+  const float inv_c = 1.0f / static_cast<float>(c);
+  float* dg_all = scratch;
+  float* dgx_all = scratch + kRowGroup * c;
+  for (int64_t r0 = 0; r0 < rows; r0 += kRowGroup) {
+    const int64_t n = rows - r0 < kRowGroup ? rows - r0 : kRowGroup;
+    // Products per channel, and dgamma, dbeta in row order (as the one-row loop added them).
+    for (int64_t g = 0; g < n; ++g) {
+      const int64_t r = r0 + g;
+      row_products(x + r * c, dy + r * c, gamma, mean[r], rstd[r], c, dg_all + g * c, dgx_all + g * c, dgamma, dbeta);
+    }
+    float sums[2 * kRowGroup];
+    if (n == kRowGroup) {
+      row_sums_in_order<kRowGroup>(dg_all, dgx_all, c, sums);
+    } else {
+      for (int64_t g = 0; g < n; ++g) row_sums_in_order<1>(dg_all + g * c, dgx_all + g * c, c, sums + 2 * g);
+    }
+    for (int64_t g = 0; g < n; ++g) {
+      const int64_t r = r0 + g;
+      const float* xr = x + r * c;
+      const float m = mean[r];
+      const float s = rstd[r];
+      const float mean_dg = sums[2 * g] * inv_c;
+      const float mean_dg_xhat = sums[2 * g + 1] * inv_c;
+      const float* dg = dg_all + g * c;
+      float* out = dx + r * c;
+      if (dresidual) {
+        const float* res = dresidual + r * c;
+        for (int64_t j = 0; j < c; ++j) {
+          const float xhat = (xr[j] - m) * s;
+          out[j] = res[j] + s * (dg[j] - mean_dg - xhat * mean_dg_xhat);
+        }
+      } else {
+        for (int64_t j = 0; j < c; ++j) {
+          const float xhat = (xr[j] - m) * s;
+          out[j] = s * (dg[j] - mean_dg - xhat * mean_dg_xhat);
+        }
+      }
     }
   }
 }
@@ -127,10 +197,24 @@ MIRRORED_SIMD_DISPATCH(layer_norm_forward,
                        (const float* x, const float* gamma, const float* beta, float eps, int64_t rows, int64_t c,
                         float* y, float* mean, float* rstd),
                        (x, gamma, beta, eps, rows, c, y, mean, rstd))
-MIRRORED_SIMD_DISPATCH(layer_norm_backward,
+MIRRORED_SIMD_DISPATCH(add_layer_norm_forward,
+                       (const float* a, const float* b, const float* gamma, const float* beta, float eps,
+                        int64_t rows, int64_t c, float* sum, float* y, float* mean, float* rstd),
+                       (a, b, gamma, beta, eps, rows, c, sum, y, mean, rstd))
+
+namespace {
+MIRRORED_SIMD_DISPATCH(layer_norm_backward_rows,
                        (const float* x, const float* dy, const float* gamma, const float* mean, const float* rstd,
-                        int64_t rows, int64_t c, float* dx, float* dgamma, float* dbeta),
-                       (x, dy, gamma, mean, rstd, rows, c, dx, dgamma, dbeta))
+                        const float* dresidual, int64_t rows, int64_t c, float* dx, float* dgamma, float* dbeta,
+                        float* scratch),
+                       (x, dy, gamma, mean, rstd, dresidual, rows, c, dx, dgamma, dbeta, scratch))
+}  // namespace
+
+void layer_norm_backward(const float* x, const float* dy, const float* gamma, const float* mean, const float* rstd,
+                         const float* dresidual, int64_t rows, int64_t c, float* dx, float* dgamma, float* dbeta) {
+  std::vector<float> scratch(static_cast<size_t>(2 * kRowGroup * c));
+  layer_norm_backward_rows(x, dy, gamma, mean, rstd, dresidual, rows, c, dx, dgamma, dbeta, scratch.data());
+}
 
 namespace {
 MIRRORED_ALWAYS_INLINE void gelu_forward_body(const float* x, float* y, int64_t n) {
