@@ -185,6 +185,11 @@ void skip_finalize_fence() {
   if (!std::getenv("OMPI_MCA_async_mpi_finalize")) setenv("OMPI_MCA_async_mpi_finalize", "true", 1);
 }
 
+void keep_collectives_fault_aware() {
+  if (std::getenv("OMPI_MCA_coll") || std::getenv("OMPI_MCA_coll_han_priority")) return;
+  setenv("OMPI_MCA_coll", "^han", 1);
+}
+
 bool end_lost_process(int64_t pid, int rank) {
   const char* mine = std::getenv("PMIX_NAMESPACE");
   if (pid <= 0 || !mine) return false;

@@ -68,6 +68,19 @@ void ignore_broken_pipes();
 // the survivors first, which flushes their traffic as the fence would.
 void skip_finalize_fence();
 
+// Before MPI_Init, for on_failure = shrink: Open MPI's HAN collectives are left out
+// (OMPI_MCA_coll = "^han"; a value the user set, OMPI_MCA_coll or OMPI_MCA_coll_han_priority,
+// is kept). HAN, chosen by default for a communicator that spans several hosts, runs a
+// blocking all-reduce as nonblocking pieces within and between nodes and does not pass on
+// their errors: when a peer failed during one, the pieces it fed were dropped ("NBC_Progress:
+// an error 75 was found during schedule ... aborting the schedule") and MPI_Allreduce still
+// returned MPI_SUCCESS, each survivor holding a different partial sum (seen on 2 hosts x 2
+// ranks: every survivor completed the interrupted step with a wrong gradient, so the shrunk
+// run lost the bits of the uninterrupted one). The tuned and base collectives that take its
+// place return the failure, so the interrupted step is redone by the survivors. On one host
+// HAN is not chosen, which is why a shrink there kept the bits.
+void keep_collectives_fault_aware();
+
 // Ends a lost rank's process if it is still there (stopped, hung): `pid` on this host, and
 // only when that process belongs to this job as rank `rank` of the world it started in
 // (its PMIx namespace and rank), so nothing else is ever signalled. mpirun waits for every
