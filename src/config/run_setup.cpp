@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "mirrored/config/loaded_datasets.h"
 #include "mirrored/core/cpu_affinity.h"
 #include "mirrored/core/error.h"
 #include "mirrored/core/log.h"
@@ -43,7 +44,9 @@ std::shared_ptr<const data::Dataset> load_dataset(const std::string& path, int64
   if (cache_mb < 0)
     throw InputError(str_cat("data.cache_mb = ", cache_mb, ", expected 0 (no bound) or a size in MiB"),
                      ExitCode::kUsage);
-  return std::make_shared<const data::Dataset>(data::load_hdf5_dataset(path, cache_mb << 20));
+  return load_or_reuse(path, cache_mb, [&] {
+    return std::make_shared<const data::Dataset>(data::load_hdf5_dataset(path, cache_mb << 20));
+  });
 }
 
 void check_augment_fits(const data::AugmentOptions& augment, const Shape& sample_shape, const std::string& path) {
