@@ -44,9 +44,10 @@ struct Kept {
   std::shared_ptr<const data::Dataset> dataset;
 };
 
-std::mutex mutex;
+// Never destroyed: the process may end (std::exit) while a thread still reads them.
+std::mutex& mutex = *new std::mutex;
 bool keeping = false;
-std::vector<Kept> kept;  // a run reads two files at most: the training and the test set
+std::vector<Kept>& kept = *new std::vector<Kept>;  // a run reads two files at most: train and test
 
 }  // namespace
 

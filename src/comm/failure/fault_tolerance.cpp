@@ -186,8 +186,10 @@ void skip_finalize_fence() {
 }
 
 void keep_collectives_fault_aware() {
-  if (std::getenv("OMPI_MCA_coll") || std::getenv("OMPI_MCA_coll_han_priority")) return;
-  setenv("OMPI_MCA_coll", "^han", 1);
+  for (const char* collective : {"allreduce", "bcast", "reduce", "allgather"}) {
+    const std::string variable = str_cat("OMPI_MCA_coll_han_use_simple_", collective);
+    if (!std::getenv(variable.c_str())) setenv(variable.c_str(), "true", 1);
+  }
 }
 
 bool end_lost_process(int64_t pid, int rank) {
