@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <thread>
 
-#include "mirrored/config/loaded_datasets.h"
 #include "mirrored/core/cpu_affinity.h"
 #include "mirrored/core/error.h"
 #include "mirrored/core/log.h"
@@ -44,9 +43,7 @@ std::shared_ptr<const data::Dataset> load_dataset(const std::string& path, int64
   if (cache_mb < 0)
     throw InputError(str_cat("data.cache_mb = ", cache_mb, ", expected 0 (no bound) or a size in MiB"),
                      ExitCode::kUsage);
-  return load_or_reuse(path, cache_mb, [&] {
-    return std::make_shared<const data::Dataset>(data::load_hdf5_dataset(path, cache_mb << 20));
-  });
+  return std::make_shared<const data::Dataset>(data::load_hdf5_dataset(path, cache_mb << 20));
 }
 
 void check_augment_fits(const data::AugmentOptions& augment, const Shape& sample_shape, const std::string& path) {

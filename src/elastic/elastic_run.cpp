@@ -6,9 +6,6 @@
 #include <numeric>
 
 #include "mirrored/comm/failure/runtime_loss.h"
-#include "mirrored/config/library_options.h"
-#include "mirrored/config/loaded_datasets.h"
-#include "mirrored/config/run_setup.h"
 #include "mirrored/core/error.h"
 #include "mirrored/core/log.h"
 #include "mirrored/core/process.h"
@@ -89,17 +86,13 @@ ElasticRun::ElasticRun(const config::TrainConfig& config, runtime::Runtime& runt
       survive_failures_(config.on_failure == config::OnFailure::kShrink),
       // The configured size: the ranks that train (a spare's world() is the spares' own).
       grow_back_(runtime.training_ranks().empty() ? runtime.world().size()
-                                                  : static_cast<int>(runtime.training_ranks().size())) {
-  // Each recovery builds a new Trainer: it reuses the datasets its predecessor read.
-  if (survive_failures_) config::keep_loaded_datasets();
-}
+                                                  : static_cast<int>(runtime.training_ranks().size())) {}
 
 // The cycle: train (or wait as a spare) until a peer is lost, recover with the survivors
 // (a spare may be called in), go on with a new Trainer. The chief tells the spares when
 // training ends, however it ends.
 train::TrainSummary ElasticRun::run(const TrainerFactory& make_trainer) {
   if (current_.shrink_spares > 0) say_who_waits();
-  if (runtime_.is_spare()) load_data_while_waiting();
   for (;;) {
     std::optional<checkpoint::ReplicaSnapshot> snapshot;
     if (runtime_.is_spare()) {
@@ -131,21 +124,6 @@ void ElasticRun::say_who_waits() const {
       spares += str_cat(spares.empty() ? "" : ", ", rank, " (", members[static_cast<size_t>(rank)].host, ")");
   chief_info(str_cat("hot spares: ", training.size(), " rank(s) train, job rank(s) ", spares,
                      " wait to take a lost rank's place (shrink.spares = ", current_.shrink_spares, ")"));
-}
-
-// A spare reads the run's image datasets before it first waits, so that, called in, it
-// only receives the state (config/loaded_datasets.h). A gpt's token files are read when
-// its Trainer is built. An error here is left to that Trainer, which reports it as the
-// training ranks do.
-void ElasticRun::load_data_while_waiting() {
-  const config::LibraryOptions lib = config::library_options(current_);
-  if (lib.model.kind == config::ModelKind::kGpt) return;
-  try {
-    (void)config::load_dataset(lib.data.train, lib.data.cache_mb);
-    if (!lib.data.test.empty()) (void)config::load_dataset(lib.data.test, lib.data.cache_mb);
-  } catch (const std::exception& error) {
-    chief_verbose(str_cat("a spare could not read the data ahead: ", error.what()));
-  }
 }
 
 // A spare's wait: true when training ended; false on a loss, which the recovery answers

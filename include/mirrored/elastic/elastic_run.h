@@ -74,7 +74,6 @@ class ElasticRun {
   std::string write_recovered_state(const std::optional<checkpoint::ReplicaSnapshot>& snapshot,
                                     const Membership& membership, bool called_in, int64_t& step);
   bool wait_as_spare();
-  void load_data_while_waiting();
   void say_who_waits() const;
   void require_enough_replicas(const Recovery& recovery) const;
   void go_on_from(const Recovery& recovery);
