@@ -26,6 +26,21 @@ class JobChannelWatch final : public train::Callback {
   runtime::Runtime& runtime_;
 };
 
+// Where a recovery's time goes after the state is written (--verbose): the new Trainer's
+// start (its checkpoint read, its data's first epoch) up to its first step, which the
+// membership record times.
+class RecoveryPhases final : public train::Callback {
+ public:
+  explicit RecoveryPhases(Stopwatch since_failure) : since_failure_(since_failure) {}
+  void on_train_begin(train::TrainContext&) override {
+    chief_verbose(str_cat("recovery: the new Trainer resumed from the recovered state ", fixed(since_failure_.seconds(), 3),
+                          " s after the failure was detected"));
+  }
+
+ private:
+  Stopwatch since_failure_;
+};
+
 // Only the watchdog's revoke at a collective timeout leads to a shrink with every rank alive
 // (a mismatched collective order, a rank hung in compute that MPI's detector still hears):
 // shrinking changes nothing there, and going on would time out again. Every rank sees the
@@ -129,7 +144,12 @@ std::optional<train::TrainSummary> ElasticRun::train(const TrainerFactory& make_
                                                      std::optional<checkpoint::ReplicaSnapshot>& snapshot) {
   try {
     std::unique_ptr<train::Trainer> trainer = make_trainer(current_);
-    if (recovered_) trainer->add_callback(std::make_unique<MembershipReporter>(*recovered_, since_failure_));
+    if (recovered_) {
+      chief_verbose(str_cat("recovery: the new Trainer built (model, optimizer, data) ",
+                            fixed(since_failure_.seconds(), 3), " s after the failure was detected"));
+      trainer->add_callback(std::make_unique<RecoveryPhases>(since_failure_));
+      trainer->add_callback(std::make_unique<MembershipReporter>(*recovered_, since_failure_));
+    }
     trainer->add_callback(grow_back_.watcher());
     if (first_trainer_) trainer->add_callback(std::make_unique<GrowthReporter>());
     first_trainer_ = false;

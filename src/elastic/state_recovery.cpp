@@ -4,6 +4,7 @@
 
 #include "mirrored/checkpoint/checkpoint_store.h"
 #include "mirrored/core/error.h"
+#include "mirrored/core/fingerprint.h"
 #include "mirrored/elastic/shard_recovery.h"
 
 namespace mirrored::elastic {
@@ -31,19 +32,35 @@ void unflatten(const std::vector<float>& values, io::Checkpoint& checkpoint) {
 // Replicated state (every survivor holds all of it): the last completed step is the most
 // any survivor finished. A survivor that completed the interrupted step's all-reduce
 // before the failure reached it holds that step's update, which is the one every replica
-// would have applied. Returns the step; `state` (the writer's) is the state of that step.
-int64_t recover_replicated(comm::Communicator& world, const std::optional<checkpoint::ReplicaSnapshot>& snapshot,
-                           int writer, io::Checkpoint& state) {
+// would have applied; every survivor holding that step must hold the same bits
+// (choose_replicated_holder). Returns the step; `state` (the writer's) is the state of that
+// step.
+int64_t recover_replicated(comm::Communicator& world, const Membership& membership,
+                           const config::TrainConfig& config,
+                           const std::optional<checkpoint::ReplicaSnapshot>& snapshot, int writer,
+                           io::Checkpoint& state) {
+  std::vector<float> values;
+  if (snapshot) values = flatten(snapshot->checkpoint);
   const auto steps = world.allgather_value<int64_t>(snapshot ? snapshot->checkpoint.step : -1);
-  const int64_t step = *std::max_element(steps.begin(), steps.end());
-  const int donor = static_cast<int>(std::find(steps.begin(), steps.end(), step) - steps.begin());
+  const auto fingerprints = world.allgather_value<int64_t>(
+      static_cast<int64_t>(fingerprint_bytes(values.data(), values.size() * sizeof(float))));
+  const ReplicatedHolder holder = choose_replicated_holder(steps, fingerprints);
+  if (!holder.disagreeing.empty())
+    throw Error(ExitCode::kTooFewReplicas,
+                str_cat("after losing ", describe_lost(membership), ": the survivors that completed step ", holder.step,
+                        " hold different parameters or optimizer state (rank(s) ", join(holder.disagreeing, ", "),
+                        " differ from rank ", holder.donor, "): an all-reduce returned a wrong sum when the peer "
+                        "failed. Nothing was written; the newest checkpoint in ", checkpoint::checkpoint_dir(config),
+                        " is intact: start the job again to resume from it (exit ",
+                        static_cast<int>(ExitCode::kTooFewReplicas), ")"),
+                true);
+  const int64_t step = holder.step;
+  const int donor = holder.donor;
   const bool writes = world.rank() == writer;
   if (writes) state = snapshot->checkpoint;
   if (donor == writer) return step;
-  std::vector<float> values;
   int64_t counters[2] = {0, 0};
   if (world.rank() == donor) {
-    values = flatten(snapshot->checkpoint);
     counters[0] = static_cast<int64_t>(values.size());
     counters[1] = snapshot->checkpoint.optimizer_steps;
   }
@@ -165,6 +182,20 @@ int64_t recover_sharded(comm::Communicator& world, const Membership& membership,
 
 }  // namespace
 
+ReplicatedHolder choose_replicated_holder(const std::vector<int64_t>& steps, const std::vector<int64_t>& fingerprints) {
+  MIRRORED_CHECK(steps.size() == fingerprints.size(), steps.size(), " steps but ", fingerprints.size(),
+                 " fingerprints");
+  ReplicatedHolder holder;
+  if (steps.empty()) return holder;
+  holder.step = *std::max_element(steps.begin(), steps.end());
+  if (holder.step < 0) return holder;
+  holder.donor = static_cast<int>(std::find(steps.begin(), steps.end(), holder.step) - steps.begin());
+  for (size_t rank = 0; rank < steps.size(); ++rank)
+    if (steps[rank] == holder.step && fingerprints[rank] != fingerprints[static_cast<size_t>(holder.donor)])
+      holder.disagreeing.push_back(static_cast<int>(rank));
+  return holder;
+}
+
 RecoveredState recover_state(comm::Communicator& world, const Membership& membership,
                              const config::TrainConfig& config,
                              const std::optional<checkpoint::ReplicaSnapshot>& snapshot, bool called_in) {
@@ -186,7 +217,7 @@ RecoveredState recover_state(comm::Communicator& world, const Membership& member
   const auto& held = called_in ? none : snapshot;
   io::Checkpoint& state = recovered.checkpoint;
   recovered.step = sharded ? recover_sharded(world, membership, config, held ? &*held : nullptr, writer, state)
-                           : recover_replicated(world, held, writer, state);
+                           : recover_replicated(world, membership, config, held, writer, state);
   recovered.writes = world.rank() == writer;
   if (recovered.writes) {
     state.step = recovered.step;

@@ -16,6 +16,7 @@ void switch_on_ulfm_before_mpi_init(double collective_timeout_s, const LauncherE
   comm::enable_failure_detector(
       comm::detection_seconds(collective_timeout_s, std::max(1, launcher.mpirun_local_size)));
   comm::skip_finalize_fence();
+  comm::keep_collectives_fault_aware();
   comm::ignore_broken_pipes();
 }
 

@@ -5,13 +5,18 @@
 //   replicated state: the last completed step is the most steps any survivor finished (a
 //     rank may have completed the interrupted step's all-reduce before the failure reached
 //     it, and then holds that step's update, the one every replica would have applied); the
-//     lowest survivor holding that step sends its state to the chief;
+//     lowest survivor holding that step sends its state to the chief. Survivors that hold
+//     that step must hold the same bits (compared by fingerprint): when they do not, an
+//     all-reduce returned success with a wrong sum on some of them (as Open MPI's HAN
+//     collectives did across hosts, comm/failure/fault_tolerance.h), nothing is written and
+//     the run ends (kTooFewReplicas) rather than go on from a state no replica should hold;
 //   sharded optimizer state: the newest step at which every shard survives, on its owner
 //     or on its keeper (distribute/shard_copies.h), each shard from one holder
 //     (shard_recovery.h); a shard whose owner and keeper were both lost ends the run
 //     (kTooFewReplicas) with nothing written, naming them.
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "mirrored/checkpoint/replica_snapshot.h"
 #include "mirrored/comm/communicator.h"
@@ -20,6 +25,17 @@
 #include "mirrored/io/checkpoint_file.h"
 
 namespace mirrored::elastic {
+
+// Which survivor gives the replicated state: `steps` and `fingerprints` (of the state each
+// holds) by rank, -1 steps for none. `step`: the most steps; `donor`: the lowest rank
+// holding it; `disagreeing`: the ranks holding that step whose fingerprint differs from the
+// donor's (empty when they agree, or when none holds state: step -1).
+struct ReplicatedHolder {
+  int64_t step = -1;
+  int donor = -1;
+  std::vector<int> disagreeing;
+};
+ReplicatedHolder choose_replicated_holder(const std::vector<int64_t>& steps, const std::vector<int64_t>& fingerprints);
 
 struct RecoveredState {
   int64_t step = -1;          // the step it holds; -1: no state survived where it can be put together

@@ -185,6 +185,13 @@ void skip_finalize_fence() {
   if (!std::getenv("OMPI_MCA_async_mpi_finalize")) setenv("OMPI_MCA_async_mpi_finalize", "true", 1);
 }
 
+void keep_collectives_fault_aware() {
+  for (const char* collective : {"allreduce", "bcast", "reduce", "allgather"}) {
+    const std::string variable = str_cat("OMPI_MCA_coll_han_use_simple_", collective);
+    if (!std::getenv(variable.c_str())) setenv(variable.c_str(), "true", 1);
+  }
+}
+
 bool end_lost_process(int64_t pid, int rank) {
   const char* mine = std::getenv("PMIX_NAMESPACE");
   if (pid <= 0 || !mine) return false;

@@ -68,6 +68,22 @@ void ignore_broken_pipes();
 // the survivors first, which flushes their traffic as the fence would.
 void skip_finalize_fence();
 
+// Before MPI_Init, for on_failure = shrink: Open MPI's HAN collectives (its default for a
+// communicator that spans hosts) run their "simple" variants of all-reduce, broadcast,
+// reduce and all-gather (OMPI_MCA_coll_han_use_simple_<collective> = true; a value the
+// user set is kept). HAN's default variants pipeline segments as nonblocking tasks within
+// and between nodes and do not pass on a task's error: when a peer failed during one, the
+// tasks it fed were dropped ("NBC_Progress: an error 75 was found during schedule ...
+// aborting the schedule") and MPI_Allreduce still returned MPI_SUCCESS, each survivor
+// holding a different partial sum (seen on 2 hosts x 2 ranks with one rank killed: every
+// survivor completed the interrupted step with a wrong gradient, so the shrunk run lost
+// the uninterrupted one's bits). The simple variants chain blocking collectives, which
+// return the failure, so the interrupted step is redone. HAN itself stays: leaving it out
+// (OMPI_MCA_coll = ^han) kept the bits, but then survivors of a whole lost node learnt of
+// the loss too late to outlive Open MPI's runtime (comm/failure/runtime_loss.h;
+// it.shrink_host, it.spares_host). On one host HAN is not chosen.
+void keep_collectives_fault_aware();
+
 // Ends a lost rank's process if it is still there (stopped, hung): `pid` on this host, and
 // only when that process belongs to this job as rank `rank` of the world it started in
 // (its PMIx namespace and rank), so nothing else is ever signalled. mpirun waits for every
