@@ -8,13 +8,14 @@
 #      bit-identical to the uninterrupted 4-rank run's; metrics.jsonl holds the resize record
 #      and a membership record with "grown" (3 -> 4, the downtime, trigger "command"), which
 #      `mirrored info --ranks` shows; nothing is left running.
-# Steps of this mlp take milliseconds: 400 of them leave the 3 survivors a few seconds for the
-# second `mirrored resize` to arrive (150 left too little on a loaded 2-core machine).
+# Steps of this mlp take 3-10 ms, and a `mirrored resize` is seen 0.5-3 s after it is asked
+# (a process start on 2 cores that 8 ranks keep busy, then the chief's 0.1 s poll): 2,000 steps
+# leave room for two of them and a recovery (400 left too little on a loaded 2-core machine).
 source "$(dirname "$0")/lib.sh"
 require_data
 require_ulfm
 start=$SECONDS
-common=("${FMNIST_MLP_ARGS[@]}" --batch_size 128 --max_steps 400 --reduction invariant --on_failure shrink)
+common=("${FMNIST_MLP_ARGS[@]}" --batch_size 128 --epochs 5 --max_steps 2000 --reduction invariant --on_failure shrink)
 local_run() {  # local_run OUT: launch/local.sh 4 ranks writing OUT, with a time limit
   timeout -k 5 120 "$SOURCE_DIR/launch/local.sh" 4 "$MIRRORED" train "${common[@]}" --out "$1"
 }
