@@ -271,17 +271,29 @@ mirrored_exit_status() {
   return 0
 }
 
-# mirrored_wait_survivors LAUNCHER: after the launcher exited without mirrored's status.
+# mirrored_wait_survivors LAUNCHER: after the launcher exited.
 # Ranks that outlive the MPI runtime (it ended the job on a lost node's daemon; see
 # mirrored_ft_flags) touch the run-state file `alive` every second while they run without it,
 # and copy their output from the loss on to `output`: this shows that output and waits until
 # the chief writes its status, or until nobody touched `alive` for 5 s (survivors that died
-# since). True when there were survivors. Only where the launch used the rank agent
+# since); survivors that finished before the launcher exited only have their output shown.
+# True when there were survivors. Only where the launch used the rank agent
 # (MIRRORED_RANK_AGENT=1), which is what lets ranks outlive the runtime.
 mirrored_wait_survivors() {
   local launcher=$1 status alive output ended tail_pid=""
-  status=$(mirrored_state exit-status) alive=$(mirrored_state alive)
-  [[ "${MIRRORED_RANK_AGENT:-0}" == 1 && ! -s "$status" ]] || return 1
+  status=$(mirrored_state exit-status) alive=$(mirrored_state alive) output=$(mirrored_state output)
+  [[ "${MIRRORED_RANK_AGENT:-0}" == 1 ]] || return 1
+  # Only a file of ours is shown (the ranks never write through anything else).
+  if [[ -L "$output" ]] || [[ -e "$output" && ! -O "$output" ]]; then rm -f -- "$output"; fi
+  if [[ -s "$status" ]]; then
+    # The survivors may finish before the launcher gives up on the lost daemon: their output
+    # since the loss then went only to `output`, and is shown here.
+    [[ -s "$output" ]] || return 1
+    echo "warning: $launcher has exited: the MPI runtime ended the job after losing a node's daemon, but ranks" \
+         "outlived it and go on without it; they have finished (their output since the loss follows)" >&2
+    cat -- "$output" >&2
+    return 0
+  fi
   ended=$(date +%s)
   # Survivors learn that the runtime is gone as their node's daemon exits, about when mpirun
   # did, and touch `alive` within a second of it.
@@ -290,9 +302,6 @@ mirrored_wait_survivors() {
   echo "warning: $launcher has exited: the MPI runtime ended the job after losing a node's daemon, but ranks" \
        "outlived it and go on without it; waiting for their chief's exit status in the run-state directory" \
        "(MIRRORED_RUN_STATE_DIR $MIRRORED_RUN_STATE_DIR; their output since the loss follows)" >&2
-  output=$(mirrored_state output)
-  # Only a file of ours is shown (the ranks never write through anything else).
-  if [[ -L "$output" ]] || [[ -e "$output" && ! -O "$output" ]]; then rm -f -- "$output"; fi
   tail -n +1 -F "$output" >&2 2>/dev/null &
   tail_pid=$!
   while [[ ! -s "$status" ]] && (($(date +%s) - $(mirrored_mtime "$alive") <= 5)); do sleep 0.2; done
