@@ -52,8 +52,10 @@ TEST(StateRecovery, ASpareInTheChiefsPlaceLeavesTheWritingToTheLowestRankHolding
 }
 
 TEST(StateRecovery, WithoutASpareTheChiefWrites) {
+  // The chief missed the interrupted step; every other survivor completed it and holds the
+  // same bits (replicas that completed one step agree, or recovery refuses: next test).
   const auto rank = world().rank();
-  const std::optional<checkpoint::ReplicaSnapshot> snapshot = snapshot_at(rank == 0 ? 4 : 5, static_cast<float>(rank));
+  const std::optional<checkpoint::ReplicaSnapshot> snapshot = snapshot_at(rank == 0 ? 4 : 5, rank == 0 ? 0.0f : 1.0f);
   elastic::Membership membership;
   membership.world_size = world().size();
   const config::TrainConfig config;
@@ -62,6 +64,26 @@ TEST(StateRecovery, WithoutASpareTheChiefWrites) {
   EXPECT_EQ(recovered.writes, rank == 0);
   // Rank 1 (the lowest with 5 steps) sends its state to the chief.
   if (rank == 0 && world().size() > 1) EXPECT_EQ(recovered.checkpoint.params[0].values, std::vector<float>(6, 1.0f));
+}
+
+TEST(StateRecovery, SurvivorsOfOneStepThatDisagreeAreNamedAndNothingIsWritten) {
+  if (world().size() < 3) GTEST_SKIP() << "needs 3 ranks: two that agree on step 5 and one that does not";
+  // Every rank completed step 5; the last holds different bits (as after an all-reduce that
+  // returned a wrong sum when a peer failed).
+  const int last = world().size() - 1;
+  const std::optional<checkpoint::ReplicaSnapshot> snapshot = snapshot_at(5, world().rank() == last ? 2.0f : 1.0f);
+  elastic::Membership membership;
+  membership.world_size = world().size();
+  const config::TrainConfig config;
+  try {
+    elastic::recover_state(world(), membership, config, snapshot);
+    ADD_FAILURE() << "recovery accepted survivors of step 5 that hold different state";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ExitCode::kTooFewReplicas);
+    const std::string message = error.what();
+    EXPECT_NE(message.find("rank(s) " + std::to_string(last) + " differ from rank 0"), std::string::npos) << message;
+    EXPECT_NE(message.find("Nothing was written"), std::string::npos) << message;
+  }
 }
 
 }  // namespace
