@@ -48,18 +48,30 @@ int32_t* ExactSum::prepare(Device device, Communicator& comm) {
 void ExactSum::operator()(const std::vector<const float*>& terms, float* out, Device device, Communicator& comm) {
   int32_t* exponents = prepare(device, comm);
   kernels::exact_grid_exponents(terms, layout_.offsets, exponents, device);
-  sum_on_agreed_grids(terms, out, device, comm);
+  sum_on_agreed_grids(terms, {}, out, device, comm);
 }
 
 void ExactSum::operator()(const std::vector<const float*>& terms, const std::vector<const float*>& unscanned,
                           const uint32_t* known_largest, float* out, Device device, Communicator& comm) {
   int32_t* exponents = prepare(device, comm);
   kernels::exact_grid_exponents(unscanned, layout_.offsets, known_largest, exponents, device);
-  sum_on_agreed_grids(terms, out, device, comm);
+  sum_on_agreed_grids(terms, {}, out, device, comm);
 }
 
-void ExactSum::sum_on_agreed_grids(const std::vector<const float*>& terms, float* out, Device device,
-                                   Communicator& comm) {
+bool ExactSum::operator()(const std::vector<const float*>& terms, const std::vector<const float*>& unscanned,
+                          const uint32_t* known_largest, const std::vector<float*>& spent, float* out,
+                          Device device, Communicator& comm) {
+  MIRRORED_CHECK(device.is_cpu(), "exact_sum zeroing its spent terms on ", device.str(), ": CPU buffers only");
+  for (const float* buffer : spent)
+    MIRRORED_CHECK(buffer != out && std::find(terms.begin(), terms.end(), buffer) != terms.end(),
+                   "exact_sum: a spent buffer must be one of the terms and not the output");
+  int32_t* exponents = prepare(device, comm);
+  kernels::exact_grid_exponents(unscanned, layout_.offsets, known_largest, exponents, device);
+  return sum_on_agreed_grids(terms, spent, out, device, comm);
+}
+
+bool ExactSum::sum_on_agreed_grids(const std::vector<const float*>& terms, const std::vector<float*>& spent,
+                                   float* out, Device device, Communicator& comm) {
   const std::vector<size_t>& offsets = layout_.offsets;
   const size_t segments = offsets.size() - 1, count = offsets.back();
   int32_t* exponents = exponents_.data<int32_t>();
@@ -75,7 +87,12 @@ void ExactSum::sum_on_agreed_grids(const std::vector<const float*>& terms, float
   const bool any_non_finite =
       std::any_of(agreed, agreed + segments, [](int32_t e) { return e == kernels::kGridNonFinite; });
 
-  kernels::exact_grid_sums(terms, offsets, exponents, layout_.total_terms, sums, device);
+  // Spent terms are zeroed as the integer sums read them, unless a float sum reads them after.
+  const bool zero_spent = !spent.empty() && !any_non_finite;
+  if (zero_spent)
+    kernels::exact_grid_sums(terms, offsets, exponents, layout_.total_terms, sums, spent, device);
+  else
+    kernels::exact_grid_sums(terms, offsets, exponents, layout_.total_terms, sums, device);
   float* plain = nullptr;
   if (any_non_finite) {
     // Segments holding NaN or Inf somewhere: a float32 sum, so they propagate as in an
@@ -88,6 +105,7 @@ void ExactSum::sum_on_agreed_grids(const std::vector<const float*>& terms, float
   comm.allreduce(sums, count, ReduceOp::kSum);
   if (any_non_finite) comm.allreduce(plain, count, ReduceOp::kSum);
   kernels::exact_grid_round(sums, plain, offsets, exponents, layout_.total_terms, out, device);
+  return zero_spent;
 }
 
 void exact_sum(const std::vector<const float*>& terms, const ExactSumLayout& layout, float* out,

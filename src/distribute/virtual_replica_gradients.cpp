@@ -26,7 +26,7 @@ comm::ExactSumLayout tensor_segments(const nn::ParameterArena& arena, int64_t to
 
 VirtualReplicaGradients::VirtualReplicaGradients(nn::ParameterArena& arena, int local, int64_t total)
     : arena_(arena), slots_(static_cast<size_t>(local)), started_(static_cast<size_t>(local), 0),
-      largest_(static_cast<size_t>(local)), exact_sum_(tensor_segments(arena, total)) {
+      zeroed_(static_cast<size_t>(local), 0), largest_(static_cast<size_t>(local)), exact_sum_(tensor_segments(arena, total)) {
   MIRRORED_CHECK(local >= 1 && local <= total, local, " of ", total, " virtual replicas on one rank");
 }
 
@@ -40,12 +40,15 @@ void VirtualReplicaGradients::begin(int index) {
   if (holder_ == index) return;
   Tensor& grads = arena_.flat_grads();
   const bool resumed = started_[static_cast<size_t>(index)] != 0;
+  // set_aside hands the arena the holder's slot memory: zeros already when the last exact
+  // sum zeroed it as it read it.
+  const bool arena_zeroed = holder_ >= 0 && zeroed_[static_cast<size_t>(holder_)] != 0;
   if (holder_ >= 0) set_aside(holder_);
   // The next replica's running sum replaces the arena's: its slot's, or zeros (restart()
   // follows zero_grad(), so the first replica finds zeros).
   if (resumed) {
     take_back(index);
-  } else if (holder_ >= 0) {
+  } else if (holder_ >= 0 && !arena_zeroed) {
     grads.zero();
   }
   started_[static_cast<size_t>(index)] = 1;
@@ -55,6 +58,7 @@ void VirtualReplicaGradients::begin(int index) {
 void VirtualReplicaGradients::set_aside(int replica) {
   Tensor& grads = arena_.flat_grads();
   Tensor& slot = slots_[static_cast<size_t>(replica)];
+  zeroed_[static_cast<size_t>(replica)] = 0;  // the slot now holds this replica's gradient
   if (!slot.defined()) slot = Tensor(grads.shape(), DType::kF32, grads.device());
   if (!grads.device().is_cpu()) {
     kernels::copy(grads, slot);
@@ -73,6 +77,7 @@ void VirtualReplicaGradients::set_aside(int replica) {
 void VirtualReplicaGradients::take_back(int replica) {
   Tensor& grads = arena_.flat_grads();
   Tensor& slot = slots_[static_cast<size_t>(replica)];
+  zeroed_[static_cast<size_t>(replica)] = 0;
   if (grads.device().is_cpu())
     grads.swap_allocation(slot);  // the slot keeps the arena's old memory, unused until set aside
   else
@@ -101,7 +106,14 @@ void VirtualReplicaGradients::sum(comm::Communicator& comm, float scale) {
     }
     std::vector<const float*> unscanned;
     if (holder_ >= 0) unscanned.push_back(out);
-    exact_sum_(terms, unscanned, known_largest_.data(), out, grads.device(), comm);
+    // The slots are read once more, by the sum: it zeroes them as it goes, so the next
+    // step's replicas start from them without zeroing them cold (the same +0 bits).
+    std::vector<float*> spent;
+    for (int i = 0; i < local(); ++i)
+      if (started_[static_cast<size_t>(i)] && i != holder_) spent.push_back(slots_[static_cast<size_t>(i)].data<float>());
+    const bool zeroed = exact_sum_(terms, unscanned, known_largest_.data(), spent, out, grads.device(), comm);
+    for (int i = 0; i < local(); ++i)
+      if (started_[static_cast<size_t>(i)] && i != holder_) zeroed_[static_cast<size_t>(i)] = zeroed ? 1 : 0;
   } else {
     exact_sum_(terms, out, grads.device(), comm);
   }

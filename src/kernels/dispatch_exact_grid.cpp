@@ -57,6 +57,15 @@ void exact_grid_sums(const std::vector<const float*>& terms, const std::vector<s
   cpu::exact_grid_sums(terms, offsets, exponents, total_terms, sums);
 }
 
+void exact_grid_sums(const std::vector<const float*>& terms, const std::vector<size_t>& offsets,
+                     const int32_t* exponents, int64_t total_terms, int64_t* sums,
+                     const std::vector<float*>& spent, Device device) {
+  check_segments("exact_grid_sums", offsets);
+  check_terms("exact_grid_sums", total_terms);
+  MIRRORED_CHECK(device.is_cpu(), "exact_grid_sums zeroing its spent terms on ", device.str(), ": CPU only");
+  cpu::exact_grid_sums(terms, offsets, exponents, total_terms, sums, spent);
+}
+
 void exact_grid_plain_sums(const std::vector<const float*>& terms, const std::vector<size_t>& offsets,
                            const int32_t* exponents, float* plain, Device device) {
   check_segments("exact_grid_plain_sums", offsets);

@@ -205,6 +205,35 @@ TEST(ExactGrid, CpuStagesMatchTheReferenceFormulasForAnyNumberOfTerms) {
   }
 }
 
+// Spent terms zeroed as the sums read them: the same integer sums, every spent value +0
+// (no -0 left, all-zero and non-finite segments included: a skipped segment is zeroed too),
+// over blocks longer than the kernel's, and the other terms untouched.
+TEST(ExactGrid, SumsThatZeroSpentTermsGiveTheSameSumsAndLeaveEveryValuePlusZero) {
+  GridCase c;
+  for (auto& term : c.terms) term.insert(term.end(), 5000, 0.0f);
+  c.offsets.push_back(c.offsets.back() + 5000);
+  std::mt19937 rng(4);
+  std::normal_distribution<float> normal;
+  for (auto& term : c.terms)
+    for (size_t i = c.offsets[c.offsets.size() - 2]; i < c.offsets.back(); ++i) term[i] = normal(rng);
+  const GridResults want = run_on_cpu(c);
+  std::vector<std::vector<float>> terms = c.terms;
+  std::vector<const float*> pointers;
+  for (const auto& t : terms) pointers.push_back(t.data());
+  std::vector<float*> spent = {terms[0].data(), terms[3].data()};
+  std::vector<int64_t> sums(c.count() + 5000, -1);
+  kernels::exact_grid_sums(pointers, c.offsets, want.exponents.data(), GridCase::kTotalTerms, sums.data(), spent,
+                           Device::cpu());
+  sums.resize(want.sums.size());
+  EXPECT_EQ(sums, want.sums);
+  for (const size_t t : {size_t{0}, size_t{3}})
+    for (size_t i = 0; i < terms[t].size(); ++i)
+      ASSERT_EQ(kernels::magnitude_bits(terms[t][i]) | (std::signbit(terms[t][i]) ? 1u << 31 : 0u), 0u)
+          << "term " << t << " value " << i;
+  for (const size_t t : {size_t{1}, size_t{2}, size_t{4}})
+    EXPECT_EQ(0, std::memcmp(terms[t].data(), c.terms[t].data(), terms[t].size() * sizeof(float)));
+}
+
 // A term's largest magnitudes found when it is set aside give, with a scan of the other
 // terms, the exponents of a scan over every term.
 TEST(ExactGrid, LargestMagnitudesOfTermsSetAsideGiveTheExponentsOfAFullScan) {

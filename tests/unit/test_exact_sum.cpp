@@ -110,6 +110,49 @@ TEST(ExactSum, KnownLargestMagnitudesGiveTheBitsOfAFullScan) {
   EXPECT_TRUE(std::isnan(arena[320]));
 }
 
+// Spent terms (the set-aside slots a caller reuses as zeroed accumulators) zeroed by the
+// sum: the bits of the sum that leaves them, every spent value +0 after; with a NaN in a
+// segment nothing is zeroed (its float sum reads the terms again) and the call says so.
+TEST(ExactSum, ZeroingSpentTermsKeepsTheBitsAndIsRefusedWhenASegmentIsNotFinite) {
+  std::mt19937 rng(13);
+  std::normal_distribution<float> normal;
+  const std::vector<size_t> offsets = {0, 40, 41, 3000, 5333};
+  std::vector<std::vector<float>> terms(5, std::vector<float>(offsets.back()));
+  for (size_t t = 0; t < terms.size(); ++t)
+    for (auto& x : terms[t]) x = normal(rng) * std::ldexp(1.0f, static_cast<int>(rng() % 30) - 15 - 3 * static_cast<int>(t));
+  terms[2][40] = -0.0f;
+  for (const bool with_nan : {false, true}) {
+    std::vector<std::vector<float>> these = terms;
+    if (with_nan) these[1][100] = std::numeric_limits<float>::quiet_NaN();
+    const std::vector<std::vector<float>> before = these;
+    const std::vector<float> want = sum_of(these, offsets);
+    std::vector<uint32_t> known(offsets.size() - 1, 0), largest(offsets.size() - 1);
+    std::vector<const float*> all;
+    std::vector<float*> spent;
+    for (size_t t = 0; t + 1 < these.size(); ++t) {
+      kernels::exact_grid_largest(these[t].data(), offsets, largest.data(), Device::cpu());
+      for (size_t s = 0; s < known.size(); ++s) known[s] = std::max(known[s], largest[s]);
+      all.push_back(these[t].data());
+      spent.push_back(these[t].data());
+    }
+    float* arena = these.back().data();
+    all.push_back(arena);
+    comm::LocalCommunicator local;
+    comm::ExactSum sum({offsets, static_cast<int64_t>(these.size())});
+    const bool zeroed = sum(all, {arena}, known.data(), spent, arena, Device::cpu(), local);
+    EXPECT_EQ(0, std::memcmp(arena, want.data(), want.size() * sizeof(float))) << "with a NaN: " << with_nan;
+    EXPECT_EQ(zeroed, !with_nan);
+    for (size_t t = 0; t + 1 < these.size(); ++t) {
+      if (with_nan) {
+        EXPECT_EQ(0, std::memcmp(these[t].data(), before[t].data(), before[t].size() * sizeof(float))) << "term " << t;
+        continue;
+      }
+      const std::vector<float> zeros(terms[t].size(), 0.0f);
+      EXPECT_EQ(0, std::memcmp(these[t].data(), zeros.data(), zeros.size() * sizeof(float))) << "term " << t;
+    }
+  }
+}
+
 TEST(ExactSum, OrderOfTermsDoesNotChangeTheBits) {
   std::mt19937 rng(5);
   std::normal_distribution<float> normal;

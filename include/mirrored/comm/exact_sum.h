@@ -62,12 +62,22 @@ class ExactSum {
   // The same bits as the call above. CPU buffers only.
   void operator()(const std::vector<const float*>& terms, const std::vector<const float*>& unscanned,
                   const uint32_t* known_largest, float* out, Device device, Communicator& comm);
+  // The same bits again, and afterwards each of `spent` (some of `terms`, not `out`) holds
+  // +0 at every value, zeroed block by block as the sums read it: far cheaper than zeroing
+  // it cold later, for a caller that reuses the memory as a zeroed accumulator. Returns
+  // whether they were zeroed: false, leaving them as they were, when a segment was not
+  // finite (its float sum reads the terms again). CPU buffers only.
+  bool operator()(const std::vector<const float*>& terms, const std::vector<const float*>& unscanned,
+                  const uint32_t* known_largest, const std::vector<float*>& spent, float* out, Device device,
+                  Communicator& comm);
 
  private:
   // The working buffers on `device`; returns the exponents'.
   int32_t* prepare(Device device, Communicator& comm);
   // From the local exponents on: agree on them, sum on their grids, round into `out`.
-  void sum_on_agreed_grids(const std::vector<const float*>& terms, float* out, Device device, Communicator& comm);
+  // `spent`: zeroed as read when every segment is finite (the return value says so).
+  bool sum_on_agreed_grids(const std::vector<const float*>& terms, const std::vector<float*>& spent, float* out,
+                           Device device, Communicator& comm);
 
   ExactSumLayout layout_;
   // On the device of the last call: exponents (int32, a segment each), sums (int64 values

@@ -12,8 +12,10 @@
 // to one virtual replica at a time. Switching to another saves it to that replica's slot
 // and restores (or zeroes) the next one's. On the host saving and restoring exchange the
 // memory behind the arena's gradient with the slot's (Tensor::swap_allocation: the layers'
-// gradient views follow), so a switch costs a zeroing and one read of the saved gradient
-// for its largest magnitudes, which set the exact sum's grids; on a GPU it is a copy.
+// gradient views follow), so a switch costs one read of the saved gradient for its
+// largest magnitudes, which set the exact sum's grids, and a zeroing: on the host the
+// exact sum has done it already, zeroing each slot as it last read it (still in cache); on
+// a GPU a switch is a copy.
 // Memory is one gradient-sized slot per virtual replica on this rank beyond the first.
 #include <cstdint>
 #include <vector>
@@ -49,6 +51,8 @@ class VirtualReplicaGradients {
   nn::ParameterArena& arena_;
   std::vector<Tensor> slots_;     // slot i: replica i's running sum while another holds the arena
   std::vector<char> started_;     // replica i has had a backward pass since restart()
+  // Slot i's memory holds +0 at every value: the exact sum zeroed it as it read it (host).
+  std::vector<char> zeroed_;
   int holder_ = -1;               // the replica whose sum is in the arena's gradient
   // Host gradients: largest_[i][s], the largest magnitude's bits in segment s of slot i, found
   // when it was set aside; known_largest_, their maximum over the slots, for the exact sum.

@@ -78,6 +78,12 @@ void exact_grid_largest(const float* x, const std::vector<size_t>& offsets, uint
 // as integers added up; 0 where the segment is all zero or not finite.
 void exact_grid_sums(const std::vector<const float*>& terms, const std::vector<size_t>& offsets,
                      const int32_t* exponents, int64_t total_terms, int64_t* sums, Device device);
+// CPU buffers only: the same, and afterwards each of `spent` (some of the terms, which
+// nothing reads again) holds +0 at every value: each block is zeroed right after its sums
+// are formed, while it is in cache, for a caller that would otherwise zero it cold later.
+void exact_grid_sums(const std::vector<const float*>& terms, const std::vector<size_t>& offsets,
+                     const int32_t* exponents, int64_t total_terms, int64_t* sums,
+                     const std::vector<float*>& spent, Device device);
 // plain[i] = the float32 sum of the terms' i-th values, in term order, where segment s is
 // not finite (exponents[s] == kGridNonFinite); 0 elsewhere.
 void exact_grid_plain_sums(const std::vector<const float*>& terms, const std::vector<size_t>& offsets,

@@ -133,6 +133,9 @@ void exact_grid_exponents(const std::vector<const float*>& terms, const std::vec
 void exact_grid_largest(const float* x, const std::vector<size_t>& offsets, uint32_t* largest);
 void exact_grid_sums(const std::vector<const float*>& terms, const std::vector<size_t>& offsets,
                      const int32_t* exponents, int64_t total_terms, int64_t* sums);
+// The same, then each of `spent` (buffers among the terms) +0 at every value.
+void exact_grid_sums(const std::vector<const float*>& terms, const std::vector<size_t>& offsets,
+                     const int32_t* exponents, int64_t total_terms, int64_t* sums, const std::vector<float*>& spent);
 void exact_grid_plain_sums(const std::vector<const float*>& terms, const std::vector<size_t>& offsets,
                            const int32_t* exponents, float* plain);
 void exact_grid_round(const int64_t* sums, const float* plain, const std::vector<size_t>& offsets,

@@ -4,7 +4,9 @@
 // gives the same bits.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
+#include "mirrored/core/error.h"
 #include "cpu_kernels.h"
 #include "mirrored/kernels/exact_grid.h"
 #include "simd_dispatch.h"
@@ -53,13 +55,18 @@ MIRRORED_GRID_TERMS(4, true, grid_add4)
 constexpr GridTerms kGridSet[4] = {grid_set1, grid_set2, grid_set3, grid_set4};
 constexpr GridTerms kGridAdd[4] = {grid_add1, grid_add2, grid_add3, grid_add4};
 
-// sums[i] = every term's integer at i added, over the n values from `begin`.
-void sum_on_grid(const std::vector<const float*>& terms, size_t begin, size_t n, double scale, int64_t* sums) {
+// sums[i] = every term's integer at i added, over the n values from `begin`; then the
+// values of the terms with spent[t] (null: none) set to +0, group by group, while the
+// group's four runs are still in the first-level cache.
+void sum_on_grid(const std::vector<const float*>& terms, const std::vector<float*>& spent, size_t begin, size_t n,
+                 double scale, int64_t* sums) {
   const float* group[4];
   for (size_t first = 0; first < terms.size(); first += 4) {
     const size_t count = std::min<size_t>(4, terms.size() - first);
     for (size_t t = 0; t < count; ++t) group[t] = terms[first + t] + begin;
     (first == 0 ? kGridSet : kGridAdd)[count - 1](group, n, scale, sums + begin);
+    for (size_t t = first; t < first + count; ++t)
+      if (spent[t] != nullptr) std::memset(spent[t] + begin, 0, n * sizeof(float));
   }
 }
 
@@ -110,6 +117,11 @@ void round_from_grid(const int64_t* sums, size_t n, int quantum, float* out) {
 
 bool summed_on_grid(int32_t exponent) { return exponent != kGridAllZero && exponent != kGridNonFinite; }
 
+// Every buffer of `runs` = +0 over [begin, begin + n).
+void zero_runs(const std::vector<float*>& runs, size_t begin, size_t n) {
+  for (float* run : runs) std::memset(run + begin, 0, n * sizeof(float));
+}
+
 }  // namespace
 
 void exact_grid_exponents(const std::vector<const float*>& terms, const std::vector<size_t>& offsets,
@@ -135,16 +147,31 @@ void exact_grid_largest(const float* x, const std::vector<size_t>& offsets, uint
 
 void exact_grid_sums(const std::vector<const float*>& terms, const std::vector<size_t>& offsets,
                      const int32_t* exponents, int64_t total_terms, int64_t* sums) {
+  exact_grid_sums(terms, offsets, exponents, total_terms, sums, {});
+}
+
+void exact_grid_sums(const std::vector<const float*>& terms, const std::vector<size_t>& offsets,
+                     const int32_t* exponents, int64_t total_terms, int64_t* sums, const std::vector<float*>& spent) {
+  // spent_term[t]: terms[t] as writable memory when it is spent, else null.
+  std::vector<float*> spent_term(terms.size(), nullptr);
+  for (float* buffer : spent) {
+    const auto found = std::find(terms.begin(), terms.end(), buffer);
+    MIRRORED_CHECK(found != terms.end(), "exact_grid_sums: a spent buffer that is not one of the terms");
+    spent_term[static_cast<size_t>(found - terms.begin())] = buffer;
+  }
   for (size_t s = 0; s + 1 < offsets.size(); ++s) {
     if (terms.empty() || !summed_on_grid(exponents[s])) {
       std::fill(sums + offsets[s], sums + offsets[s + 1], int64_t{0});
+      zero_runs(spent, offsets[s], offsets[s + 1] - offsets[s]);
       continue;
     }
     const double scale = std::ldexp(1.0, -grid_quantum(exponents[s], total_terms));
-    // Block by block, every term into the block's sums while they are in cache.
+    // Block by block, every term into the block's sums while they are in cache, and the
+    // spent terms zeroed while they still are (zeroing them cold later costs as much as the
+    // sums' own reads).
     constexpr size_t kBlock = 2048;
     for (size_t begin = offsets[s]; begin < offsets[s + 1]; begin += kBlock)
-      sum_on_grid(terms, begin, std::min(kBlock, offsets[s + 1] - begin), scale, sums);
+      sum_on_grid(terms, spent_term, begin, std::min(kBlock, offsets[s + 1] - begin), scale, sums);
   }
 }
 
