@@ -13,10 +13,14 @@
 //   extra ms/ckpt  (the run's time - the baseline's for as many steps) / checkpoints, the
 //                  last write's drain included: what a checkpoint costs in all, the
 //                  background thread's competition for the cores included
+//   CPU ms/step    user + system time of every thread (the writer's included) per timed
+//                  step, mean over ranks, and that against the baseline: what the
+//                  checkpoints cost in cycles, which a shared host's load does not stretch
 // The files go to <out>/bench-checkpoints (the file system the run's checkpoints would
 // use), one kept, removed at the end. No evaluation, no other files.
 #include <algorithm>
 #include <cstdio>
+#include <ctime>
 #include <string>
 #include <filesystem>
 #include <memory>
@@ -42,8 +46,16 @@ struct Mode {
   bool async = false;
 };
 
+// This process's CPU seconds so far (every thread).
+double process_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
 struct ModeFigures {
   double seconds = 0.0;       // the timed steps, the last write's drain included
+  double cpu_seconds = 0.0;   // CPU time of the same, mean over ranks
   double in_step = 0.0;       // summed over checkpoints
   int64_t checkpoints = 0;
 };
@@ -55,7 +67,10 @@ class CheckpointTimer final : public train::Callback {
       : warmup_(warmup), every_(every), figures_(figures) {}
 
   void on_step_end(train::TrainContext& ctx, const train::StepEnd& end) override {
-    if (end.step == warmup_) run_clock_.reset();
+    if (end.step == warmup_) {
+      run_clock_.reset();
+      cpu_before_ = process_cpu_seconds();
+    }
     if (end.step <= warmup_ || every_ == 0 || (end.step - warmup_) % every_ != 0) return;
     ctx.model.synchronize_buffers();  // as the Checkpointer does at a log point
     Stopwatch clock;
@@ -65,14 +80,17 @@ class CheckpointTimer final : public train::Callback {
   }
   void on_train_end(train::TrainContext& ctx, const train::TrainSummary&) override {
     if (ctx.checkpoints) ctx.checkpoints->wait();  // the last write counts
+    figures_.cpu_seconds = process_cpu_seconds() - cpu_before_;  // before the barrier's polling
     ctx.strategy.communicator().barrier();
     figures_.seconds = run_clock_.seconds();
+    ctx.strategy.communicator().allreduce(&figures_.cpu_seconds, 1, comm::ReduceOp::kMean);
   }
 
  private:
   int64_t warmup_, every_;
   ModeFigures& figures_;
   Stopwatch run_clock_;
+  double cpu_before_ = 0.0;
 };
 
 ModeFigures time_mode(runtime::Runtime& runtime, config::TrainConfig config, const Mode& mode, int64_t warmup,
@@ -89,7 +107,8 @@ ModeFigures time_mode(runtime::Runtime& runtime, config::TrainConfig config, con
 
 void print_table(const std::vector<Mode>& modes, const std::vector<ModeFigures>& figures, int64_t steps) {
   const double base = figures[0].seconds / static_cast<double>(steps) * 1e3;
-  chief_print("  checkpoints            every  written  ms/step  vs none  in-step ms  extra ms/ckpt");
+  const double base_cpu = figures[0].cpu_seconds / static_cast<double>(steps) * 1e3;
+  chief_print("  checkpoints            every  written  ms/step  vs none  in-step ms  extra ms/ckpt  CPU ms/step  vs none");
   for (size_t i = 0; i < modes.size(); ++i) {
     const ModeFigures& f = figures[i];
     const double ms_per_step = f.seconds / static_cast<double>(steps) * 1e3;
@@ -98,12 +117,16 @@ void print_table(const std::vector<Mode>& modes, const std::vector<ModeFigures>&
                         modes[i].every, "  ", f.checkpoints, "  ", fixed(ms_per_step, 1), "  ", fixed(ms_per_step / base, 3), "  ",
                         f.checkpoints ? fixed(f.in_step * per_checkpoint * 1e3, 1) : std::string("-"), "  ",
                         f.checkpoints ? fixed((ms_per_step - base) * static_cast<double>(steps) * per_checkpoint, 1)
-                                      : std::string("-")));
+                                      : std::string("-"),
+                        "  ", fixed(f.cpu_seconds / static_cast<double>(steps) * 1e3, 2), "  ",
+                        fixed(f.cpu_seconds / static_cast<double>(steps) * 1e3 / base_cpu, 3)));
   }
   auto in_step = [&](size_t i) { return figures[i].in_step / static_cast<double>(std::max<int64_t>(figures[i].checkpoints, 1)); };
   chief_print(str_cat("async_vs_sync in_step_stall=", fixed(in_step(2) / in_step(1), 3),
                       " every_step_cost_sync=", fixed(figures[3].seconds / figures[0].seconds, 3),
                       " every_step_cost_async=", fixed(figures[4].seconds / figures[0].seconds, 3)));
+  chief_print(str_cat("every_step_cpu_cost_sync=", fixed(figures[3].cpu_seconds / figures[0].cpu_seconds, 3),
+                      " every_step_cpu_cost_async=", fixed(figures[4].cpu_seconds / figures[0].cpu_seconds, 3)));
 }
 
 }  // namespace

@@ -14,7 +14,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <thread>
+#include <vector>
 
 #include "../commands.h"
 #include "../parse_options.h"
@@ -81,6 +83,14 @@ double cpu_seconds() {
   return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }
 
+// This process's CPU seconds (every thread) on its nanosecond clock: fine enough to split
+// a millisecond step into phases.
+double process_cpu_clock() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
 long minor_page_faults() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
@@ -116,11 +126,17 @@ class StepTimer final : public train::Callback {
     }
     kernels::synchronize(ctx.strategy.device());
     phase_clock_.reset();
+    phase_cpu_ = process_cpu_clock();
   }
   void on_phase_end(train::TrainContext& ctx, train::StepPhase phase) override {
     kernels::synchronize(ctx.strategy.device());
-    if (timed_) seconds_[static_cast<int>(phase)] += phase_clock_.seconds();
+    const double cpu = process_cpu_clock();
+    if (timed_) {
+      seconds_[static_cast<int>(phase)] += phase_clock_.seconds();
+      cpu_seconds_[static_cast<int>(phase)] += cpu - phase_cpu_;
+    }
     phase_clock_.reset();
+    phase_cpu_ = cpu;
   }
   void on_step_end(train::TrainContext& ctx, const train::StepEnd& end) override {
     if (timed_) {
@@ -138,8 +154,13 @@ class StepTimer final : public train::Callback {
  private:
   int64_t warmup_, steps_, samples_per_step_;
   bool timed_ = false;
+  // Prints each rank's CPU time per step, its busy part and its all-reduce phase's.
+  void print_per_rank(train::TrainContext& ctx) const;
+
   Stopwatch phase_clock_;
+  double phase_cpu_ = 0.0;  // process_cpu_clock() when the current phase began
   double seconds_[train::kStepPhases] = {};
+  double cpu_seconds_[train::kStepPhases] = {};  // CPU time of every thread in each phase
   double step_seconds_ = 0.0;
   train::StepLosses* last_losses_ = nullptr;
   int64_t last_index_ = 0;
@@ -205,6 +226,7 @@ void StepTimer::on_train_end(train::TrainContext& ctx, const train::TrainSummary
   // a free core. It includes the time ranks spend polling in collectives (MPI waits by
   // spinning).
   chief_print(str_cat("  CPU time/step/rank: ", fixed(cpu_ms_per_step_, 3), " ms"));
+  if (ctx.strategy.num_replicas_in_sync() > 1) print_per_rank(ctx);
   // on_failure = shrink with sharded state: the shard copies' time in the step (packing,
   // starting the exchange, waiting for the one in flight; distribute/shard_copies.h).
   if (ctx.shard_copies)
@@ -226,6 +248,31 @@ void StepTimer::on_train_end(train::TrainContext& ctx, const train::TrainSummary
   std::snprintf(loss, sizeof(loss), "%.9g", figures[kPhases + 2]);
   chief_print(str_cat("  loss of the last step (mean over ranks): ", loss));
   chief_print(str_cat("samples_per_sec=", fixed(samples_per_sec, 1), " ms_per_step=", fixed(ms_per_step, 3)));
+}
+
+// Ranks that wait for others poll (MPI spins), so their CPU time counts waiting too; the
+// phases other than the all-reduce are work, whatever the host's load, and show how
+// unevenly the ranks are loaded (reduction = invariant with virtual replicas that do not
+// divide over the ranks). The all-reduce phase holds both the exact sum's conversions and
+// the wait for the slowest rank.
+void StepTimer::print_per_rank(train::TrainContext& ctx) const {
+  comm::Communicator& comm = ctx.strategy.communicator();
+  const int ranks = comm.size(), rank = comm.rank();
+  constexpr int kFigures = 3;  // busy CPU, all-reduce phase CPU, all-reduce phase wall
+  std::vector<double> figures(static_cast<size_t>(kFigures * ranks), 0.0);
+  const int allreduce = static_cast<int>(train::StepPhase::kAllreduce);
+  for (int p = 0; p < train::kStepPhases; ++p)
+    if (p != allreduce) figures[static_cast<size_t>(kFigures * rank)] += cpu_seconds_[p];
+  figures[static_cast<size_t>(kFigures * rank + 1)] = cpu_seconds_[allreduce];
+  figures[static_cast<size_t>(kFigures * rank + 2)] = seconds_[allreduce];
+  comm.allreduce(figures.data(), figures.size(), comm::ReduceOp::kSum);  // each rank fills its own
+  const double steps = static_cast<double>(steps_);
+  chief_print("  rank  busy CPU  all-reduce CPU  all-reduce wall  (ms/step; busy = every phase but the all-reduce)");
+  for (int r = 0; r < ranks; ++r) {
+    const double* f = figures.data() + static_cast<size_t>(kFigures * r);
+    chief_print(str_cat("  ", r, "  ", fixed(f[0] / steps * 1e3, 3), "  ", fixed(f[1] / steps * 1e3, 3), "  ",
+                        fixed(f[2] / steps * 1e3, 3)));
+  }
 }
 
 // Every rank: the 1-replica baseline (bench_scaling.h) and the efficiency of this run
