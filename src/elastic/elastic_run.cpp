@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "mirrored/comm/failure/runtime_loss.h"
+#include "mirrored/config/library_options.h"
 #include "mirrored/core/error.h"
 #include "mirrored/core/log.h"
 #include "mirrored/core/process.h"
@@ -79,14 +80,17 @@ void end_stopped_ranks(const std::vector<runtime::JobMember>& before, const runt
 }  // namespace
 
 ElasticRun::ElasticRun(const config::TrainConfig& config, runtime::Runtime& runtime,
-                       checkpoint::CheckpointWriter& checkpoints)
+                       checkpoint::CheckpointWriter& checkpoints, train::LoadedDatasets& datasets)
     : current_(config),
       runtime_(runtime),
       checkpoints_(checkpoints),
+      datasets_(datasets),
       survive_failures_(config.on_failure == config::OnFailure::kShrink),
       // The configured size: the ranks that train (a spare's world() is the spares' own).
       grow_back_(runtime.training_ranks().empty() ? runtime.world().size()
                                                   : static_cast<int>(runtime.training_ranks().size())) {}
+
+ElasticRun::~ElasticRun() { join_data_loader(); }
 
 // The cycle: train (or wait as a spare) until a peer is lost, recover with the survivors
 // (a spare may be called in), go on with a new Trainer. The chief tells the spares when
@@ -127,15 +131,34 @@ void ElasticRun::say_who_waits() const {
 }
 
 // A spare's wait: true when training ended; false on a loss, which the recovery answers
-// (this spare may take a lost rank's place).
+// (this spare may take a lost rank's place). Its first wait also reads the run's data sets,
+// on a thread, so the wait goes on polling (a spare that stopped answering for the
+// second a read takes could be declared failed); the read is over before it goes on.
 bool ElasticRun::wait_as_spare() {
+  if (!read_ahead_) {
+    read_ahead_ = true;
+    data_loader_ = std::thread([this, lib = config::library_options(current_)] {
+      try {
+        datasets_.load_ahead(lib, true);
+      } catch (const std::exception& error) {  // left to the Trainer, which reports it as the others do
+        rank_warning(str_cat("a spare could not read the data sets ahead (called in, its Trainer reads them): ",
+                             error.what()));
+      }
+    });
+  }
   try {
     runtime_.wait_as_spare();
+    join_data_loader();
     return true;
   } catch (const comm::PeerFailure& failure) {
     peer_failed(failure);
+    join_data_loader();
     return false;
   }
+}
+
+void ElasticRun::join_data_loader() {
+  if (data_loader_.joinable()) data_loader_.join();
 }
 
 // One Trainer's life. Its summary, or nothing when a peer failed: `snapshot` then holds what
