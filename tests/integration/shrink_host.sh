@@ -85,8 +85,9 @@ host_killed_run ranks mirrored
 ((STATUS == 0)) || { cat "$WORK/ranks.log"; fail "h2's ranks killed: the job exited $STATUS"; }
 survived ranks
 nothing_left_on_hosts "h2's ranks killed"
-# MPI_Finalize must not wait for the lost ranks (it did for 30 s before async_mpi_finalize).
-((${TOOK%.*} < 15)) || fail "h2's ranks killed: the job took $TOOK s to end after the kill"
+# MPI_Finalize must not wait for the lost ranks (it did for 30 s before async_mpi_finalize,
+# on top of the 990 steps left, which take 4 s on a quiet machine and 15 s at a load of 10).
+((${TOOK%.*} < 30)) || fail "h2's ranks killed: the job took $TOOK s to end after the kill"
 echo "ok: both ranks of h2 killed after step 10 (its daemon alive): finished on h1's 2, exit 0, $TOOK s from the kill to the job's end; $MEMBERSHIP"
 
 host_killed_run node ""
