@@ -236,8 +236,8 @@ Recovery ElasticRun::recover_once(const std::optional<checkpoint::ReplicaSnapsho
   // Where a recovery's time goes (the rest, to recovery_s, is the new Trainer's start and
   // its first step).
   chief_verbose(str_cat("recovery: the new world agreed and built ", fixed(new_world_at, 3),
-                        " s after the failure was detected, the state written at ", fixed(since_failure_.seconds(), 3),
-                        " s"));
+                        " s after the failure was detected (the job shrunk to its live ranks at ",
+                        fixed(shrunk_at_s_, 3), " s), the state written at ", fixed(since_failure_.seconds(), 3), " s"));
   recovery.step = std::max<int64_t>(step, 0);
   require_enough_replicas(recovery);
   chief_info(str_cat(recovery.membership.lost.empty() ? "" : "lost ", describe_change(recovery.membership),
@@ -263,6 +263,7 @@ Membership ElasticRun::agree_on_new_world() {
   // does when it lost a node's daemon), this rank goes on without it. Said the moment the
   // shrink is agreed: the runtime ends the job within half a second of the loss.
   const runtime::ShrunkJob latest = runtime_.shrink_job(comm::outlive_runtime_after_loss);
+  shrunk_at_s_ = since_failure_.seconds();
   const runtime::ShrunkJob shrunk = shrink_of(before, runtime_.job_members(), latest.rank);
   Membership membership = membership_after(before, settled_training_, shrunk);
   membership.with_spares = current_.shrink_spares > 0;

@@ -103,6 +103,7 @@ class ElasticRun {
   std::vector<int> settled_training_;  // job ranks of settled_members_ that trained, in world order
   bool was_spare_ = false;             // this process was a spare then
   Stopwatch since_failure_;            // from the last failure's detection
+  double shrunk_at_s_ = 0.0;           // when the last shrink of the job returned (--verbose)
   GrowBack grow_back_;                 // resize requests, and the hosts shrinks left empty
   bool first_trainer_ = true;          // the launch's first Trainer reports a completed grow
 };
