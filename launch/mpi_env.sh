@@ -285,20 +285,22 @@ mirrored_wait_survivors() {
   [[ "${MIRRORED_RANK_AGENT:-0}" == 1 ]] || return 1
   # Only a file of ours is shown (the ranks never write through anything else).
   if [[ -L "$output" ]] || [[ -e "$output" && ! -O "$output" ]]; then rm -f -- "$output"; fi
-  if [[ -s "$status" ]]; then
-    # The survivors may finish before the launcher gives up on the lost daemon: their output
-    # since the loss then went only to `output`, and is shown here.
-    [[ -s "$output" ]] || return 1
-    echo "warning: $launcher has exited: the MPI runtime ended the job after losing a node's daemon, but ranks" \
-         "outlived it and go on without it; they have finished (their output since the loss follows)" >&2
-    cat -- "$output" >&2
-    return 0
-  fi
+  # The survivors may finish before the launcher gives up on the lost daemon: their output
+  # since the loss then went only to `output`, and is shown here.
+  if [[ -s "$status" ]]; then mirrored_show_finished_survivors "$launcher" "$output"; return; fi
   ended=$(date +%s)
-  # Survivors learn that the runtime is gone as their node's daemon exits, about when mpirun
-  # did, and touch `alive` within a second of it.
-  while (($(mirrored_mtime "$alive") < ended)) && (($(date +%s) - ended < 3)); do sleep 0.2; done
-  (($(mirrored_mtime "$alive") >= ended)) || return 1
+  # Survivors learn that the runtime is gone from PMIx's lost-connection event, up to a
+  # second or so after mpirun exited, and touch `alive` within a second of it. Survivors
+  # that finish first (a few steps left, a fast recovery) never hear it: they write the
+  # chief's status instead, and have their output shown as above.
+  while (($(mirrored_mtime "$alive") < ended)) && [[ ! -s "$status" ]] && (($(date +%s) - ended < 3)); do
+    sleep 0.2
+  done
+  if (($(mirrored_mtime "$alive") < ended)); then
+    [[ -s "$status" ]] || return 1
+    mirrored_show_finished_survivors "$launcher" "$output"
+    return
+  fi
   echo "warning: $launcher has exited: the MPI runtime ended the job after losing a node's daemon, but ranks" \
        "outlived it and go on without it; waiting for their chief's exit status in the run-state directory" \
        "(MIRRORED_RUN_STATE_DIR $MIRRORED_RUN_STATE_DIR; their output since the loss follows)" >&2
@@ -310,6 +312,17 @@ mirrored_wait_survivors() {
   wait "$tail_pid" 2>/dev/null || true
   [[ -s "$status" ]] ||
     echo "error: the ranks that outlived the MPI runtime stopped reporting without an exit status" >&2
+  return 0
+}
+
+# mirrored_show_finished_survivors LAUNCHER OUTPUT: after the launcher exited, the chief's
+# status written: the output the survivors copied to OUTPUT since the loss, said to be theirs.
+# True when there is some (ranks outlived the runtime), else false (no loss, or none they saw).
+mirrored_show_finished_survivors() {
+  [[ -s "$2" ]] || return 1
+  echo "warning: $1 has exited: the MPI runtime ended the job after losing a node's daemon, but ranks" \
+       "outlived it and go on without it; they have finished (their output since the loss follows)" >&2
+  cat -- "$2" >&2
   return 0
 }
 

@@ -51,19 +51,23 @@ train::TrainSummary run_training(const config::TrainConfig& config, runtime::Run
   const comm::TraceDumpSignal trace_signal(config.preemption_signal == config::PreemptionSignal::kUsr2);
   // One writer for the whole run: every Trainer's checkpoints and the recovery's go through it.
   checkpoint::CheckpointWriter checkpoints(config);
+  // Under on_failure = shrink the data sets one Trainer read serve the next: a recovery
+  // then reads no file again (train/loaded_datasets.h).
+  train::LoadedDatasets datasets(config.on_failure == config::OnFailure::kShrink);
   // Each Trainer (a new one after each recovery from a lost rank) gets the standard
   // callbacks; the first also gets `extra`.
   const elastic::TrainerFactory make_trainer = [&](const config::TrainConfig& current) {
     arm_trace_dumps(runtime, current);
     train::TrainerOptions options;
     options.checkpoints = &checkpoints;
+    options.datasets = &datasets;
     auto trainer = std::make_unique<train::Trainer>(current, runtime, options);
     add_standard_callbacks(*trainer, current);
     for (auto& callback : extra) trainer->add_callback(std::move(callback));
     extra.clear();
     return trainer;
   };
-  return elastic::ElasticRun(config, runtime, checkpoints).run(make_trainer);
+  return elastic::ElasticRun(config, runtime, checkpoints, datasets).run(make_trainer);
 }
 
 }  // namespace mirrored::app

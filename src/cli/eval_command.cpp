@@ -82,7 +82,8 @@ int eval_command(int& argc, char**& argv, const Args& args) {
 
   train::check_data_kind(options.data, saved.lib.model, saved.config_origin);
   const int64_t batch = options.batch > 0 ? options.batch : saved.lib.data.eval_batch_size;
-  const auto eval_data = train::load_eval_data(saved.lib.data, options.data, batch, strategy);
+  train::LoadedDatasets read_once(false);
+  const auto eval_data = train::load_eval_data(saved.lib.data, options.data, batch, strategy, read_once);
   auto model = checkpoint::load_saved_model(saved, eval_data->inputs(), strategy);
   print_result(options, eval_data->evaluate(strategy, model), strategy.num_replicas_in_sync());
   return 0;

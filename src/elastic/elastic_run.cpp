@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "mirrored/comm/failure/runtime_loss.h"
+#include "mirrored/config/library_options.h"
 #include "mirrored/core/error.h"
 #include "mirrored/core/log.h"
 #include "mirrored/core/process.h"
@@ -79,14 +80,17 @@ void end_stopped_ranks(const std::vector<runtime::JobMember>& before, const runt
 }  // namespace
 
 ElasticRun::ElasticRun(const config::TrainConfig& config, runtime::Runtime& runtime,
-                       checkpoint::CheckpointWriter& checkpoints)
+                       checkpoint::CheckpointWriter& checkpoints, train::LoadedDatasets& datasets)
     : current_(config),
       runtime_(runtime),
       checkpoints_(checkpoints),
+      datasets_(datasets),
       survive_failures_(config.on_failure == config::OnFailure::kShrink),
       // The configured size: the ranks that train (a spare's world() is the spares' own).
       grow_back_(runtime.training_ranks().empty() ? runtime.world().size()
                                                   : static_cast<int>(runtime.training_ranks().size())) {}
+
+ElasticRun::~ElasticRun() { join_data_loader(); }
 
 // The cycle: train (or wait as a spare) until a peer is lost, recover with the survivors
 // (a spare may be called in), go on with a new Trainer. The chief tells the spares when
@@ -127,15 +131,34 @@ void ElasticRun::say_who_waits() const {
 }
 
 // A spare's wait: true when training ended; false on a loss, which the recovery answers
-// (this spare may take a lost rank's place).
+// (this spare may take a lost rank's place). Its first wait also reads the run's data sets,
+// on a thread, so the wait goes on polling (a spare that stopped answering for the
+// second a read takes could be declared failed); the read is over before it goes on.
 bool ElasticRun::wait_as_spare() {
+  if (!read_ahead_) {
+    read_ahead_ = true;
+    data_loader_ = std::thread([this, lib = config::library_options(current_)] {
+      try {
+        datasets_.load_ahead(lib, true);
+      } catch (const std::exception& error) {  // left to the Trainer, which reports it as the others do
+        rank_warning(str_cat("a spare could not read the data sets ahead (called in, its Trainer reads them): ",
+                             error.what()));
+      }
+    });
+  }
   try {
     runtime_.wait_as_spare();
+    join_data_loader();
     return true;
   } catch (const comm::PeerFailure& failure) {
     peer_failed(failure);
+    join_data_loader();
     return false;
   }
+}
+
+void ElasticRun::join_data_loader() {
+  if (data_loader_.joinable()) data_loader_.join();
 }
 
 // One Trainer's life. Its summary, or nothing when a peer failed: `snapshot` then holds what
@@ -213,8 +236,8 @@ Recovery ElasticRun::recover_once(const std::optional<checkpoint::ReplicaSnapsho
   // Where a recovery's time goes (the rest, to recovery_s, is the new Trainer's start and
   // its first step).
   chief_verbose(str_cat("recovery: the new world agreed and built ", fixed(new_world_at, 3),
-                        " s after the failure was detected, the state written at ", fixed(since_failure_.seconds(), 3),
-                        " s"));
+                        " s after the failure was detected (the job shrunk to its live ranks at ",
+                        fixed(shrunk_at_s_, 3), " s), the state written at ", fixed(since_failure_.seconds(), 3), " s"));
   recovery.step = std::max<int64_t>(step, 0);
   require_enough_replicas(recovery);
   chief_info(str_cat(recovery.membership.lost.empty() ? "" : "lost ", describe_change(recovery.membership),
@@ -240,6 +263,7 @@ Membership ElasticRun::agree_on_new_world() {
   // does when it lost a node's daemon), this rank goes on without it. Said the moment the
   // shrink is agreed: the runtime ends the job within half a second of the loss.
   const runtime::ShrunkJob latest = runtime_.shrink_job(comm::outlive_runtime_after_loss);
+  shrunk_at_s_ = since_failure_.seconds();
   const runtime::ShrunkJob shrunk = shrink_of(before, runtime_.job_members(), latest.rank);
   Membership membership = membership_after(before, settled_training_, shrunk);
   membership.with_spares = current_.shrink_spares > 0;

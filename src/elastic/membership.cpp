@@ -103,6 +103,14 @@ std::string describe_change(const Membership& membership) {
 }
 
 void MembershipReporter::on_step_end(train::TrainContext& ctx, const train::StepEnd&) {
+  report(ctx, "first step after recovery done");
+}
+
+void MembershipReporter::on_train_end(train::TrainContext& ctx, const train::TrainSummary&) {
+  report(ctx, "no step was left: the run ended");
+}
+
+void MembershipReporter::report(train::TrainContext& ctx, const char* until) {
   if (reported_) return;
   reported_ = true;
   const double seconds = since_failure_.seconds();
@@ -135,7 +143,7 @@ void MembershipReporter::on_step_end(train::TrainContext& ctx, const train::Step
   }
   chief_info(str_cat("membership: ", membership.world_size, " replica(s) after ",
                      spares ? describe_change(membership) : "losing " + describe_lost(membership),
-                     "; first step after recovery done ", fixed(seconds, 2), " s after the failure was detected"));
+                     "; ", until, " ", fixed(seconds, 2), " s after the failure was detected"));
 }
 
 }  // namespace mirrored::elastic

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "mirrored/config/run_setup.h"
+#include "mirrored/train/loaded_datasets.h"
 #include "mirrored/train/model_data.h"
 #include "training_data_kinds.h"
 
@@ -12,9 +13,10 @@ namespace {
 
 class ImageTrainingData final : public TrainingData {
  public:
-  ImageTrainingData(const config::LibraryOptions& lib, distribute::MirroredStrategy& strategy, bool with_eval) {
+  ImageTrainingData(const config::LibraryOptions& lib, distribute::MirroredStrategy& strategy, bool with_eval,
+                    LoadedDatasets& datasets) {
     const config::DataSpec& files = lib.data;
-    train_set_ = config::load_dataset(files.train, files.cache_mb);
+    train_set_ = datasets.images(files.train, files.cache_mb);
     if (!files.shape.empty() && files.shape != train_set_->sample_shape)
       throw InputError(str_cat("data.shape is ", shape_str(files.shape), " but data.train '", files.train,
                                "' holds samples of shape ", shape_str(train_set_->sample_shape),
@@ -22,7 +24,7 @@ class ImageTrainingData final : public TrainingData {
                                "images at that shape (data import-images --size H,W --channels C)"),
                        ExitCode::kUsage);
     if (with_eval) {
-      test_ = load_eval_data(files, files.test, files.eval_batch_size, strategy);
+      test_ = load_eval_data(files, files.test, files.eval_batch_size, strategy, datasets);
       if (test_->inputs().sample_shape != train_set_->sample_shape)
         throw InputError(str_cat("data.test '", files.test, "' has samples of shape ",
                                  shape_str(test_->inputs().sample_shape), " but data.train '", files.train, "' has ",
@@ -71,8 +73,9 @@ class ImageTrainingData final : public TrainingData {
 }  // namespace
 
 std::unique_ptr<TrainingData> image_training_data(const config::LibraryOptions& lib,
-                                                  distribute::MirroredStrategy& strategy, bool with_eval) {
-  return std::make_unique<ImageTrainingData>(lib, strategy, with_eval);
+                                                  distribute::MirroredStrategy& strategy, bool with_eval,
+                                                  LoadedDatasets& datasets) {
+  return std::make_unique<ImageTrainingData>(lib, strategy, with_eval, datasets);
 }
 
 }  // namespace mirrored::train

@@ -19,8 +19,8 @@ bool reads_tokens(const config::DataSpec& data) { return data.context > 0; }
 class ImageEvalData final : public EvalData {
  public:
   ImageEvalData(const config::DataSpec& spec, const std::string& path, int64_t batch,
-                distribute::MirroredStrategy& strategy)
-      : set_(config::load_dataset(path, spec.cache_mb)), data_(strategy.distribute_eval_dataset(set_, batch)) {}
+                distribute::MirroredStrategy& strategy, LoadedDatasets& datasets)
+      : set_(datasets.images(path, spec.cache_mb)), data_(strategy.distribute_eval_dataset(set_, batch)) {}
   config::ModelInputs inputs() const override { return {set_->sample_shape, set_->num_classes}; }
   EvalResult evaluate(distribute::MirroredStrategy& strategy, distribute::DistributedModel& model) override {
     return train::evaluate(strategy, model, data_);
@@ -35,9 +35,9 @@ class ImageEvalData final : public EvalData {
 class TokenEvalData final : public EvalData {
  public:
   TokenEvalData(const config::DataSpec& spec, const std::string& path, int64_t batch,
-                distribute::MirroredStrategy& strategy)
+                distribute::MirroredStrategy& strategy, LoadedDatasets& datasets)
       : context_(spec.context),
-        set_(data::load_token_dataset(path, spec.cache_mb)),
+        set_(datasets.tokens(path, spec.cache_mb)),
         data_(set_, batch, context_, strategy.replica_id(), strategy.num_replicas_in_sync(), strategy.device(),
               spec.eval_windows) {}
   config::ModelInputs inputs() const override { return {{context_}, static_cast<int>(set_->vocab_size())}; }
@@ -54,9 +54,9 @@ class TokenEvalData final : public EvalData {
 }  // namespace
 
 std::unique_ptr<EvalData> load_eval_data(const config::DataSpec& data, const std::string& path, int64_t batch,
-                                         distribute::MirroredStrategy& strategy) {
-  if (reads_tokens(data)) return std::make_unique<TokenEvalData>(data, path, batch, strategy);
-  return std::make_unique<ImageEvalData>(data, path, batch, strategy);
+                                         distribute::MirroredStrategy& strategy, LoadedDatasets& datasets) {
+  if (reads_tokens(data)) return std::make_unique<TokenEvalData>(data, path, batch, strategy, datasets);
+  return std::make_unique<ImageEvalData>(data, path, batch, strategy, datasets);
 }
 
 void check_data_kind(const std::string& path, const config::ModelSpec& model, const std::string& model_origin) {

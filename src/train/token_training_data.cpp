@@ -7,6 +7,7 @@
 #include "mirrored/data/token_dataset.h"
 #include "mirrored/data/token_file.h"
 #include "mirrored/distribute/distributed_token_dataset.h"
+#include "mirrored/train/loaded_datasets.h"
 #include "mirrored/train/model_data.h"
 #include "training_data_kinds.h"
 
@@ -25,10 +26,11 @@ auto naming_key(const std::string& key, Make&& make) {
 
 class TokenTrainingData final : public TrainingData {
  public:
-  TokenTrainingData(const config::LibraryOptions& lib, distribute::MirroredStrategy& strategy, bool with_eval)
+  TokenTrainingData(const config::LibraryOptions& lib, distribute::MirroredStrategy& strategy, bool with_eval,
+                    LoadedDatasets& datasets)
       : context_(lib.data.context) {
     const config::DataSpec& files = lib.data;
-    auto train_set = naming_key("data.train", [&] { return data::load_token_dataset(files.train, files.cache_mb); });
+    auto train_set = naming_key("data.train", [&] { return datasets.tokens(files.train, files.cache_mb); });
     vocab_ = train_set->vocab_size();
     const distribute::TokenDatasetOptions options{lib.train_data.global_batch, context_, lib.train_data.seed};
     train_.emplace(naming_key("data.train", [&] {
@@ -37,7 +39,7 @@ class TokenTrainingData final : public TrainingData {
     }));
     if (!with_eval) return;
     test_ = naming_key("data.test",
-                       [&] { return load_eval_data(files, files.test, files.eval_batch_size, strategy); });
+                       [&] { return load_eval_data(files, files.test, files.eval_batch_size, strategy, datasets); });
     // Token ids mean text only through their tokenizer: a model scored on another's ids
     // would report a meaningless loss.
     const data::TokenFileInfo& train_info = train_set->info();
@@ -78,8 +80,9 @@ class TokenTrainingData final : public TrainingData {
 }  // namespace
 
 std::unique_ptr<TrainingData> token_training_data(const config::LibraryOptions& lib,
-                                                  distribute::MirroredStrategy& strategy, bool with_eval) {
-  return std::make_unique<TokenTrainingData>(lib, strategy, with_eval);
+                                                  distribute::MirroredStrategy& strategy, bool with_eval,
+                                                  LoadedDatasets& datasets) {
+  return std::make_unique<TokenTrainingData>(lib, strategy, with_eval, datasets);
 }
 
 }  // namespace mirrored::train

@@ -84,6 +84,7 @@ struct Trainer::State {
   nn::CrossEntropyLoss loss_fn;
   std::optional<checkpoint::RunDirectory> run_dir;
   std::optional<checkpoint::CheckpointWriter> own_checkpoints;  // without TrainerOptions::checkpoints
+  std::optional<LoadedDatasets> own_datasets;                   // without TrainerOptions::datasets
   int64_t steps_per_epoch = 0;
   int64_t total_steps = 0;
   int64_t epochs = 0;
@@ -110,7 +111,10 @@ struct Trainer::State {
 };
 
 // The training (and, when evaluating, test) data, sharded for this replica.
-void Trainer::State::load_data() { data = load_training_data(lib, strategy, options.evaluate); }
+void Trainer::State::load_data() {
+  if (!options.datasets) own_datasets.emplace(false);
+  data = load_training_data(lib, strategy, options.evaluate, options.datasets ? *options.datasets : *own_datasets);
+}
 
 // Steps per epoch and in total. A step is one update: `accumulate_steps` micro-batches of
 // the global batch.

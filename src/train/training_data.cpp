@@ -5,9 +5,10 @@
 namespace mirrored::train {
 
 std::unique_ptr<TrainingData> load_training_data(const config::LibraryOptions& lib,
-                                                 distribute::MirroredStrategy& strategy, bool with_eval) {
-  if (lib.model.kind == config::ModelKind::kGpt) return token_training_data(lib, strategy, with_eval);
-  return image_training_data(lib, strategy, with_eval);
+                                                 distribute::MirroredStrategy& strategy, bool with_eval,
+                                                 LoadedDatasets& datasets) {
+  if (lib.model.kind == config::ModelKind::kGpt) return token_training_data(lib, strategy, with_eval, datasets);
+  return image_training_data(lib, strategy, with_eval, datasets);
 }
 
 }  // namespace mirrored::train

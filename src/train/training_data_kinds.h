@@ -7,8 +7,10 @@
 namespace mirrored::train {
 
 std::unique_ptr<TrainingData> image_training_data(const config::LibraryOptions& lib,
-                                                  distribute::MirroredStrategy& strategy, bool with_eval);
+                                                  distribute::MirroredStrategy& strategy, bool with_eval,
+                                                  LoadedDatasets& datasets);
 std::unique_ptr<TrainingData> token_training_data(const config::LibraryOptions& lib,
-                                                  distribute::MirroredStrategy& strategy, bool with_eval);
+                                                  distribute::MirroredStrategy& strategy, bool with_eval,
+                                                  LoadedDatasets& datasets);
 
 }  // namespace mirrored::train

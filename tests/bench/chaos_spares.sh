@@ -71,7 +71,9 @@ t0=$(now)
 "$NETNS" mpirun 3 "$slots" 4 "$bin" "${run_args[@]}" --shrink.spares "$spares" --out "$out" >"$out.log" 2>&1 &
 job=$!
 for _ in $(seq 2400); do grep -q '"kind": "train"' "$out/metrics.jsonl" 2>/dev/null && break; sleep 0.05; done
-declare -a kill_at=() victims=() seen_at=()
+declare -a kill_at=() victims=() seen_at=() at_step=()
+# last_train_step OUT: the step of the newest train record (where the run was at a kill).
+last_train_step() { grep -o '"kind": "train", "step": [0-9]*' "$1/metrics.jsonl" | tail -1 | grep -o '[0-9]*$' || echo 0; }
 for ((k = 0; k < spares; k++)); do
   sleep "$interval"
   kill -0 "$job" 2>/dev/null || break
@@ -83,9 +85,13 @@ for ((k = 0; k < spares; k++)); do
   kill_at[k]=$(now)
   kill -9 "$pid" 2>/dev/null || { echo "rank $rank (pid $pid) already gone" >&2; }
   victims[k]="rank $rank on $host"
-  # Until the membership record of this loss: the first step after its recovery completed.
-  for _ in $(seq 6000); do
-    (($(grep -c '"kind": "membership"' "$out/metrics.jsonl" || true) > records)) && break
+  at_step[k]=$(last_train_step "$out")
+  # Until the membership record of this loss (the first step after its recovery completed, or
+  # the run's end when no step was left), at most 60 s; never past the job's end, whose wall
+  # time is what goodput counts.
+  deadline=$((SECONDS + 60))
+  until (($(grep -c '"kind": "membership"' "$out/metrics.jsonl" || true) > records)); do
+    if ! kill -0 "$job" 2>/dev/null || ((SECONDS >= deadline)); then break; fi
     sleep 0.01
   done
   seen_at[k]=$(now)
@@ -96,11 +102,11 @@ chaos_s=$(seconds "$t0" "$(now)")
 ((status == 0)) || { tail -30 "$out.log"; echo "the chaos run exited $status" >&2; exit 1; }
 echo "with faults:   $chaos_s s   (the same on 3 hosts, --shrink.spares $spares)"
 echo
-echo "| loss | killed | kill to next completed step (s) | recovery_s (detection to that step) |"
-echo "|---|---|---|---|"
+echo "| loss | killed | after step | kill to next completed step (s) | recovery_s (detection to that step) |"
+echo "|---|---|---|---|---|"
 mapfile -t recoveries < <(grep '"kind": "membership"' "$out/metrics.jsonl" | sed -E 's/.*"recovery_s": ([0-9.]+).*/\1/')
 for ((k = 0; k < ${#kill_at[@]}; k++)); do
-  echo "| $((k + 1)) | ${victims[k]} | $(seconds "${kill_at[k]}" "${seen_at[k]}") | ${recoveries[k]:-?} |"
+  echo "| $((k + 1)) | ${victims[k]} | ${at_step[k]} | $(seconds "${kill_at[k]}" "${seen_at[k]}") | ${recoveries[k]:-no record} |"
 done
 echo
 grep '"kind": "membership"' "$out/metrics.jsonl"

@@ -7,15 +7,19 @@
 #      lowest spare takes its place): the job finishes at world 4, final.h5 bit-identical;
 #      `mirrored info --ranks` shows the replacement; the waiting spare used under 2% of a
 #      core (its CPU time in /proc/PID/stat from step 5 to step 150);
-#   2. sgd mlp, 4 + 1: rank 2 killed (replaced), then rank 1 killed with no spare left (a
-#      shrink to 3): final.h5 within 1e-5 of the uninterrupted run (3 uneven shares);
+#   2. sgd mlp, 4 + 1: rank 2 killed (replaced), then the spare that took its place killed
+#      with no spare left (a shrink to 3): final.h5 within 1e-5 of the uninterrupted run (3
+#      uneven shares), a record of each;
 #   3. the gpt recipe with reduction = invariant and its adamw state sharded (grad_clip = 1
 #      as in the recipe), 4 ranks + 3 spares: the chief killed after step 5, a worker killed
 #      after step 10, another stopped (SIGSTOP) after step 15; each replaced in turn (every
 #      rank owns a shard and keeps the copy of another: the spare receives both), the job
 #      finishes at world 4, final.h5 bit-identical to the uninterrupted unsharded run, three
 #      membership records naming the replacements, the stopped process ended (skipped
-#      when the Shakespeare corpus is not imported).
+#      when the Shakespeare corpus is not imported);
+#   4. (run before 3) sgd mlp, invariant, 4 + 1: rank 2 killed after the last step (in the
+#      final evaluation): replaced, the membership record written at the run's end,
+#      bit-identical.
 source "$(dirname "$0")/lib.sh"
 require_data
 require_ulfm
@@ -72,14 +76,31 @@ out=$WORK/mlp_two
 ft_run 5 "${mlp[@]}" --batch_size 1024 --max_steps 60 --shrink.spares 1 --out "$out" >"$out.log" 2>&1 &
 job=$!
 signal_at_step "$out" 10 2 9 "$job" >/dev/null
-signal_after_record "$out" 1 1 9 >/dev/null
+# The spare (launcher rank 4) now holds world rank 2: the replacement itself is lost.
+signal_after_record "$out" 1 4 9 >/dev/null
 finished "$out" "$job" 3
 "$COMPARE" "$WORK/mlp_full60/final.h5" "$out/final.h5" --rtol 1e-5 || fail "4 + 1, two kills: parameters differ"
 records=$(grep '"kind": "membership"' "$out/metrics.jsonl")
 grep -q '"world_size": 4, "lost": \[\], "replaced": \[{"rank": 2,' <<<"$(head -1 <<<"$records")" || fail "first record: $records"
-grep -q '"world_size": 3, "lost": \[{"rank": 1, "host": "[^"]*"}\], "replaced": \[\], "spares_lost": \[\], "spares": 0' <<<"$(tail -1 <<<"$records")" ||
+grep -q '"world_size": 3, "lost": \[{"rank": 2, "host": "[^"]*"}\], "replaced": \[\], "spares_lost": \[\], "spares": 0' <<<"$(tail -1 <<<"$records")" ||
   fail "second record: $records"
-echo "ok: 4 + 1, two kills: rank 2 replaced, then rank 1 lost and the world shrank to 3"
+echo "ok: 4 + 1, two kills: rank 2 replaced, then the spare that took its place lost and the world shrank to 3"
+
+# 4. A loss after the last step: rank 2 killed once the last train record is written (the
+# final evaluation runs): replaced, the evaluation redone, the loss recorded at the run's end.
+ft_run 4 "${mlp[@]}" --batch_size 120 --max_steps 40 --reduction invariant --out "$WORK/mlp_full40" \
+  >"$WORK/mlp_full40.log" 2>&1 || { cat "$WORK/mlp_full40.log"; fail "mlp run"; }
+out=$WORK/mlp_last
+ft_run 5 "${mlp[@]}" --batch_size 120 --max_steps 40 --reduction invariant --shrink.spares 1 --out "$out" >"$out.log" 2>&1 &
+job=$!
+signal_at_step "$out" 40 2 9 "$job" >/dev/null
+finished "$out" "$job" 4
+"$COMPARE" "$WORK/mlp_full40/final.h5" "$out/final.h5" --exact || fail "a loss after the last step: not bit-identical"
+records=$(grep '"kind": "membership"' "$out/metrics.jsonl") || { cat "$out.log"; fail "a loss after the last step: no membership record"; }
+grep -q '"step": 40, "world_size": 4, "lost": \[\], "replaced": \[{"rank": 2,' <<<"$records" ||
+  { cat "$out.log"; fail "a loss after the last step: record $records"; }
+grep -aq "no step was left: the run ended" "$out.log" || { cat "$out.log"; fail "a loss after the last step: no membership line"; }
+echo "ok: 4 + 1, rank 2 killed in the final evaluation: replaced, recorded at the run's end, bit-identical"
 
 corpus=${SHAKESPEARE_DIR:-$SOURCE_DIR/data/shakespeare}
 if [[ -s "$corpus/train.h5" && -s "$corpus/val.h5" ]]; then

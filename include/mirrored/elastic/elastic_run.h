@@ -27,7 +27,10 @@
 // (runtime::Runtime::wait_as_spare) and joins the new world step; each lost training rank's
 // place goes to the lowest spare left (membership_after), which then holds no state
 // (`called_in`: the state step puts it together on the lowest rank holding some) and
-// resumes with the others; a spare not called in waits again. Training ranks test the
+// resumes with the others; a spare not called in waits again. A spare reads the run's data
+// sets on a thread of its own during its first wait (the main thread keeps polling the
+// channel), so that, called in, its Trainer reads no file; the survivors' next Trainers
+// reuse theirs (train/loaded_datasets.h). Training ranks test the
 // channel at every step's end, so a lost spare is noticed; the chief tells the spares when
 // training ends, however it ends.
 //
@@ -37,6 +40,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <thread>
 
 #include "mirrored/checkpoint/checkpoint_writer.h"
 #include "mirrored/checkpoint/replica_snapshot.h"
@@ -46,6 +50,7 @@
 #include "mirrored/elastic/grow_back.h"
 #include "mirrored/elastic/membership.h"
 #include "mirrored/runtime/runtime.h"
+#include "mirrored/train/loaded_datasets.h"
 #include "mirrored/train/trainer.h"
 
 namespace mirrored::elastic {
@@ -56,8 +61,13 @@ using TrainerFactory = std::function<std::unique_ptr<train::Trainer>(const confi
 
 class ElasticRun {
  public:
-  // `checkpoints`: the run's checkpoint writer, the one its Trainers write through.
-  ElasticRun(const config::TrainConfig& config, runtime::Runtime& runtime, checkpoint::CheckpointWriter& checkpoints);
+  // `checkpoints`: the run's checkpoint writer, the one its Trainers write through;
+  // `datasets`: the data sets its Trainers read through (a spare loads them while it waits).
+  ElasticRun(const config::TrainConfig& config, runtime::Runtime& runtime, checkpoint::CheckpointWriter& checkpoints,
+             train::LoadedDatasets& datasets);
+  ~ElasticRun();
+  ElasticRun(const ElasticRun&) = delete;
+  ElasticRun& operator=(const ElasticRun&) = delete;
 
   // Collective. Trains to the end with Trainers from `make_trainer` and returns the last
   // one's summary; TrainSummary::too_few_replicas when the survivors could not go on.
@@ -74,6 +84,7 @@ class ElasticRun {
   std::string write_recovered_state(const std::optional<checkpoint::ReplicaSnapshot>& snapshot,
                                     const Membership& membership, bool called_in, int64_t& step);
   bool wait_as_spare();
+  void join_data_loader();
   void say_who_waits() const;
   void require_enough_replicas(const Recovery& recovery) const;
   void go_on_from(const Recovery& recovery);
@@ -81,6 +92,9 @@ class ElasticRun {
   config::TrainConfig current_;  // what the next Trainer gets: the run's, set to resume after a recovery
   runtime::Runtime& runtime_;
   checkpoint::CheckpointWriter& checkpoints_;
+  train::LoadedDatasets& datasets_;
+  std::thread data_loader_;  // a spare's, reading datasets_ while the spare first waits
+  bool read_ahead_ = false;  // data_loader_ was started
   const bool survive_failures_;
   std::optional<Recovery> recovered_;  // the last recovery
   // The membership a recovery began from (what every survivor agreed on before the loss):
@@ -89,6 +103,7 @@ class ElasticRun {
   std::vector<int> settled_training_;  // job ranks of settled_members_ that trained, in world order
   bool was_spare_ = false;             // this process was a spare then
   Stopwatch since_failure_;            // from the last failure's detection
+  double shrunk_at_s_ = 0.0;           // when the last shrink of the job returned (--verbose)
   GrowBack grow_back_;                 // resize requests, and the hosts shrinks left empty
   bool first_trainer_ = true;          // the launch's first Trainer reports a completed grow
 };

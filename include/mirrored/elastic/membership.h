@@ -85,14 +85,19 @@ struct Recovery {
 // record {"kind": "membership", "step", "world_size", "lost": [{"rank", "host"}],
 // "recovery_s"} in metrics.jsonl, recovery_s counted from the failure's detection; with
 // spares also "replaced": [{"rank", "host", "by_host"}], "spares_lost": [{"rank", "host"}]
-// (job ranks) and "spares" (how many are left).
+// (job ranks) and "spares" (how many are left). A loss after the last step (in the final
+// evaluation) leaves no step to wait for: it is reported when the resumed run ends, and
+// recovery_s counts to that end.
 class MembershipReporter final : public train::Callback {
  public:
   MembershipReporter(Recovery recovery, Stopwatch since_failure)
       : recovery_(std::move(recovery)), since_failure_(since_failure) {}
   void on_step_end(train::TrainContext& ctx, const train::StepEnd& end) override;
+  void on_train_end(train::TrainContext& ctx, const train::TrainSummary& summary) override;
 
  private:
+  void report(train::TrainContext& ctx, const char* until);
+
   Recovery recovery_;
   Stopwatch since_failure_;
   bool reported_ = false;

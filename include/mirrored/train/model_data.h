@@ -12,6 +12,7 @@
 #include "mirrored/core/tensor.h"
 #include "mirrored/distribute/strategy.h"
 #include "mirrored/train/evaluate.h"
+#include "mirrored/train/loaded_datasets.h"
 
 namespace mirrored::train {
 
@@ -26,9 +27,10 @@ class EvalData {
 };
 
 // `path` scored `batch` samples per replica at a time, as the trainer scores data.test:
-// every image, or the token windows of data.context (at most data.eval_windows).
+// every image, or the token windows of data.context (at most data.eval_windows); the file
+// read through `datasets`.
 std::unique_ptr<EvalData> load_eval_data(const config::DataSpec& data, const std::string& path, int64_t batch,
-                                         distribute::MirroredStrategy& strategy);
+                                         distribute::MirroredStrategy& strategy, LoadedDatasets& datasets);
 
 // Throws InputError(kUsage) when `path` holds the other kind of data than `model` reads (a
 // token file for an image model, or the reverse), naming the file and the model, which

@@ -18,6 +18,7 @@
 #include "mirrored/distribute/strategy.h"
 #include "mirrored/runtime/runtime.h"
 #include "mirrored/train/callback.h"
+#include "mirrored/train/loaded_datasets.h"
 
 namespace mirrored::train {
 
@@ -28,6 +29,9 @@ struct TrainerOptions {
   // The run's checkpoint writer, shared by the Trainers of one run (a shrink starts a new
   // one); nullptr: the Trainer makes its own for config.out.
   checkpoint::CheckpointWriter* checkpoints = nullptr;
+  // The data sets read before, kept for the Trainers of one run (a shrink starts a new one,
+  // which then reads no file again); nullptr: the Trainer reads its files itself.
+  LoadedDatasets* datasets = nullptr;
 };
 
 class Trainer {

@@ -14,6 +14,7 @@
 #include "mirrored/distribute/distributed_dataset.h"
 #include "mirrored/distribute/strategy.h"
 #include "mirrored/train/evaluate.h"
+#include "mirrored/train/loaded_datasets.h"
 
 namespace mirrored::train {
 
@@ -37,9 +38,11 @@ class TrainingData {
 };
 
 // Collective. The data of `lib` for this replica: data.train (and data.test when
-// `with_eval`), images or tokens as the model needs (model_data.h). Throws InputError
-// naming the file and the key when the data does not fit the configuration.
+// `with_eval`), images or tokens as the model needs (model_data.h), its files read through
+// `datasets` (kept there for a next Trainer when it keeps them). Throws InputError naming
+// the file and the key when the data does not fit the configuration.
 std::unique_ptr<TrainingData> load_training_data(const config::LibraryOptions& lib,
-                                                 distribute::MirroredStrategy& strategy, bool with_eval);
+                                                 distribute::MirroredStrategy& strategy, bool with_eval,
+                                                 LoadedDatasets& datasets);
 
 }  // namespace mirrored::train
