@@ -66,6 +66,16 @@ TEST(GradcheckTransformer, TokenLinear) {
   check_layer(layer, {3, 4}, 2, 1);
 }
 
+// The mlp's first projection: bias and GELU fused (Dense::Activation::kGelu).
+TEST(GradcheckTransformer, TokenLinearWithGelu) {
+  nn::TokenLinear layer(5, 0.02f, /*bias=*/true, nn::Dense::Activation::kGelu);
+  check_layer(layer, {3, 4}, 2, 6);
+}
+
+TEST(GradcheckTransformer, DenseWithGeluNeedsABias) {
+  EXPECT_THROW(nn::TokenLinear(5, 0.02f, /*bias=*/false, nn::Dense::Activation::kGelu), Error);
+}
+
 TEST(GradcheckTransformer, LayerNorm) {
   nn::LayerNorm layer;
   check_layer(layer, {3, 6}, 2, 2);
