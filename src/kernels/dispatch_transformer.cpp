@@ -236,6 +236,40 @@ void gelu_backward(const Tensor& x, const Tensor& dy, Tensor& dx) {
   cpu::gelu_backward(x.data<float>(), dy.data<float>(), dx.data<float>(), x.numel());
 }
 
+void bias_gelu_forward(Tensor& h, const Tensor& bias, Tensor& th, Tensor& y) {
+  const char* op = "bias_gelu_forward";
+  const bool cuda = transformer_on_cuda(op, {&h, &bias, &th, &y});
+  require_floats(op, {&h, &bias, &th, &y});
+  MIRRORED_CHECK(h.rank() == 2 && bias.rank() == 1 && bias.dim(0) == h.dim(1), op, ": h ", shape_str(h.shape()),
+                 " and bias ", shape_str(bias.shape()), " (expected [rows, cols] and [cols])");
+  require_shape(op, "th", th, h.shape());
+  require_shape(op, "y", y, h.shape());
+  if (cuda) {
+    add_bias(h, bias);
+    gelu_forward(h, y);
+    return;
+  }
+  cpu::bias_gelu_forward(h.data<float>(), bias.data<float>(), h.dim(0), h.dim(1), th.data<float>(), y.data<float>());
+}
+
+void bias_gelu_backward(const Tensor& h, const Tensor& th, const Tensor& dy, Tensor& dh, Tensor& dbias) {
+  const char* op = "bias_gelu_backward";
+  const bool cuda = transformer_on_cuda(op, {&h, &th, &dy, &dh, &dbias});
+  require_floats(op, {&h, &th, &dy, &dh, &dbias});
+  MIRRORED_CHECK(h.rank() == 2 && dbias.rank() == 1 && dbias.dim(0) == h.dim(1), op, ": h ",
+                 shape_str(h.shape()), " and dbias ", shape_str(dbias.shape()), " (expected [rows, cols] and [cols])");
+  require_shape(op, "th", th, h.shape());
+  require_shape(op, "dy", dy, h.shape());
+  require_shape(op, "dh", dh, h.shape());
+  if (cuda) {
+    gelu_backward(h, dy, dh);
+    accumulate_bias_grad(dh, dbias);
+    return;
+  }
+  cpu::bias_gelu_backward(h.data<float>(), th.data<float>(), dy.data<float>(), h.dim(0), h.dim(1), dh.data<float>(),
+                          dbias.data<float>());
+}
+
 void attention_forward(const Tensor& qkv, int64_t heads, Tensor& out, Tensor& probs) {
   const char* op = "attention_forward";
   const bool cuda = transformer_on_cuda(op, {&qkv, &out, &probs});

@@ -7,6 +7,7 @@ namespace mirrored::nn {
 
 Dense::Dense(int64_t out_features, Options options) : options_(options), out_(out_features) {
   MIRRORED_CHECK(out_features > 0, "Dense needs a positive width, got ", out_features);
+  MIRRORED_CHECK(options.bias || options.activation == Activation::kNone, "Dense with GELU needs a bias");
 }
 
 Shape Dense::build(const Shape& input, const std::string& prefix, size_t layer_index, ParameterArena& arena) {
@@ -73,6 +74,13 @@ const Tensor& Dense::forward(const Tensor& x, Mode /*mode*/) {
   ensure_shape(output_, output_shape, DType::kF32, x.device());
   Tensor y = output_.reshape({rows, out_});
   // y = x W^T (+ b): W is [out, in], so it is read transposed.
+  if (options_.activation == Activation::kGelu) {
+    ensure_shape(preactivation_, {rows, out_}, DType::kF32, x.device());
+    ensure_shape(gelu_tanh_, {rows, out_}, DType::kF32, x.device());
+    kernels::gemm(false, true, 1.0f, input_, weight_, 0.0f, preactivation_, precision());
+    kernels::bias_gelu_forward(preactivation_, bias_, gelu_tanh_, y);
+    return output_;
+  }
   kernels::gemm(false, true, 1.0f, input_, weight_, 0.0f, y, precision());
   if (options_.bias) kernels::add_bias(y, bias_);
   return output_;
@@ -94,9 +102,16 @@ const Tensor& Dense::backward(const Tensor& dy, bool need_input_grad) {
   const int64_t rows = input_.dim(0);
   MIRRORED_CHECK(dy.shape() == output_.shape(), "Dense backward: dy ", shape_str(dy.shape()), " for output ",
                  shape_str(output_.shape()));
-  const Tensor dy_rows = dy.reshape({rows, out_});
+  Tensor dy_rows = dy.reshape({rows, out_});
+  const bool bias_done = options_.activation == Activation::kGelu;
+  if (bias_done) {
+    // From here on dy is the gradient at x W^T + b; its column sums went into dbias.
+    ensure_shape(dpreactivation_, {rows, out_}, DType::kF32, dy.device());
+    kernels::bias_gelu_backward(preactivation_, gelu_tanh_, dy_rows, dpreactivation_, dbias_);
+    dy_rows = dpreactivation_;
+  }
   kernels::gemm(true, false, 1.0f, dy_rows, input_, 1.0f, dweight_, precision());  // dW += dy^T x
-  if (options_.bias) {
+  if (options_.bias && !bias_done) {
     // dbias += dy^T 1 as a matrix product: on a GPU, cuBLAS spreads the rows (B, or B * T
     // tokens) over the whole device, where a column-per-thread bias kernel would walk them
     // one by one. A sum, not a product of activations and weights: float32 in either precision.

@@ -9,7 +9,6 @@ TransformerBlock::TransformerBlock(int64_t heads, float dropout, float projectio
   ln1_ = std::make_unique<LayerNorm>();
   attention_ = std::make_unique<CausalSelfAttention>(heads, dropout, projection_std);
   ln2_ = std::make_unique<LayerNorm>();
-  gelu_ = std::make_unique<Gelu>();
   if (dropout > 0.0f) dropout_ = std::make_unique<Dropout>(dropout);
 }
 
@@ -22,7 +21,6 @@ void TransformerBlock::for_each_layer(F&& f) {
   f(static_cast<Layer&>(*attention_));
   f(static_cast<Layer&>(*ln2_));
   f(static_cast<Layer&>(*fc_));
-  f(static_cast<Layer&>(*gelu_));
   f(static_cast<Layer&>(*fc_projection_));
   if (dropout_) f(static_cast<Layer&>(*dropout_));
 }
@@ -31,13 +29,12 @@ Shape TransformerBlock::build(const Shape& input, const std::string& prefix, siz
                               ParameterArena& arena) {
   MIRRORED_CHECK(input.size() == 2, "TransformerBlock expects samples of [T, C], got ", shape_str(input));
   const int64_t width = input[1];
-  fc_ = std::make_unique<TokenLinear>(4 * width, 0.02f);
+  fc_ = std::make_unique<TokenLinear>(4 * width, 0.02f, true, Dense::Activation::kGelu);
   fc_projection_ = std::make_unique<TokenLinear>(width, projection_std_);
   Shape shape = ln1_->build(input, prefix + "ln1.", layer_index, arena);
   shape = attention_->build(shape, prefix + "attn.", layer_index, arena);
   shape = ln2_->build(shape, prefix + "ln2.", layer_index, arena);
   shape = fc_->build(shape, prefix + "mlp.fc.", layer_index, arena);
-  shape = gelu_->build(shape, prefix + "mlp.gelu.", layer_index, arena);
   shape = fc_projection_->build(shape, prefix + "mlp.proj.", layer_index, arena);
   if (dropout_) shape = dropout_->build(shape, prefix + "mlp.dropout.", layer_index, arena);
   MIRRORED_CHECK(shape == input, "TransformerBlock output ", shape_str(shape), " differs from its input ",
@@ -64,8 +61,7 @@ std::vector<LayerPart> TransformerBlock::parts(int64_t batch) const {
   // The first residual add runs inside ln2 (forward) and ln2 and ln1 (backward): the parts
   // that hold it are named for both.
   out.push_back({"residual+ln2", 0.0});
-  out.push_back({"mlp.fc", fc_->forward_flops(batch)});
-  out.push_back({"mlp.gelu", 0.0});
+  out.push_back({"mlp.fc+gelu", fc_->forward_flops(batch)});
   out.push_back({"mlp.proj", fc_projection_->forward_flops(batch)});
   if (dropout_) out.push_back({"mlp.dropout", 0.0});
   out.push_back({"residual", 0.0});
@@ -87,8 +83,7 @@ const Tensor& TransformerBlock::forward(const Tensor& x, Mode mode) {
   const Tensor& normed = timed_part(part_timer_, "residual+ln2",
                                     [&]() -> const Tensor& { return ln2_->forward_sum(x, attended, residual_); });
   // out = h + mlp(ln2(h))
-  const Tensor* m = &part("mlp.fc", *fc_, normed);
-  m = &part("mlp.gelu", *gelu_, *m);
+  const Tensor* m = &part("mlp.fc+gelu", *fc_, normed);
   m = &part("mlp.proj", *fc_projection_, *m);
   if (dropout_) m = &part("mlp.dropout", *dropout_, *m);
   timed_part(part_timer_, "residual", [&] {
@@ -107,8 +102,7 @@ const Tensor& TransformerBlock::backward(const Tensor& dy, bool /*need_input_gra
   // The residual passes dy through; the MLP branch adds its input gradient to it.
   const Tensor* g = dropout_ ? &part("mlp.dropout", *dropout_, dy, true) : &dy;
   g = &part("mlp.proj", *fc_projection_, *g, true);
-  g = &part("mlp.gelu", *gelu_, *g, true);
-  g = &part("mlp.fc", *fc_, *g, true);
+  g = &part("mlp.fc+gelu", *fc_, *g, true);
   // dh = dy (the skip path) + ln2's input gradient, and dx = dh + ln1's, each added in the
   // layer norm's own pass.
   const Tensor& dresidual = timed_part(part_timer_, "residual+ln2",

@@ -66,6 +66,49 @@ TEST(GradcheckTransformer, TokenLinear) {
   check_layer(layer, {3, 4}, 2, 1);
 }
 
+// The mlp's first projection: bias and GELU fused (Dense::Activation::kGelu).
+TEST(GradcheckTransformer, TokenLinearWithGelu) {
+  nn::TokenLinear layer(5, 0.02f, /*bias=*/true, nn::Dense::Activation::kGelu);
+  check_layer(layer, {3, 4}, 2, 6);
+}
+
+// The fused layer against the two it replaces, on the same parameters: the same output,
+// input gradient and weight gradient bits; the bias gradient the same sum (its order may
+// differ from the matrix product's).
+TEST(GradcheckTransformer, TokenLinearWithGeluIsTokenLinearThenGelu) {
+  const Shape sample = {3, 7};
+  const int64_t batch = 2, out = 9;
+  nn::ParameterArena fused_arena, plain_arena;
+  nn::TokenLinear fused(out, 0.02f, /*bias=*/true, nn::Dense::Activation::kGelu), plain(out, 0.02f);
+  nn::Gelu gelu;
+  fused.build(sample, "0.fc.", 0, fused_arena);
+  const Shape hidden = plain.build(sample, "0.fc.", 0, plain_arena);
+  gelu.build(hidden, "1.gelu.", 1, plain_arena);
+  fused_arena.allocate(Device::cpu());
+  plain_arena.allocate(Device::cpu());
+  fused.bind(fused_arena);
+  plain.bind(plain_arena);
+  Rng rng(21);
+  redraw(fused_arena.flat_params(), rng, 1.0f);
+  kernels::copy(fused_arena.flat_params(), plain_arena.flat_params());
+  const Tensor x = random_tensor({batch, sample[0], sample[1]}, rng);
+  const Tensor upstream = random_tensor({batch, sample[0], out}, rng);
+  const std::vector<float> y_fused = fused.forward(x, nn::Mode::kTrain).to_vector();
+  const std::vector<float> y_plain = gelu.forward(plain.forward(x, nn::Mode::kTrain), nn::Mode::kTrain).to_vector();
+  EXPECT_EQ(y_fused, y_plain);
+  fused_arena.zero_grads();
+  plain_arena.zero_grads();
+  const std::vector<float> dx_fused = fused.backward(upstream, true).to_vector();
+  const std::vector<float> dx_plain = plain.backward(gelu.backward(upstream, true), true).to_vector();
+  EXPECT_EQ(dx_fused, dx_plain);
+  EXPECT_EQ(fused_arena.grad(0).to_vector(), plain_arena.grad(0).to_vector()) << "weight";
+  EXPECT_LT(relative_error(fused_arena.grad(1).to_vector(), plain_arena.grad(1).to_vector()), 1e-6) << "bias";
+}
+
+TEST(GradcheckTransformer, DenseWithGeluNeedsABias) {
+  EXPECT_THROW(nn::TokenLinear(5, 0.02f, /*bias=*/false, nn::Dense::Activation::kGelu), Error);
+}
+
 TEST(GradcheckTransformer, LayerNorm) {
   nn::LayerNorm layer;
   check_layer(layer, {3, 6}, 2, 2);

@@ -189,6 +189,48 @@ TEST(TransformerKernels, GeluOnTheCpuIsTheSharedFormulaBitForBit) {
   }
 }
 
+// The mlp's bias and GELU in one pass each way (Dense::Activation::kGelu): forward has the
+// bits of add_bias then gelu_forward and keeps the tanh; backward has gelu_backward's bits
+// and adds the rows' sum, in row order, to the bias gradient it is given. 7 x 37: full
+// vectors of every SIMD width and a tail in each row.
+TEST(TransformerKernels, BiasGeluIsAddBiasThenGeluBitForBit) {
+  const int64_t rows = 7, cols = 37;
+  Rng rng(12);
+  const Tensor product = random_tensor({rows, cols}, rng, -5.0f, 5.0f), bias = random_tensor({cols}, rng);
+  const Tensor dy = random_tensor({rows, cols}, rng), dbias_before = random_tensor({cols}, rng);
+  Tensor h = product.clone(), th({rows, cols}), y({rows, cols}), dh({rows, cols});
+  kernels::bias_gelu_forward(h, bias, th, y);
+  Tensor dbias = dbias_before.clone();
+  kernels::bias_gelu_backward(h, th, dy, dh, dbias);
+  const float* p = product.data<float>();
+  const float* b = bias.data<float>();
+  for (int64_t j = 0; j < cols; ++j) {
+    float column_sum = 0.0f;
+    double exact_sum = 0.0;
+    for (int64_t i = 0; i < rows; ++i) {
+      const int64_t k = i * cols + j;
+      const float x = p[k] + b[j];
+      ASSERT_EQ(h.data<float>()[k], x) << "h at " << i << ", " << j;
+      ASSERT_EQ(y.data<float>()[k], kernels::gelu(x)) << "y at " << i << ", " << j;
+      ASSERT_EQ(th.data<float>()[k], kernels::tanh_approx(kernels::gelu_tanh_argument(x)));
+      const float g = dy.data<float>()[k] * kernels::gelu_derivative(x);
+      ASSERT_EQ(dh.data<float>()[k], g) << "dh at " << i << ", " << j;
+      column_sum += g;
+      exact_sum += g;
+    }
+    EXPECT_EQ(dbias.data<float>()[j], dbias_before.data<float>()[j] + column_sum) << "dbias at " << j;
+    EXPECT_NEAR(dbias.data<float>()[j], dbias_before.data<float>()[j] + exact_sum, 1e-5) << "dbias at " << j;
+  }
+}
+
+TEST(TransformerKernels, BiasGeluRejectsMismatchedShapes) {
+  Tensor h({3, 4}), th({3, 4}), y({3, 4}), wrong({3, 5}), bias({4}), short_bias({3});
+  EXPECT_THROW(kernels::bias_gelu_forward(h, short_bias, th, y), Error);
+  EXPECT_THROW(kernels::bias_gelu_forward(h, bias, wrong, y), Error);
+  EXPECT_THROW(kernels::bias_gelu_backward(h, th, wrong, y, bias), Error);
+  EXPECT_THROW(kernels::bias_gelu_backward(h, th, y, y, short_bias), Error);
+}
+
 using testing::attention_reference;
 
 

@@ -285,6 +285,15 @@ void layer_norm_backward_add(const Tensor& x, const Tensor& dy, const Tensor& ga
 void gelu_forward(const Tensor& x, Tensor& y);
 void gelu_backward(const Tensor& x, const Tensor& dy, Tensor& dx);
 
+// A dense layer's bias and GELU, one pass each way on the CPU. h [rows, cols] holds x W^T on
+// entry and h + bias on return (kept for backward); y = gelu(h), the bits of add_bias then
+// gelu_forward. th (h's shape) gets tanh of GELU's inner argument, which backward reads
+// instead of recomputing it (on a GPU it is left unwritten and backward recomputes it).
+void bias_gelu_forward(Tensor& h, const Tensor& bias, Tensor& th, Tensor& y);
+// dh (overwritten) = dy * gelu'(h), the bits of gelu_backward; dbias += dh's column sums,
+// the rows added in order (on a GPU: accumulate_bias_grad).
+void bias_gelu_backward(const Tensor& h, const Tensor& th, const Tensor& dy, Tensor& dh, Tensor& dbias);
+
 // Causal multi-head self-attention on packed projections qkv [B, T, 3C] (q, k, v side by
 // side; head h owns channels [h C/H, (h+1) C/H) of each): per (b, h),
 // probs = softmax(q k^T / sqrt(C/H)) with position t attending to positions <= t (the

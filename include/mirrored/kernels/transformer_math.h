@@ -65,17 +65,23 @@ MIRRORED_HOST_DEVICE inline float tanh_approx(float u) {
 inline constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2 / pi)
 inline constexpr float kGeluCubic = 0.044715f;
 
-MIRRORED_HOST_DEVICE inline float gelu(float x) {
-  const float inner = kGeluScale * (x + kGeluCubic * x * x * x);
-  return 0.5f * x * (1.0f + tanh_approx(inner));
-}
+// The tanh's argument u = sqrt(2/pi) (x + 0.044715 x^3), and GELU and its derivative from
+// tanh(u): a kernel that keeps tanh(u) from the forward pass (bias_gelu_forward) computes
+// the derivative without a second exponential and division, with the same bits.
+MIRRORED_HOST_DEVICE inline float gelu_tanh_argument(float x) { return kGeluScale * (x + kGeluCubic * x * x * x); }
 
-// d gelu / dx = 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) du/dx, u the tanh's argument.
-MIRRORED_HOST_DEVICE inline float gelu_derivative(float x) {
-  const float inner = kGeluScale * (x + kGeluCubic * x * x * x);
-  const float th = tanh_approx(inner);
+MIRRORED_HOST_DEVICE inline float gelu_from_tanh(float x, float th) { return 0.5f * x * (1.0f + th); }
+
+// d gelu / dx = 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) du/dx.
+MIRRORED_HOST_DEVICE inline float gelu_derivative_from_tanh(float x, float th) {
   const float dinner = kGeluScale * (1.0f + 3.0f * kGeluCubic * x * x);
   return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * dinner;
+}
+
+MIRRORED_HOST_DEVICE inline float gelu(float x) { return gelu_from_tanh(x, tanh_approx(gelu_tanh_argument(x))); }
+
+MIRRORED_HOST_DEVICE inline float gelu_derivative(float x) {
+  return gelu_derivative_from_tanh(x, tanh_approx(gelu_tanh_argument(x)));
 }
 
 }  // namespace mirrored::kernels

@@ -12,12 +12,16 @@ namespace mirrored::nn {
 class Dense : public Layer {
  public:
   enum class Over { kSample, kLastDim };
+  // kGelu: y = gelu(x W^T + b) (GPT-2's tanh form, the mlp's first projection), the bias
+  // and the activation in one pass each way (kernels::bias_gelu_forward); needs the bias.
+  enum class Activation { kNone, kGelu };
   struct Options {
     Over over = Over::kSample;
     // 0: PyTorch's nn.Linear init (kaiming-uniform, bound 1/sqrt(in), the bias too);
     // > 0: W ~ normal(0, init_std), b = 0 (GPT-2).
     float init_std = 0.0f;
     bool bias = true;
+    Activation activation = Activation::kNone;
   };
   Dense(int64_t out_features, Options options);
   // Parameter names of a model's own dense layer follow it ("0.linear.weight").
@@ -42,6 +46,9 @@ class Dense : public Layer {
   Shape input_shape_;
   Tensor output_, dinput_;
   Tensor ones_;  // [rows, 1] of ones: the bias gradient as a matrix product
+  // With an activation: x W^T + b as [rows, out], the tanh that GELU's backward reads, and
+  // the gradient at x W^T + b.
+  Tensor preactivation_, gelu_tanh_, dpreactivation_;
 
   const Tensor& ones_column(int64_t rows, Device device);
 };
@@ -55,8 +62,8 @@ class Linear final : public Dense {
 // A token-wise projection with GPT-2's init: W ~ normal(0, init_std), b = 0.
 class TokenLinear final : public Dense {
  public:
-  TokenLinear(int64_t out_features, float init_std, bool bias = true)
-      : Dense(out_features, {Over::kLastDim, init_std, bias}) {}
+  TokenLinear(int64_t out_features, float init_std, bool bias = true, Activation activation = Activation::kNone)
+      : Dense(out_features, {Over::kLastDim, init_std, bias, activation}) {}
 };
 
 class ReLU final : public Layer {

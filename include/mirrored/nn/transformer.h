@@ -124,7 +124,8 @@ class CausalSelfAttention final : public Layer {
 };
 
 // A pre-LayerNorm GPT block: x + attention(ln1(x)), then h + mlp(ln2(h)) with
-// mlp = TokenLinear(4C) -> GELU -> TokenLinear(C) [-> Dropout].
+// mlp = TokenLinear(4C) -> GELU -> TokenLinear(C) [-> Dropout], the GELU inside the first
+// projection (its bias and the activation in one pass each way: Dense::Activation::kGelu).
 class TransformerBlock final : public Layer {
  public:
   TransformerBlock(int64_t heads, float dropout, float projection_std);
@@ -145,7 +146,6 @@ class TransformerBlock final : public Layer {
   std::unique_ptr<LayerNorm> ln1_, ln2_;
   std::unique_ptr<CausalSelfAttention> attention_;
   std::unique_ptr<TokenLinear> fc_, fc_projection_;  // created by build(), once the width is known
-  std::unique_ptr<Gelu> gelu_;
   std::unique_ptr<Dropout> dropout_;  // null when dropout == 0
   Tensor residual_, output_;  // residual_: x + attention, ln2's input
   PartTimer* part_timer_ = nullptr;

@@ -109,6 +109,11 @@ void layer_norm_backward(const float* x, const float* dy, const float* gamma, co
                          const float* dresidual, int64_t rows, int64_t c, float* dx, float* dgamma, float* dbeta);
 void gelu_forward(const float* x, float* y, int64_t n);
 void gelu_backward(const float* x, const float* dy, float* dx, int64_t n);
+// h [rows, cols] += bias, th = tanh(u(h)), y = gelu(h); backward: dx = dy * gelu'(x) from
+// th, dbias += dx's column sums (rows in order); bias_gelu.cpp.
+void bias_gelu_forward(float* h, const float* bias, int64_t rows, int64_t cols, float* th, float* y);
+void bias_gelu_backward(const float* x, const float* th, const float* dy, int64_t rows, int64_t cols, float* dx,
+                        float* dbias);
 // qkv [b, t, 3c], out [b, t, c], probs [b, heads, t, t]; backward's `dscores` is [t, t] of scratch.
 void attention_forward(const float* qkv, int64_t b, int64_t t, int64_t c, int64_t heads, float* out, float* probs);
 void attention_backward(const float* qkv, const float* probs, const float* dout, int64_t b, int64_t t, int64_t c,
