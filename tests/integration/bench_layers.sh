@@ -33,7 +33,7 @@ expect_row "$WORK/cnn.out" '0\.conv' 23.0
 expect_row "$WORK/gpt.out" 'attn\.qkv' 4.7
 expect_row "$WORK/gpt.out" 'attn\.core' 1.6
 expect_row "$WORK/gpt.out" 'attn\.proj' 1.6
-expect_row "$WORK/gpt.out" 'mlp\.fc' 6.3
+expect_row "$WORK/gpt.out" 'mlp\.fc\+gelu' 6.3
 expect_row "$WORK/gpt.out" 'mlp\.proj' 6.3
 expect_row "$WORK/gpt.out" '1\.block' 20.5
 grep -qE '^ +ln1 +[0-9.]+ +[0-9.]+ +[0-9.]+$' "$WORK/gpt.out" || { cat "$WORK/gpt.out"; fail "no timed ln1 part"; }
