@@ -28,6 +28,7 @@
 
 #include "../commands.h"
 #include "../parse_options.h"
+#include "sgemm_bound.h"
 #include "mirrored/checkpoint/checkpoint_writer.h"
 #include "mirrored/config/library_options.h"
 #include "mirrored/core/log.h"
@@ -45,13 +46,6 @@ struct Mode {
   int64_t every = 0;  // 0: no checkpoints
   bool async = false;
 };
-
-// This process's CPU seconds so far (every thread).
-double process_cpu_seconds() {
-  timespec t{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
 
 struct ModeFigures {
   double seconds = 0.0;       // the timed steps, the last write's drain included
