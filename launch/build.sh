@@ -5,6 +5,7 @@
 #        sm_90 PTX, "native" for this machine's GPUs, or a list such as "89" or "80;90"
 #        MIRRORED_MPI: auto (default: the Open MPI 5 of launch/install_openmpi.sh when it is
 #        installed, else the MPI on PATH), prefix (that Open MPI, required) or system
+#        MIRRORED_BUILD_TARGETS: the targets to build, space-separated (default: all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source launch/mpi_env.sh
@@ -28,4 +29,6 @@ arch=()
 [[ -n "${CUDA_ARCH:-}" ]] && arch=(-UCMAKE_CUDA_ARCHITECTURES -DCUDA_ARCH="$CUDA_ARCH")
 cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-Release}" "${arch[@]}" "${mpi[@]}" "$@" >"$dir.configure.log" 2>&1 ||
   { cat "$dir.configure.log"; exit 1; }
-cmake --build "$dir" -j"$(nproc)"
+targets=()
+for target in ${MIRRORED_BUILD_TARGETS:-}; do targets+=(--target "$target"); done
+cmake --build "$dir" -j"$(nproc)" "${targets[@]}"

@@ -13,10 +13,14 @@ source tests/sanitizer_flags.sh
 # sanitizers have not been checked against. This pass also keeps a build without ULFM
 # tested (on_failure = shrink refused; it.shrink_continue skips).
 export MIRRORED_MPI=system
+# Only what this pass runs: the program, the MPI tests and the unit tests of the threaded
+# code (not the other 78 unit test files, the fuzz replays or the test tools).
+threaded_unit_tests='test_(gradient_buckets|bf16_devices|bf16_kernels|bf16_layers|token_reader|token_sampler|checkpoint_writer)\.cpp'
 # oneDNN off: its OpenMP runtime is not built with TSan, and the threaded code under test is
 # the communication engine, not the kernels.
+MIRRORED_BUILD_TARGETS="mirrored unit_tests mpi_tests compare_params" \
 BUILD_TYPE=RelWithDebInfo launch/build.sh build-tsan "${SANITIZER_FLAGS[@]}" -DMIRRORED_CUDA=OFF -DMIRRORED_ONEDNN=OFF -DMIRRORED_SANITIZE=thread -DMIRRORED_BUILD_TESTS=ON -DMIRRORED_UNITY_BUILD=ON \
-  -DMIRRORED_DATA_DIR="$root/data/fashion-mnist"
+  -DMIRRORED_UNIT_TEST_FILES="$threaded_unit_tests" -DMIRRORED_DATA_DIR="$root/data/fashion-mnist"
 # OpenBLAS on the calling thread: its worker threads take their work through spin-waits TSan
 # cannot see, so a worker clearing a buffer the main thread had just allocated was reported
 # as a race (sgemm_beta in Bf16Gemm.*, on a CPU fast enough that the worker was still

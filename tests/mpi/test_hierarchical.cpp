@@ -130,6 +130,12 @@ TEST(Hierarchical, ArbitraryFloatsMatchTheFlatAllreduce) {
 TEST(Hierarchical, TwoInstancesRunConcurrentlyWithoutMixingTraffic) {
   // A communication thread uses one while the main thread keeps using another: both
   // sequences must complete with their own answers.
+#if defined(__SANITIZE_THREAD__)
+  // Under MPI_THREAD_MULTIPLE either thread's progress may complete the other's receive, a
+  // copy inside Open MPI that TSan sees but whose synchronisation it cannot (Open MPI is not
+  // instrumented): the next std::fill of that buffer is then reported as a race.
+  GTEST_SKIP() << "TSan cannot see Open MPI's internal synchronisation between two threads' collectives";
+#endif
   const int n = test_runtime().world().size(), r = test_runtime().world().rank();
   auto original = make(layouts()[1]);
   auto copy = make(layouts()[1]);
