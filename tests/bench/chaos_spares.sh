@@ -9,14 +9,22 @@
 #   - each loss: the kill's time, the victim, and the time from the kill to the membership
 #     record (written when the first step after the recovery completes), and recovery_s
 #     (from the failure's detection to that step);
-#   - goodput: the uninterrupted run's wall time / the chaos run's wall time (same steps);
+#   - goodput: the uninterrupted run's wall time / the chaos run's wall time (same steps;
+#     the uninterrupted run is launched the same way, on the 3 hosts with the spares);
+#   - where each recovery's time went (--verbose: the chief's "recovery:" lines);
+#   - OMPI_MCA_mpi_yield_when_idle as the ranks get it: tests/netns/cluster.sh sets it to 1
+#     (waiting ranks yield the core) when the hosts' ranks outnumber this machine's cores,
+#     unless set; run with OMPI_MCA_mpi_yield_when_idle=0 to see Open MPI's spinning;
 #   - the cost of spares when nothing fails: the same run on 4 local ranks with and without
 #     2 spares, NOFAIL_REPEATS times each, interleaved (median step time).
 # Needs root (namespaces), the data (launch/import_fmnist.sh, or for gpt
 # launch/import_shakespeare.sh) and a build with ULFM. Not a ctest: it runs minutes.
 #   tests/bench/chaos_spares.sh [build/mirrored]
+# Other processes on the machine change every figure: the load average is printed at the
+# start and the end.
 # Environment: MODEL (mlp), STEPS (mlp 3000, gpt 200), INTERVAL (10), NOFAIL_REPEATS (3),
-# NOFAIL_STEPS (mlp 1000, gpt 100), DATA (data/fashion-mnist), CORPUS (data/shakespeare), TMPDIR.
+# NOFAIL_STEPS (mlp 1000, gpt 100; NOFAIL_REPEATS=0 skips that part), DATA (data/fashion-mnist),
+# CORPUS (data/shakespeare), TMPDIR, OMPI_MCA_mpi_yield_when_idle (see above).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -33,7 +41,7 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/mirrored-chaos.XXXXXX")
 trap '"$NETNS" down 3 >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
 "$NETNS" up 3 >/dev/null
 common=(--checkpoint.every_steps 0 --reduction invariant --threads 1 --progress plain --on_failure shrink
-        --allreduce flat)
+        --allreduce flat --verbose)
 case "$model" in
   gpt)
     corpus=$(realpath "${CORPUS:-data/shakespeare}")
@@ -58,13 +66,21 @@ seconds() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
 echo "CPU: $(lscpu | sed -nE 's/^Model name: +//p' | head -1), $(nproc) cores; load average $(cut -d' ' -f1-3 /proc/loadavg) at start."
 echo "$model (reduction = invariant, allreduce = flat), $steps steps, on namespace hosts: 2 x 2 training ranks,"
 echo "h3 with $spares spare(s); one random training rank killed every $interval s, $spares time(s)."
+if [[ -n "${OMPI_MCA_mpi_yield_when_idle:-}" ]]; then
+  yield="$OMPI_MCA_mpi_yield_when_idle (set by the caller)"
+elif ((3 * slots > $(nproc))); then
+  yield="1 (tests/netns/cluster.sh: $((3 * slots)) ranks on $(nproc) cores)"
+else
+  yield="Open MPI's default (0: spin)"
+fi
+echo "OMPI_MCA_mpi_yield_when_idle: $yield"
 echo
 
 t0=$(now)
-"$NETNS" mpirun 2 "$slots" 4 "$bin" "${run_args[@]}" --out "$work/full" >"$work/full.log" 2>&1 ||
+"$NETNS" mpirun 3 "$slots" 4 "$bin" "${run_args[@]}" --shrink.spares "$spares" --out "$work/full" >"$work/full.log" 2>&1 ||
   { cat "$work/full.log"; echo "uninterrupted run failed" >&2; exit 1; }
 full_s=$(seconds "$t0" "$(now)")
-echo "uninterrupted: $full_s s   ($NETNS mpirun 2 $slots 4 $bin ${run_args[*]} --out DIR)"
+echo "uninterrupted: $full_s s   ($NETNS mpirun 3 $slots 4 $bin ${run_args[*]} --shrink.spares $spares --out DIR)"
 
 out=$work/chaos
 t0=$(now)
@@ -100,7 +116,7 @@ status=0
 wait "$job" || status=$?
 chaos_s=$(seconds "$t0" "$(now)")
 ((status == 0)) || { tail -30 "$out.log"; echo "the chaos run exited $status" >&2; exit 1; }
-echo "with faults:   $chaos_s s   (the same on 3 hosts, --shrink.spares $spares)"
+echo "with faults:   $chaos_s s   (the same command)"
 echo
 echo "| loss | killed | after step | kill to next completed step (s) | recovery_s (detection to that step) |"
 echo "|---|---|---|---|---|"
@@ -109,7 +125,10 @@ for ((k = 0; k < ${#kill_at[@]}; k++)); do
   echo "| $((k + 1)) | ${victims[k]} | ${at_step[k]} | $(seconds "${kill_at[k]}" "${seen_at[k]}") | ${recoveries[k]:-no record} |"
 done
 echo
-grep '"kind": "membership"' "$out/metrics.jsonl"
+grep '"kind": "membership"' "$out/metrics.jsonl" || echo "(no membership record: the run ended before a loss)"
+echo
+echo "where each recovery's time went (the chief's --verbose lines; seconds from the failure's detection):"
+grep -a -E 'recovery: ' "$out.log" | sed -E 's/^/  /' || echo "  (none)"
 world=$(grep '"kind": "train"' "$out/metrics.jsonl" | tail -1 | sed -E 's/.*"world_size": ([0-9]+).*/\1/')
 identical=no
 build/tests/compare_params "$work/full/final.h5" "$out/final.h5" --exact >/dev/null 2>&1 && identical=yes
@@ -118,6 +137,9 @@ echo "final world size: $world; final.h5 bit-identical to the uninterrupted run:
 echo "goodput (uninterrupted wall time / wall time with faults): $(awk -v a="$full_s" -v b="$chaos_s" 'BEGIN { printf "%.3f", a / b }')"
 verdict=0
 [[ "$world" == 4 && "$identical" == yes ]] || { echo "chaos_spares: FAILED (world $world, bit-identical $identical)" >&2; verdict=1; }
+
+echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+((repeats > 0)) || exit $verdict
 
 # No failure: the cost of waiting spares, on local ranks (interleaved runs, median ms/step).
 echo
