@@ -105,12 +105,14 @@ mirrored_spares() {
 # it has cores: Open MPI's ranks then yield the core while they wait in MPI
 # (OMPI_MCA_mpi_yield_when_idle=1), unless the variable is set already (yours wins). By
 # default a waiting rank spins, which is fastest with a core each; with more ranks than
-# cores the spinners take the time slices the rank they wait for needs. During a recovery
-# every survivor waits on one or two others at each step (shrink, agreement, new
-# communicators over TCP): on namespace hosts (6 ranks on 2 cores) spinning took a spare's
-# replacement from 0.9 s to 2 s. mpirun yields by itself when it knows it oversubscribes
-# (more ranks than a host's slots); it cannot know when a hostfile's slots exceed the cores
-# or when hosts share a machine's cores. mpirun passes OMPI_MCA_* on to every rank.
+# cores the spinners take the time slices the rank they wait for needs. On namespace hosts
+# (6 ranks on 2 cores, tests/bench/chaos_spares.sh) spinning made the sgd mlp run 3 times
+# slower (104 ms a step against 35, start-up included) and a replacement take 2.2-2.3 s
+# against 0.4-0.9 s: in a recovery every survivor waits on one or two others at each round
+# (shrink, agreement, new communicators over TCP). mpirun yields by itself when it knows it
+# oversubscribes (more ranks than a host's slots); it cannot know when a hostfile's slots
+# exceed the cores or when hosts share a machine's cores. mpirun passes OMPI_MCA_* on to
+# every rank.
 mirrored_yield_when_oversubscribed() {
   [[ -z "${OMPI_MCA_mpi_yield_when_idle:-}" ]] || return 0
   if (($1 > $2)); then export OMPI_MCA_mpi_yield_when_idle=1; fi

@@ -11,7 +11,8 @@
 #     (from the failure's detection to that step);
 #   - goodput: the uninterrupted run's wall time / the chaos run's wall time (same steps;
 #     the uninterrupted run is launched the same way, on the 3 hosts with the spares);
-#   - where each recovery's time went (--verbose: the chief's "recovery:" lines);
+#   - where each recovery's time went (--verbose: the chief's "recovery:" lines), the median
+#     samples/s between losses in both runs, and the time from the last record to the exit;
 #   - OMPI_MCA_mpi_yield_when_idle as the ranks get it: tests/netns/cluster.sh sets it to 1
 #     (waiting ranks yield the core) when the hosts' ranks outnumber this machine's cores,
 #     unless set; run with OMPI_MCA_mpi_yield_when_idle=0 to see Open MPI's spinning;
@@ -24,7 +25,10 @@
 # start and the end.
 # Environment: MODEL (mlp), STEPS (mlp 3000, gpt 200), INTERVAL (10), NOFAIL_REPEATS (3),
 # NOFAIL_STEPS (mlp 1000, gpt 100; NOFAIL_REPEATS=0 skips that part), DATA (data/fashion-mnist),
-# CORPUS (data/shakespeare), TMPDIR, OMPI_MCA_mpi_yield_when_idle (see above).
+# CORPUS (data/shakespeare), TMPDIR, OMPI_MCA_mpi_yield_when_idle (see above), BIND_CORES
+# (auto; see below), ALLREDUCE (flat; hierarchical reduces on each host first, so a lone
+# replacement on the spare host costs one TCP hop fewer than in the flat ring: with
+# reduction = invariant the bits are the same).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -40,8 +44,12 @@ NETNS=$ROOT/tests/netns/cluster.sh
 work=$(mktemp -d "${TMPDIR:-/tmp}/mirrored-chaos.XXXXXX")
 trap '"$NETNS" down 3 >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
 "$NETNS" up 3 >/dev/null
+# BIND_CORES (bind_cores, default auto): every namespace host binds its ranks by local rank
+# to the same 2 cores, so a spare (local rank 0 on h3) that takes the place of a rank bound
+# to core 1 leaves 3 training ranks on core 0 and 1 on core 1 until the next loss; on real
+# hosts each has cores of its own. BIND_CORES=off takes that out of the comparison.
 common=(--checkpoint.every_steps 0 --reduction invariant --threads 1 --progress plain --on_failure shrink
-        --allreduce flat --verbose)
+        --allreduce "${ALLREDUCE:-flat}" --verbose --bind_cores "${BIND_CORES:-auto}")
 case "$model" in
   gpt)
     corpus=$(realpath "${CORPUS:-data/shakespeare}")
@@ -61,10 +69,11 @@ esac
 run_args=("${recipe[@]}" $(until_step "$steps"))
 slots=2  # per host: h1 and h2 train, h3's two ranks are the spares
 now() { date +%s.%N; }
+median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 seconds() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
 
 echo "CPU: $(lscpu | sed -nE 's/^Model name: +//p' | head -1), $(nproc) cores; load average $(cut -d' ' -f1-3 /proc/loadavg) at start."
-echo "$model (reduction = invariant, allreduce = flat), $steps steps, on namespace hosts: 2 x 2 training ranks,"
+echo "$model (reduction = invariant, allreduce = ${ALLREDUCE:-flat}), $steps steps, on namespace hosts: 2 x 2 training ranks,"
 echo "h3 with $spares spare(s); one random training rank killed every $interval s, $spares time(s)."
 if [[ -n "${OMPI_MCA_mpi_yield_when_idle:-}" ]]; then
   yield="$OMPI_MCA_mpi_yield_when_idle (set by the caller)"
@@ -80,6 +89,7 @@ t0=$(now)
 "$NETNS" mpirun 3 "$slots" 4 "$bin" "${run_args[@]}" --shrink.spares "$spares" --out "$work/full" >"$work/full.log" 2>&1 ||
   { cat "$work/full.log"; echo "uninterrupted run failed" >&2; exit 1; }
 full_s=$(seconds "$t0" "$(now)")
+full_tail=$(seconds "$(date +%s.%N -r "$work/full/metrics.jsonl")" "$(now)")
 echo "uninterrupted: $full_s s   ($NETNS mpirun 3 $slots 4 $bin ${run_args[*]} --shrink.spares $spares --out DIR)"
 
 out=$work/chaos
@@ -115,6 +125,7 @@ done
 status=0
 wait "$job" || status=$?
 chaos_s=$(seconds "$t0" "$(now)")
+chaos_tail=$(seconds "$(date +%s.%N -r "$out/metrics.jsonl")" "$(now)")
 ((status == 0)) || { tail -30 "$out.log"; echo "the chaos run exited $status" >&2; exit 1; }
 echo "with faults:   $chaos_s s   (the same command)"
 echo
@@ -128,7 +139,24 @@ echo
 grep '"kind": "membership"' "$out/metrics.jsonl" || echo "(no membership record: the run ended before a loss)"
 echo
 echo "where each recovery's time went (the chief's --verbose lines; seconds from the failure's detection):"
-grep -a -E 'recovery: ' "$out.log" | sed -E 's/^/  /' || echo "  (none)"
+grep -a -E 'recovery: ' "$out.log" | awk '!seen[$0]++ { print "  " $0 }' | grep . || echo "  (none)"
+# samples_per_sec_median OUT FIRST LAST: the median samples/s of the train records of steps
+# FIRST..LAST (the speed of training between losses).
+samples_per_sec_median() {
+  grep '"kind": "train"' "$1/metrics.jsonl" |
+    sed -nE 's/.*"step": ([0-9]+),.*"samples_per_sec": ([0-9.]+).*/\1 \2/p' |
+    awk -v a="$2" -v b="$3" '$1 > a && $1 <= b { print $2 }' | median
+}
+mapfile -t record_steps < <(grep '"kind": "membership"' "$out/metrics.jsonl" | sed -E 's/.*"step": ([0-9]+),.*/\1/' || true)
+bounds=(0 "${record_steps[@]}" "$steps")
+speeds="" faultfree=""
+for ((k = 0; k + 1 < ${#bounds[@]}; k++)); do
+  speeds+="$(samples_per_sec_median "$out" "${bounds[k]}" "${bounds[k + 1]}") "
+  faultfree+="$(samples_per_sec_median "$work/full" "${bounds[k]}" "${bounds[k + 1]}") "
+done
+echo "median samples/s between losses (steps ${bounds[*]}): with faults [ ${speeds}], uninterrupted [ ${faultfree}]"
+echo "from the last record of metrics.jsonl to the job's exit (MPI_Finalize, the launcher):" \
+     "uninterrupted $full_tail s, with faults $chaos_tail s"
 world=$(grep '"kind": "train"' "$out/metrics.jsonl" | tail -1 | sed -E 's/.*"world_size": ([0-9]+).*/\1/')
 identical=no
 build/tests/compare_params "$work/full/final.h5" "$out/final.h5" --exact >/dev/null 2>&1 && identical=yes
@@ -144,7 +172,6 @@ echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 # No failure: the cost of waiting spares, on local ranks (interleaved runs, median ms/step).
 echo
 echo "no failure, 4 local ranks, $model, $nofail_steps steps, $repeats runs each (interleaved):"
-median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 base="" with=""
 for ((r = 0; r < repeats; r++)); do
   for k in 0 "$spares"; do
