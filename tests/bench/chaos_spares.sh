@@ -26,9 +26,8 @@
 # Environment: MODEL (mlp), STEPS (mlp 3000, gpt 200), INTERVAL (10), NOFAIL_REPEATS (3),
 # NOFAIL_STEPS (mlp 1000, gpt 100; NOFAIL_REPEATS=0 skips that part), DATA (data/fashion-mnist),
 # CORPUS (data/shakespeare), TMPDIR, OMPI_MCA_mpi_yield_when_idle (see above), BIND_CORES
-# (auto; see below), ALLREDUCE (flat; hierarchical reduces on each host first, so a lone
-# replacement on the spare host costs one TCP hop fewer than in the flat ring: with
-# reduction = invariant the bits are the same).
+# (auto; see below), ALLREDUCE (flat; or hierarchical, which reduces on each host first:
+# with reduction = invariant the bits are the same).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
