@@ -34,6 +34,9 @@ if mirrored_wants_shrink "$@"; then mirrored_ft_flags "$1"; flags+=("${MIRRORED_
 # core) gives ranks different masks, and mirrored then leaves it as it is.
 if [[ $(id -u) -eq 0 ]]; then flags+=(--allow-run-as-root); fi
 if ((np > $(nproc))); then flags+=(--oversubscribe); fi
+# More ranks than cores (spares included): waiting ranks yield the core instead of spinning
+# (mpirun would do so itself, knowing it oversubscribes; said here for every Open MPI).
+mirrored_yield_when_oversubscribed "$np" "$(nproc)"
 # Debugging, when needed:
 #   export OMPI_MCA_btl_base_verbose=30   # which transport each pair of ranks uses
 #   export OMPI_MCA_coll_base_verbose=10  # which collective algorithm runs

@@ -101,6 +101,39 @@ mirrored_spares() {
   echo "$spares"
 }
 
+# mirrored_yield_when_oversubscribed RANKS CORES: more ranks on a host (spares included) than
+# it has cores: Open MPI's ranks then yield the core while they wait in MPI
+# (OMPI_MCA_mpi_yield_when_idle=1), unless the variable is set already (yours wins). By
+# default a waiting rank spins, which is fastest with a core each; with more ranks than
+# cores the spinners take the time slices the rank they wait for needs. On namespace hosts
+# (6 ranks on 2 cores, tests/bench/chaos_spares.sh) spinning made the sgd mlp run 3 times
+# slower (104 ms a step against 35, start-up included) and a replacement take 2.2-2.3 s
+# against 0.4-0.9 s: in a recovery every survivor waits on one or two others at each round
+# (shrink, agreement, new communicators over TCP). mpirun yields by itself when it knows it
+# oversubscribes (more ranks than a host's slots); it cannot know when a hostfile's slots
+# exceed the cores or when hosts share a machine's cores. mpirun passes OMPI_MCA_* on to
+# every rank.
+mirrored_yield_when_oversubscribed() {
+  [[ -z "${OMPI_MCA_mpi_yield_when_idle:-}" ]] || return 0
+  if (($1 > $2)); then export OMPI_MCA_mpi_yield_when_idle=1; fi
+  return 0
+}
+
+# mirrored_ranks_per_host HOSTFILE NP: the most ranks any host of HOSTFILE gets when NP
+# ranks fill its slots host by host (--map-by slot; a line without slots= is one slot).
+mirrored_ranks_per_host() {
+  awk -v np="$2" '
+    !/^[[:space:]]*(#|$)/ {
+      slots = 1
+      for (i = 2; i <= NF; i++) if ($i ~ /^(slots|max_slots)=/) { split($i, kv, "="); slots = kv[2] + 0; break }
+      take = (np < slots) ? np : slots
+      if (take > most) most = take
+      np -= take
+    }
+    END { print most + 0 }
+  ' "$1"
+}
+
 # mpirun's flags for on_failure = shrink, in MIRRORED_FT_FLAGS: ULFM's fault tolerance, and
 # no TCP keepalive between mpirun and its daemons. Open MPI 5.0's runtime (PRRTE 3.0) ends the
 # whole job when it finds a daemon gone, and on a node that crashed or left the network the

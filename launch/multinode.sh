@@ -23,6 +23,9 @@
 #                               status (waiting for a crashed node's ranks) before it is ended
 #   MIRRORED_RESIZE_GRACE=2     the same after the chief's exit 11 (growing back: relaunched)
 #   MIRRORED_HOST_CHECK_S=10    seconds between probes of the hosts the job lost
+#   MIRRORED_HOST_CORES=N       the cores of each host (default: this host's); when a host
+#                               gets more ranks (spares included), Open MPI's waiting ranks
+#                               yield their core (OMPI_MCA_mpi_yield_when_idle=1, unless set)
 # Exit status: mirrored's (its chief's, also when ranks outlived a lost node's runtime; see
 # mirrored_wait_survivors in launch/mpi_env.sh), else mpirun's; 9 when mpirun exited 0 but
 # mirrored did not finish (the MPI runtime ended the job, e.g. on a lost node's daemon, and
@@ -49,6 +52,10 @@ shift 2
 source "$(dirname "$0")/mpi_env.sh"
 
 np=$((np + $(mirrored_spares "$@")))  # the spares are the highest ranks: the last slots
+# More ranks on a host than it has cores: waiting ranks yield the core instead of spinning
+# (mirrored_yield_when_oversubscribed). The hosts are taken to have this host's cores unless
+# MIRRORED_HOST_CORES says otherwise.
+mirrored_yield_when_oversubscribed "$(mirrored_ranks_per_host "$hostfile" "$np")" "${MIRRORED_HOST_CORES:-$(nproc)}"
 flags=(--hostfile "$hostfile" -np "$np" --map-by slot --bind-to none)
 # The mpirun of the MPI the program was built against. A relocated Open MPI (launch/
 # install_openmpi.sh) must sit at the same path on every node; --prefix makes the remote

@@ -11,8 +11,7 @@
 #include "mirrored/core/process.h"
 
 namespace mirrored::runtime {
-namespace {
-int local_rank_override() {
+int Cluster::local_rank_override() {
   const char* value = std::getenv("MIRRORED_LOCAL_RANK");
   if (!value || !*value) return -1;
   char* end = nullptr;
@@ -22,7 +21,6 @@ int local_rank_override() {
                      ExitCode::kUsage);
   return static_cast<int>(parsed);
 }
-}  // namespace
 
 Cluster Cluster::discover(comm::Communicator& world) {
   return discover(world, LauncherEnv::from_environment());
@@ -94,6 +92,22 @@ Cluster Cluster::assemble(int my_rank, const std::vector<std::string>& hosts,
     if (disagreements.size() > 4) disagreements.resize(4);
     *note = str_cat("host names and Slurm (SLURM_NODEID, SLURM_LOCALID) place ranks differently; using Slurm's: ",
                     join(disagreements, ", "));
+  }
+  return cluster;
+}
+
+Cluster Cluster::from_members(int my_rank, const std::vector<std::string>& hosts,
+                              const std::vector<std::string>& devices,
+                              const std::vector<int32_t>& local_rank_overrides) {
+  MIRRORED_CHECK(devices.size() == hosts.size() && local_rank_overrides.size() == hosts.size(), "devices for ",
+                 devices.size(), " and local-rank overrides for ", local_rank_overrides.size(), " of ", hosts.size(),
+                 " ranks");
+  Cluster cluster = assemble(my_rank, hosts, {}, nullptr);
+  cluster.launcher_ = LauncherEnv{}.describe();  // the launcher's variables describe the world it started
+  for (size_t r = 0; r < hosts.size(); ++r) {
+    RankPlacement& placement = cluster.placements_[r];
+    placement.device = devices[r];
+    if (local_rank_overrides[r] >= 0) placement.local_rank = local_rank_overrides[r];
   }
   return cluster;
 }

@@ -23,6 +23,8 @@
 #include "mirrored/comm/mpi_tuning.h"
 #include "mirrored/core/log.h"
 #include "mirrored/core/process.h"
+#include "mirrored/core/strings.h"
+#include "mirrored/core/timer.h"
 #include "mirrored/runtime/device_choice.h"
 #include "device_agreement.h"
 #include "device_bootstrap.h"
@@ -78,6 +80,7 @@ Runtime::Runtime(int& argc, char**& argv, RuntimeOptions options)
   device_ = choose_device(options.device, cluster_);
   if (options.device != DeviceChoice::kCpu) device_ = agree_on_devices(options.device, device_, *world_, cluster_);
   cluster_.gather_devices(*world_, device_.str());
+  if (survive_failures_ && owns_mpi_) remember_rank_placements();
   if (device_.is_cuda()) {
     device_context_ = start_device_context(device_.index);
     if (wants_device_communicator_ && !spare_)  // a spare's NCCL comes when it is called in
@@ -159,6 +162,22 @@ void Runtime::remember_rank_processes() {
   for (int r = 0; r < size; ++r) hosts_.emplace_back(&hosts[static_cast<size_t>(r) * kHostChars]);
   first_world_rank_ = rank;
   for (int r = 0; r < size; ++r) first_world_ranks_.push_back(r);
+}
+
+void Runtime::remember_rank_placements() {
+  int size = 0;
+  MIRRORED_MPI_CHECK(MPI_Comm_size(job_comm_, &size));
+  const int32_t override = Cluster::local_rank_override();
+  local_rank_overrides_.resize(static_cast<size_t>(size));
+  MIRRORED_MPI_CHECK(
+      MPI_Allgather(&override, 1, MPI_INT32_T, local_rank_overrides_.data(), 1, MPI_INT32_T, job_comm_));
+  constexpr int kDeviceChars = 32;  // "cuda:15"
+  std::string mine = device_.str();
+  mine.resize(kDeviceChars - 1);
+  std::vector<char> devices(static_cast<size_t>(size) * kDeviceChars);
+  MIRRORED_MPI_CHECK(
+      MPI_Allgather(mine.c_str(), kDeviceChars, MPI_CHAR, devices.data(), kDeviceChars, MPI_CHAR, job_comm_));
+  for (int r = 0; r < size; ++r) devices_.emplace_back(&devices[static_cast<size_t>(r) * kDeviceChars]);
 }
 
 void Runtime::discover_cluster(const LauncherEnv& launcher) {
@@ -252,7 +271,12 @@ std::vector<JobMember> Runtime::job_members() const {
   if (!members_.empty() || pids_.empty()) return members_;
   // Before the first shrink the world is the whole job, in job order.
   std::vector<JobMember> members;
-  for (size_t r = 0; r < pids_.size(); ++r) members.push_back({pids_[r], hosts_.at(r), first_world_ranks_.at(r)});
+  for (size_t r = 0; r < pids_.size(); ++r) {
+    JobMember member{pids_[r], hosts_.at(r), first_world_ranks_.at(r)};
+    if (r < devices_.size()) member.device = devices_[r];  // once remember_rank_placements() ran
+    if (r < local_rank_overrides_.size()) member.local_rank_override = local_rank_overrides_[r];
+    members.push_back(std::move(member));
+  }
   return members;
 }
 
@@ -275,19 +299,25 @@ ShrunkJob Runtime::shrink_job(const std::function<void()>& when_ranks_lost) {
   int size = 0;
   MIRRORED_MPI_CHECK(MPI_Comm_rank(job_comm_, &shrunk.rank));
   MIRRORED_MPI_CHECK(MPI_Comm_size(job_comm_, &size));
-  // Who each survivor is, by its rank in the first world, which never changes (a rank whose
-  // all-gather failed while others completed it still finds every survivor in its table).
-  int mine = first_world_rank_;
-  std::vector<int> first_ranks(static_cast<size_t>(size));
-  MIRRORED_MPI_CHECK(MPI_Allgather(&mine, 1, MPI_INT, first_ranks.data(), 1, MPI_INT, job_comm_));
+  // Who each survivor is: its rank in the job before, by translating the shrunk group into
+  // the old one. Local (group queries are allowed on the revoked communicator), so it costs
+  // no round over TCP, and every survivor derives the same table from the same group.
+  MPI_Group before_group = MPI_GROUP_NULL, after_group = MPI_GROUP_NULL;
+  MIRRORED_MPI_CHECK(MPI_Comm_group(replaced_job_comm_, &before_group));
+  MIRRORED_MPI_CHECK(MPI_Comm_group(job_comm_, &after_group));
+  std::vector<int> after_ranks(static_cast<size_t>(size)), before_ranks(static_cast<size_t>(size));
+  std::iota(after_ranks.begin(), after_ranks.end(), 0);
+  const int translated =
+      MPI_Group_translate_ranks(after_group, size, after_ranks.data(), before_group, before_ranks.data());
+  MPI_Group_free(&after_group);
+  MPI_Group_free(&before_group);
+  MIRRORED_MPI_CHECK(translated);
   std::vector<JobMember> members;
-  for (const int first_rank : first_ranks) {
-    const auto found = std::find_if(members_.begin(), members_.end(),
-                                    [&](const JobMember& member) { return member.first_world_rank == first_rank; });
-    MIRRORED_CHECK(found != members_.end(), "a survivor of the shrink, first-world rank ", first_rank,
-                   ", is not in the job");
-    shrunk.previous_rank.push_back(static_cast<int>(found - members_.begin()));
-    members.push_back(*found);
+  for (const int before : before_ranks) {
+    MIRRORED_CHECK(before != MPI_UNDEFINED && before >= 0 && before < static_cast<int>(members_.size()),
+                   "a survivor of the shrink is not in the job before it (rank ", before, ")");
+    shrunk.previous_rank.push_back(before);
+    members.push_back(members_[static_cast<size_t>(before)]);
   }
   members_ = std::move(members);
   return shrunk;
@@ -306,6 +336,7 @@ void Runtime::rebuild_communicators(const std::vector<int>& world) {
   for (size_t i = 0; whole_job && i < world.size(); ++i) whole_job = world[i] == static_cast<int>(i);
   MIRRORED_CHECK(!world.empty() && (whole_job || spares_ > 0), "rebuild_communicators: a world of ", world.size(),
                  " rank(s) for a job of ", job_size, "; without spares only the whole job, in job order");
+  const Stopwatch since_start;
   // The old communicators are revoked: freeing them no longer waits for anyone. The
   // watchdog's stop() synchronises on its (revoked) communicator, which returns at once.
   hierarchical_gradients_.reset();
@@ -323,16 +354,28 @@ void Runtime::rebuild_communicators(const std::vector<int>& world) {
   training_ranks_ = world;
   spare_ = false;
   if (spares_ > 0) split_world(world);
+  const double split_at = since_start.seconds();
+  // Two duplicates of the new world, a round over TCP each, kept: the watchdog's thread
+  // probes for any message (MPI_ANY_TAG) of its heartbeats, which on a shared communicator
+  // would take the world's; and without spares world_comm() is the job's communicator,
+  // which the next failure shrinks (the world's copy is revoked and freed, not shrunk).
   watchdog_ = std::make_unique<comm::CollectiveWatchdog>(world_comm(), collective_timeout_s_, trace_collectives_,
                                                          on_timeout());
   watchdog_->set_launcher_daemon(launcher_daemon_);
   world_ = std::make_unique<comm::MpiCommunicator>(world_comm(), watchdog_.get(), "world");
+  const double communicators_at = since_start.seconds();
   identify_process();
-  // No launcher variables: they describe the world the launcher started.
-  cluster_ = Cluster::discover(*world_, LauncherEnv{});
-  cluster_.gather_devices(*world_, device_.str());
-  std::vector<std::string> hosts;
-  for (const auto& placement : cluster_.placements()) hosts.push_back(placement.host);
+  // Every process's host, device and local-rank override were gathered at start-up and
+  // do not change: the new world's table needs no communication.
+  std::vector<std::string> hosts, devices;
+  std::vector<int32_t> overrides;
+  for (const int rank : world) {
+    const JobMember& member = members_.at(static_cast<size_t>(rank));
+    hosts.push_back(member.host);
+    devices.push_back(member.device);
+    overrides.push_back(member.local_rank_override);
+  }
+  cluster_ = Cluster::from_members(world_->rank(), hosts, devices, overrides);
   watchdog_->set_hosts(std::move(hosts));
 #ifdef MIRRORED_WITH_CUDA
   // NCCL from a fresh bootstrap over the new world (the id broadcast over MPI).
@@ -345,6 +388,9 @@ void Runtime::rebuild_communicators(const std::vector<int>& world) {
   }
 #endif
   if (spares_ > 0) job_channel_ = std::make_unique<JobChannel>(job_comm_);
+  chief_verbose(str_cat("recovery: communicators rebuilt in ", fixed(since_start.seconds(), 3), " s (world split ",
+                        fixed(split_at, 3), " s, watchdog and world duplicated by ", fixed(communicators_at, 3),
+                        " s, then the cluster table and the job channel)"));
 }
 
 bool Runtime::poll_job_channel() { return job_channel_ && job_channel_->poll(); }

@@ -66,6 +66,11 @@ run_mpirun() {
   hostfile=$(mktemp "${TMPDIR:-/tmp}/mirrored-hosts.XXXXXX")
   for k in $(seq 1 "$nhosts"); do echo "10.77.0.$k slots=$ppn"; done >"$hostfile"
   local status=0
+  # The hosts share this machine's cores: with more ranks in all than cores, waiting ranks
+  # yield (launch/mpi_env.sh, mirrored_yield_when_oversubscribed), unless the caller set it.
+  if [[ -z "${OMPI_MCA_mpi_yield_when_idle:-}" ]] && ((nhosts * ppn > $(nproc))); then
+    export OMPI_MCA_mpi_yield_when_idle=1
+  fi
   MIRRORED_RSH_AGENT="$HERE/nsrsh" MIRRORED_NET=10.77.0.0/24 \
     ip netns exec "${P}h1" unshare --uts sh -c 'hostname "$0" && exec "$@"' "${P}-h1" \
     "$ROOT/launch/multinode.sh" "$hostfile" "$@" || status=$?

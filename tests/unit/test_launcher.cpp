@@ -90,3 +90,18 @@ TEST(ClusterAssemble, AgreeingSlurmIdsLeaveNoNote) {
   EXPECT_EQ(cluster.num_nodes(), 2);
   EXPECT_TRUE(note.empty()) << note;
 }
+
+TEST(ClusterFromMembers, RebuiltWorldKeepsDevicesAndOverrides) {
+  // A spare on host c took rank 1's place: world order a, c, b; c's process pinned itself
+  // to local rank 3 (MIRRORED_LOCAL_RANK) when it started.
+  const auto cluster = Cluster::from_members(1, {"a", "c", "b", "a"}, {"cuda:0", "cuda:3", "cuda:0", "cuda:1"},
+                                             {-1, 3, -1, -1});
+  EXPECT_EQ(cluster.num_nodes(), 3);
+  EXPECT_EQ(cluster.node(), 1);
+  EXPECT_EQ(cluster.local_rank(), 3);
+  EXPECT_EQ(cluster.host(), "c");
+  EXPECT_EQ(cluster.placements()[1].device, "cuda:3");
+  EXPECT_EQ(cluster.placements()[3].local_rank, 1);  // the second rank on host a
+  EXPECT_EQ(cluster.placements()[3].node, 0);
+  EXPECT_ANY_THROW(Cluster::from_members(0, {"a", "b"}, {"cpu"}, {-1, -1}));
+}

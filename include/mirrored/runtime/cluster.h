@@ -33,6 +33,16 @@ class Cluster {
   static Cluster assemble(int my_rank, const std::vector<std::string>& hosts,
                           const std::vector<std::array<int32_t, 2>>& slurm_node_local, std::string* note);
 
+  // The table of a world rebuilt after a shrink, from what every rank learned at start-up
+  // (hosts, devices, MIRRORED_LOCAL_RANK overrides, by world rank; an override of -1:
+  // none): no communication, where discover() would gather it all again over TCP. Nodes
+  // and local ranks by host name, as discover() without Slurm's variables.
+  static Cluster from_members(int my_rank, const std::vector<std::string>& hosts,
+                              const std::vector<std::string>& devices, const std::vector<int32_t>& local_rank_overrides);
+
+  // MIRRORED_LOCAL_RANK, or -1 when unset (throws InputError when it is no count).
+  static int local_rank_override();
+
   int rank() const { return rank_; }
   int world_size() const { return static_cast<int>(placements_.size()); }
   int local_rank() const { return placements_.at(static_cast<size_t>(rank_)).local_rank; }

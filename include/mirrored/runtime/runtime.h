@@ -73,6 +73,8 @@ struct JobMember {
   int64_t pid = 0;           // its process id on `host`
   std::string host;
   int first_world_rank = 0;  // its rank in the world the launcher started (the launcher's name for it)
+  std::string device;        // "cpu", "cuda:0": chosen at start-up, kept for the process's life
+  int local_rank_override = -1;  // MIRRORED_LOCAL_RANK of that process; -1: none
 };
 
 // The job after Runtime::shrink_job(): its live ranks, in their old order.
@@ -191,6 +193,9 @@ class Runtime {
   void remember_rank_processes();
   // The cluster table, and the watchdog told every rank's host.
   void discover_cluster(const LauncherEnv& launcher);
+  // survive_failures: every process's device and local-rank override, over the whole job
+  // (spares included), so a rebuilt world's cluster table needs no communication.
+  void remember_rank_placements();
   // This process's name in logs: its world rank, or a spare's job rank.
   void identify_process();
 
@@ -223,6 +228,8 @@ class Runtime {
   std::vector<int64_t> pids_;
   std::vector<int32_t> first_world_ranks_;
   std::vector<std::string> hosts_;  // survive_failures, by rank of job_comm_ at start-up
+  std::vector<std::string> devices_;            // the same, each process's device
+  std::vector<int32_t> local_rank_overrides_;   // the same, MIRRORED_LOCAL_RANK or -1
   // Spares: how many the job started with, the job ranks that train (world order), whether
   // this process is a spare, the communicator the world is built over (a split of
   // job_comm_; MPI_COMM_NULL when the world is the whole job) and the job channel.
