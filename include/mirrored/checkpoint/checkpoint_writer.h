@@ -82,9 +82,8 @@ class CheckpointWriter {
   // The host buffers of a written checkpoint, for the next snapshot to refill instead of
   // allocating: fresh memory is faulted in and zeroed by the kernel as it is first written
   // (10 MB per checkpoint on the gpt recipe), which a checkpoint after every step pays
-  // every step. A background write keeps its checkpoint
-  // once the file is written (or has failed); keep_spent() hands over one the caller wrote
-  // itself. take_spent() waits for the write in flight (reporting its failure as wait()
+  // every step. A background write keeps its checkpoint once the file is written (or has
+  // failed); keep_spent() hands over one the caller wrote itself. take_spent() waits for the write in flight (reporting its failure as wait()
   // does) and returns the kept checkpoint, or an empty one; its values are stale, to be
   // overwritten. One is kept at a time: the run holds a second host copy of its state
   // between checkpoints, as a GPU run holds the device snapshot's page-locked buffers.
