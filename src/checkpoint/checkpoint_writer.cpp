@@ -58,7 +58,8 @@ void CheckpointWriter::write_in_background(io::Checkpoint checkpoint) {
 void CheckpointWriter::write_in_background(io::Checkpoint checkpoint,
                                            std::function<void(io::Checkpoint&)> complete) {
   wait();
-  // The thread owns the checkpoint; failure_ is written by it and read only after join().
+  // The thread owns the checkpoint; failure_ and spent_ are written by it and read only
+  // after join().
   writer_ = std::thread([this, checkpoint = std::move(checkpoint), complete = std::move(complete)]() mutable {
     try {
       if (complete) complete(checkpoint);
@@ -66,6 +67,7 @@ void CheckpointWriter::write_in_background(io::Checkpoint checkpoint,
     } catch (...) {
       failure_ = std::current_exception();
     }
+    spent_ = std::move(checkpoint);
   });
 }
 
@@ -77,6 +79,16 @@ DeviceSnapshot& CheckpointWriter::device_snapshot() {
 void CheckpointWriter::wait() {
   if (writer_.joinable()) writer_.join();
   if (failure_) std::rethrow_exception(std::exchange(failure_, nullptr));
+}
+
+void CheckpointWriter::keep_spent(io::Checkpoint checkpoint) {
+  wait();
+  spent_ = std::move(checkpoint);
+}
+
+io::Checkpoint CheckpointWriter::take_spent() {
+  wait();
+  return std::exchange(spent_, io::Checkpoint{});
 }
 
 // Newest first: the first `keep_` of this writer's files stay.

@@ -129,6 +129,18 @@ void DeviceSnapshot::wait() const { impl_->wait(); }
 size_t DeviceSnapshot::size() const { return impl_->count; }
 
 std::vector<float> DeviceSnapshot::values(size_t index, int64_t begin, int64_t count) const {
+  std::vector<float> into;
+  copy_values(index, begin, count, into);
+  return into;
+}
+
+std::vector<float> DeviceSnapshot::values(size_t index) const {
+  std::vector<float> into;
+  copy_values(index, into);
+  return into;
+}
+
+void DeviceSnapshot::copy_values(size_t index, int64_t begin, int64_t count, std::vector<float>& into) const {
   const Impl& s = *impl_;
   MIRRORED_CHECK(index < s.count, "tensor ", index, " of a checkpoint snapshot of ", s.count);
   const HostCopy& copy = s.copies[index];
@@ -136,12 +148,12 @@ std::vector<float> DeviceSnapshot::values(size_t index, int64_t begin, int64_t c
                  ") of a snapshot tensor of ", copy.numel);
   s.wait();
   const float* data = copy.data() + begin;
-  return std::vector<float>(data, data + count);
+  into.assign(data, data + count);
 }
 
-std::vector<float> DeviceSnapshot::values(size_t index) const {
+void DeviceSnapshot::copy_values(size_t index, std::vector<float>& into) const {
   MIRRORED_CHECK(index < impl_->count, "tensor ", index, " of a checkpoint snapshot of ", impl_->count);
-  return values(index, 0, impl_->copies[index].numel);
+  copy_values(index, 0, impl_->copies[index].numel, into);
 }
 
 }  // namespace mirrored::checkpoint

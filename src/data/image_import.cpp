@@ -25,7 +25,7 @@ using detail::ImageFile;
 using detail::ImageFolder;
 
 constexpr size_t kExamples = 5;
-constexpr int kMaxClasses = 256;  // labels are uint8
+constexpr int kMaxClassFolders = 256;  // labels are uint8
 // An HDF5 attribute is stored in the object header, which holds at most 64 KiB.
 constexpr size_t kMaxClassNameBytes = 48 << 10;
 
@@ -253,8 +253,8 @@ void check_options(const ImageImportOptions& options) {
 // Classes of the training folder, checked; the validation folder must hold the same.
 void check_classes(const ImageFolder& train, const ImageFolder* val) {
   const auto count = static_cast<int64_t>(train.classes.size());
-  if (count < 2 || count > kMaxClasses)
-    throw InputError(str_cat("'", train.root, "' holds ", count, " class folder(s); expected 2 to ", kMaxClasses,
+  if (count < 2 || count > kMaxClassFolders)
+    throw InputError(str_cat("'", train.root, "' holds ", count, " class folder(s); expected 2 to ", kMaxClassFolders,
                              " subfolders, one per class"));
   size_t name_bytes = 0;
   for (const std::string& name : train.classes) name_bytes += name.size() + 3;

@@ -4,6 +4,7 @@
 
 #include "mirrored/comm/health/flight_recorder.h"
 #include "mirrored/core/error.h"
+#include "mirrored/core/host_copy.h"
 #include "mirrored/kernels/kernels.h"
 
 namespace mirrored::distribute {
@@ -79,18 +80,29 @@ void ShardPlan::all_gather(Tensor& flat, comm::Communicator& comm) const {
 }
 
 std::vector<float> ShardPlan::gather_to_chief(const Tensor& shard_state, comm::Communicator& comm) const {
+  std::vector<float> logical;
+  gather_to_chief(shard_state, comm, logical);
+  return logical;
+}
+
+void ShardPlan::gather_to_chief(const Tensor& shard_state, comm::Communicator& comm,
+                                std::vector<float>& logical) const {
   require_world(*this, comm);
   const bool chief = comm.rank() == 0;
-  if (!sharded_) return chief ? shard_state.to_vector() : std::vector<float>{};
-  std::vector<float> logical(chief ? static_cast<size_t>(numel_) : 0);
+  if (!chief) logical.clear();
+  if (!sharded_) {
+    if (chief) copy_to_host(shard_state, logical);
+    return;
+  }
+  if (chief) logical.resize(static_cast<size_t>(numel_));
   const std::vector<int64_t> offsets = bounds();
   std::vector<float> piece;
   for (int r = 0; r < replicas_; ++r) {
-    piece = r == comm.rank() ? shard_state.to_vector() : std::vector<float>(counts_[static_cast<size_t>(r)]);
+    if (r == comm.rank()) copy_to_host(shard_state, piece);
+    else piece.resize(counts_[static_cast<size_t>(r)]);
     comm.broadcast(piece.data(), piece.size(), r);
     if (chief) std::copy(piece.begin(), piece.end(), logical.begin() + offsets[static_cast<size_t>(r)]);
   }
-  return logical;
 }
 
 void ShardPlan::scatter_from_chief(const std::vector<float>& logical, Tensor& shard_state,

@@ -7,6 +7,7 @@
 #include "mirrored/checkpoint/checkpoint_writer.h"
 #include "mirrored/checkpoint/resume_policy.h"
 #include "mirrored/checkpoint/run_directory.h"
+#include "mirrored/core/host_copy.h"
 #include "mirrored/core/log.h"
 #include "mirrored/kernels/kernels.h"
 #include "mirrored/train/non_finite_guard.h"
@@ -15,7 +16,18 @@ namespace mirrored::train {
 namespace fs = std::filesystem;
 namespace {
 
-std::vector<float> flat_values(const Tensor& tensor) { return tensor.to_vector(); }
+// Entry i's buffer of a spent checkpoint (CheckpointWriter::take_spent), moved out for
+// refilling, or a new one where it has fewer entries.
+std::vector<float> spent_buffer(std::vector<io::CheckpointTensor>& spent, size_t i) {
+  return i < spent.size() ? std::move(spent[i].values) : std::vector<float>{};
+}
+
+// `tensor`'s values in `spent`'s buffer i.
+std::vector<float> host_values(const Tensor& tensor, std::vector<io::CheckpointTensor>& spent, size_t i) {
+  std::vector<float> values = spent_buffer(spent, i);
+  copy_to_host(tensor, values);
+  return values;
+}
 
 void broadcast_into(comm::Communicator& comm, std::vector<float>& values, Tensor& target) {
   values.resize(static_cast<size_t>(target.numel()));
@@ -37,13 +49,14 @@ checkpoint::ResumeTarget resume_target(TrainContext& ctx) {
 // (the running statistics, which the next forward changes, and sharded state, gathered by a
 // collective) is a host copy already.
 io::Checkpoint snapshot_on_device(TrainContext& ctx, int64_t step, std::vector<io::CheckpointTensor> gathered_state,
-                                  bool state_on_device) {
-  io::Checkpoint checkpoint = capture_checkpoint(ctx, step, ParameterValues::kLater);
+                                  bool state_on_device, io::Checkpoint spent) {
+  std::vector<io::CheckpointTensor> spent_state = std::move(spent.optimizer_state);
+  io::Checkpoint checkpoint = capture_checkpoint(ctx, step, ParameterValues::kLater, std::move(spent));
   std::vector<Tensor> tensors{ctx.model.parameters().flat_params()};
   if (state_on_device) {
     for (const auto& [name, tensor] : ctx.optimizer.state()) {
       tensors.push_back(tensor->reshape(Shape{tensor->numel()}));
-      gathered_state.push_back({name, {tensor->numel()}, {}});
+      gathered_state.push_back({name, {tensor->numel()}, spent_buffer(spent_state, gathered_state.size())});
     }
   }
   checkpoint.optimizer_state = std::move(gathered_state);
@@ -61,25 +74,28 @@ std::function<void(io::Checkpoint&)> complete_from_snapshot(const TrainContext& 
   for (size_t i = 0; i < arena.size(); ++i) params.emplace_back(arena.info(i).offset, arena.param(i).numel());
   return [&snapshot = writer.device_snapshot(), params = std::move(params), state_on_device](io::Checkpoint& checkpoint) {
     for (size_t i = 0; i < params.size(); ++i)
-      checkpoint.params[i].values = snapshot.values(0, params[i].first, params[i].second);
+      snapshot.copy_values(0, params[i].first, params[i].second, checkpoint.params[i].values);
     if (!state_on_device) return;
     for (size_t k = 0; k < checkpoint.optimizer_state.size(); ++k)
-      checkpoint.optimizer_state[k].values = snapshot.values(1 + k);
+      snapshot.copy_values(1 + k, checkpoint.optimizer_state[k].values);
   };
 }
 
 }  // namespace
 
-std::vector<io::CheckpointTensor> gather_optimizer_state(TrainContext& ctx) {
+std::vector<io::CheckpointTensor> gather_optimizer_state(TrainContext& ctx, std::vector<io::CheckpointTensor> spent) {
   comm::Communicator& comm = ctx.strategy.communicator();
   const distribute::ShardPlan& plan = ctx.model.shard_plan();
   std::vector<io::CheckpointTensor> gathered;
-  for (const auto& [name, tensor] : ctx.optimizer.state())
-    gathered.push_back({name, {plan.numel()}, plan.gather_to_chief(*tensor, comm)});
+  for (const auto& [name, tensor] : ctx.optimizer.state()) {
+    std::vector<float> logical = spent_buffer(spent, gathered.size());
+    plan.gather_to_chief(*tensor, comm, logical);
+    gathered.push_back({name, {plan.numel()}, std::move(logical)});
+  }
   return gathered;
 }
 
-io::Checkpoint capture_checkpoint(const TrainContext& ctx, int64_t step, ParameterValues values) {
+io::Checkpoint capture_checkpoint(const TrainContext& ctx, int64_t step, ParameterValues values, io::Checkpoint spent) {
   io::Checkpoint checkpoint;
   checkpoint.step = step;
   checkpoint.steps_per_epoch = ctx.steps_per_epoch;
@@ -90,13 +106,17 @@ io::Checkpoint capture_checkpoint(const TrainContext& ctx, int64_t step, Paramet
   checkpoint.optimizer_steps = ctx.optimizer.steps();
   checkpoint.config = config::to_ini(ctx.config);
   const nn::ParameterArena& arena = ctx.model.parameters();
-  for (size_t i = 0; i < arena.size(); ++i)
-    checkpoint.params.push_back({arena.info(i).name, arena.info(i).shape,
-                                 values == ParameterValues::kNow ? flat_values(arena.param(i)) : std::vector<float>{}});
+  for (size_t i = 0; i < arena.size(); ++i) {
+    // kLater: an empty buffer that keeps its capacity for the device snapshot's values.
+    std::vector<float> host = spent_buffer(spent.params, i);
+    if (values == ParameterValues::kNow) copy_to_host(arena.param(i), host);
+    else host.clear();
+    checkpoint.params.push_back({arena.info(i).name, arena.info(i).shape, std::move(host)});
+  }
   // Running statistics are the same on every replica here (synchronised before each save).
   for (size_t i = 0; i < arena.num_buffers(); ++i)
     checkpoint.buffers.push_back(
-        {arena.buffer_info(i).name, arena.buffer_info(i).shape, flat_values(arena.buffer(i))});
+        {arena.buffer_info(i).name, arena.buffer_info(i).shape, host_values(arena.buffer(i), spent.buffers, i)});
   // The optimizer state comes from gather_optimizer_state() (every rank takes part).
   return checkpoint;
 }
@@ -206,16 +226,20 @@ void Checkpointer::save(TrainContext& ctx, int64_t step, Wait wait) {
   // chief's copy makes: no collective) are copied on a side stream, read by the writer.
   const bool on_device = background && ctx.model.parameters().flat_params().device().is_cuda();
   const bool state_on_device = on_device && !ctx.model.shard_plan().sharded();
+  // The chief refills the host buffers of the checkpoint it wrote last: no allocation, and
+  // no page faults on fresh memory, in the step.
+  io::Checkpoint spent = ctx.strategy.is_chief() ? ctx.checkpoints->take_spent() : io::Checkpoint{};
   std::vector<io::CheckpointTensor> optimizer_state;
-  if (!state_on_device) optimizer_state = gather_optimizer_state(ctx);  // collective
+  if (!state_on_device) optimizer_state = gather_optimizer_state(ctx, std::move(spent.optimizer_state));  // collective
   if (!ctx.strategy.is_chief()) return;
   const std::string path = ctx.checkpoints->path(step);
   if (on_device) {
-    ctx.checkpoints->write_in_background(snapshot_on_device(ctx, step, std::move(optimizer_state), state_on_device),
-                                         complete_from_snapshot(ctx, *ctx.checkpoints, state_on_device));
+    ctx.checkpoints->write_in_background(
+        snapshot_on_device(ctx, step, std::move(optimizer_state), state_on_device, std::move(spent)),
+        complete_from_snapshot(ctx, *ctx.checkpoints, state_on_device));
     if (wait == Wait::kUntilDurable) ctx.checkpoints->wait();
   } else {
-    io::Checkpoint checkpoint = capture_checkpoint(ctx, step);
+    io::Checkpoint checkpoint = capture_checkpoint(ctx, step, ParameterValues::kNow, std::move(spent));
     checkpoint.optimizer_state = std::move(optimizer_state);
     // Everything the file needs is now a host copy; the step may go on changing the model.
     if (background) {
@@ -223,6 +247,7 @@ void Checkpointer::save(TrainContext& ctx, int64_t step, Wait wait) {
       if (wait == Wait::kUntilDurable) ctx.checkpoints->wait();
     } else {
       ctx.checkpoints->write(checkpoint);
+      ctx.checkpoints->keep_spent(std::move(checkpoint));
     }
   }
   chief_verbose(str_cat("  checkpoint ", path, wait == Wait::kNo && ctx.checkpoints->writing() ? " (writing)" : ""));

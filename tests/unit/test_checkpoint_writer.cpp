@@ -220,6 +220,47 @@ TEST(CheckpointWriterInBackground, WritesTheSameFileAsTheSynchronousWrite) {
   expect_same_tensors(io::read_checkpoint(sync_path).params, checkpoint.params);
 }
 
+// The next snapshot refills the buffers of the checkpoint last written (no fresh memory,
+// no page faults in the step), and the file it makes is the one fresh buffers make.
+TEST(CheckpointWriterInBackground, HandsBackTheBuffersOfTheCheckpointItWrote) {
+  TempDir dir;
+  CheckpointWriter writer(dir.file("reused"), 3), fresh(dir.file("fresh"), 3);
+  EXPECT_TRUE(writer.take_spent().params.empty());  // nothing written yet
+  io::Checkpoint first = full_checkpoint_of(30, 100000);
+  const float* params_buffer = first.params[0].values.data();
+  const float* state_buffer = first.optimizer_state[0].values.data();
+  writer.write_in_background(std::move(first));
+  io::Checkpoint spent = writer.take_spent();  // waits for the write
+  EXPECT_FALSE(writer.writing());
+  ASSERT_EQ(spent.params.size(), 2u);
+  EXPECT_EQ(spent.params[0].values.data(), params_buffer);
+  EXPECT_EQ(spent.optimizer_state.at(0).values.data(), state_buffer);
+  EXPECT_TRUE(writer.take_spent().params.empty());  // handed back once
+
+  // The next checkpoint's values copied into those buffers, as capture_checkpoint does.
+  const io::Checkpoint next = full_checkpoint_of(31, 100000);
+  using Group = std::vector<io::CheckpointTensor> io::Checkpoint::*;
+  for (Group group : {&io::Checkpoint::params, &io::Checkpoint::buffers, &io::Checkpoint::optimizer_state})
+    for (size_t i = 0; i < (next.*group).size(); ++i)
+      (spent.*group)[i].values.assign((next.*group)[i].values.begin(), (next.*group)[i].values.end());
+  spent.step = next.step;
+  spent.epoch = next.epoch;
+  spent.step_in_epoch = next.step_in_epoch;
+  spent.optimizer_steps = next.optimizer_steps;
+  EXPECT_EQ(spent.params[0].values.data(), params_buffer);
+  EXPECT_EQ(spent.optimizer_state[0].values.data(), state_buffer);
+  writer.write_in_background(std::move(spent));
+  writer.wait();
+  expect_same_files(writer.path(31), fresh.write(next));
+
+  // A synchronous write's checkpoint, handed over by its caller, comes back the same way.
+  io::Checkpoint written = full_checkpoint_of(32, 1000);
+  const float* written_buffer = written.params[0].values.data();
+  writer.write(written);
+  writer.keep_spent(std::move(written));
+  EXPECT_EQ(writer.take_spent().params.at(0).values.data(), written_buffer);
+}
+
 TEST(CheckpointWriterInBackground, OneWriteAtATimeInOrderAndPruned) {
   TempDir dir;
   CheckpointWriter writer(dir.file("checkpoints"), 2);

@@ -78,6 +78,17 @@ class CheckpointWriter {
 
   // Returns once no write is in flight; rethrows the failure of the last background write.
   void wait();
+
+  // The host buffers of a written checkpoint, for the next snapshot to refill instead of
+  // allocating: fresh memory is faulted in and zeroed by the kernel as it is first written
+  // (10 MB per checkpoint on the gpt recipe), which a checkpoint after every step pays
+  // every step. A background write keeps its checkpoint once the file is written (or has
+  // failed); keep_spent() hands over one the caller wrote itself. take_spent() waits for the write in flight (reporting its failure as wait()
+  // does) and returns the kept checkpoint, or an empty one; its values are stale, to be
+  // overwritten. One is kept at a time: the run holds a second host copy of its state
+  // between checkpoints, as a GPU run holds the device snapshot's page-locked buffers.
+  void keep_spent(io::Checkpoint checkpoint);
+  io::Checkpoint take_spent();
   bool writing() const { return writer_.joinable(); }
 
   // checkpoint.async and an HDF5 library built thread-safe (the data pipeline may read HDF5
@@ -99,6 +110,7 @@ class CheckpointWriter {
   std::unique_ptr<DeviceSnapshot> snapshot_;  // read by the write in flight, if any
   std::thread writer_;           // the write in flight, if any
   std::exception_ptr failure_;   // its failure, read after joining it
+  io::Checkpoint spent_;         // the last checkpoint written; the write in flight's, read after joining it
 };
 
 }  // namespace mirrored::checkpoint

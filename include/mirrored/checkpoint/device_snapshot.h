@@ -47,6 +47,10 @@ class DeviceSnapshot {
   std::vector<float> values(size_t index, int64_t begin, int64_t count) const;
   // All of tensor `index`'s values.
   std::vector<float> values(size_t index) const;
+  // The same two into `into` (resized): a buffer with the capacity (the last checkpoint's)
+  // is refilled without allocating.
+  void copy_values(size_t index, int64_t begin, int64_t count, std::vector<float>& into) const;
+  void copy_values(size_t index, std::vector<float>& into) const;
 
  private:
   struct Impl;

@@ -57,6 +57,9 @@ class ShardPlan {
   // scatter_from_chief is the reverse: `logical` (read on rank 0 only) into every
   // replica's `shard_state`.
   std::vector<float> gather_to_chief(const Tensor& shard_state, comm::Communicator& comm) const;
+  // The same into `logical` (cleared elsewhere than on rank 0): a buffer with the capacity
+  // already (the last checkpoint's) is refilled without allocating.
+  void gather_to_chief(const Tensor& shard_state, comm::Communicator& comm, std::vector<float>& logical) const;
   void scatter_from_chief(const std::vector<float>& logical, Tensor& shard_state, comm::Communicator& comm) const;
 
  private:

@@ -24,15 +24,18 @@ namespace mirrored::train {
 // The chief's snapshot of the run after `step` steps, without the optimizer state (see
 // gather_optimizer_state). kLater: the parameters' names and shapes without their values,
 // which a device snapshot brings (checkpoint/device_snapshot.h; Checkpointer::save).
+// `spent`: a checkpoint already written (CheckpointWriter::take_spent) whose host buffers
+// the values are copied into, tensor by tensor in order, instead of fresh ones.
 enum class ParameterValues { kNow, kLater };
 io::Checkpoint capture_checkpoint(const TrainContext& ctx, int64_t step,
-                                  ParameterValues values = ParameterValues::kNow);
+                                  ParameterValues values = ParameterValues::kNow, io::Checkpoint spent = {});
 
 // Collective: the optimizer state in its logical, unsharded layout (one flat tensor of the
 // arena's size per state tensor), whatever the world size and sharding, on the chief; empty
 // on the other ranks. Sharded state is collected shard by shard, so no rank holds more than
-// the logical state plus one shard.
-std::vector<io::CheckpointTensor> gather_optimizer_state(TrainContext& ctx);
+// the logical state plus one shard. `spent`: buffers to refill, as for capture_checkpoint.
+std::vector<io::CheckpointTensor> gather_optimizer_state(TrainContext& ctx,
+                                                         std::vector<io::CheckpointTensor> spent = {});
 
 struct ResumePoint {
   int64_t step = 0;       // steps already done; 0 for a fresh start
