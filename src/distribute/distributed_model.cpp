@@ -96,6 +96,14 @@ void DistributedModel::clip_gradient_norm(float max_norm) {
   clipper_.clip(mine, max_norm, shard_plan(), *gradients_comm_);
 }
 
+const Tensor& DistributedModel::gradient_clip_factor(float max_norm) {
+  // The norm over the same gradient as clip_gradient_norm's, for the same reasons.
+  if (virtual_) return clipper_.factor(model_->parameters().flat_grads(), max_norm);
+  const optim::ArenaRange owned = shard();
+  const Tensor mine = model_->parameters().flat_grads().view(owned.begin, {owned.numel()});
+  return clipper_.factor(mine, max_norm, shard_plan(), *gradients_comm_);
+}
+
 void DistributedModel::set_timeline(Timeline* timeline) {
   model_->set_timeline(timeline);
   reducer_->set_timeline(timeline);

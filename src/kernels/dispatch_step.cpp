@@ -88,4 +88,17 @@ void scale_by_clip(Tensor& x, const Tensor& sum_squares, float max_norm, Tensor&
   cpu::scale_by_clip(x.data<float>(), x.numel(), sum_squares.data<float>()[0], max_norm, norm.data<float>());
 }
 
+void clip_factor(const Tensor& sum_squares, float max_norm, Tensor& norm, Tensor& factor) {
+  const char* op = "clip_factor";
+  const bool cuda = on_cuda(op, {&sum_squares, &norm, &factor});
+  require_scalar(op, sum_squares, DType::kF32, 1, "the sum of squares");
+  require_scalar(op, norm, DType::kF32, 1, "the norm");
+  require_scalar(op, factor, DType::kF32, 1, "the factor");
+  MIRRORED_CHECK(max_norm > 0.0f, op, ": max_norm ", max_norm, " must be > 0");
+  if (cuda)
+    MIRRORED_ON_CUDA(sum_squares, clip_factor, sum_squares.data<float>(), max_norm, norm.data<float>(),
+                     factor.data<float>());
+  cpu::clip_factor(sum_squares.data<float>()[0], max_norm, norm.data<float>(), factor.data<float>());
+}
+
 }  // namespace mirrored::kernels

@@ -16,7 +16,7 @@ void Adam::step() {
     kernels::AdamHyper hyper = hyper_;
     hyper.weight_decay = range.weight_decay;
     Tensor params = params_of(range), m = state_of(m_, range), v = state_of(v_, range);
-    kernels::adam_update(params, grads_of(range), m, v, hyper, steps_, skip_flag_);
+    kernels::adam_update(params, grads_of(range), m, v, hyper, steps_, skip_flag_, grad_scale_);
   }
 }
 

@@ -16,7 +16,7 @@ void Sgd::step() {
     kernels::SgdHyper hyper = hyper_;
     hyper.weight_decay = range.weight_decay;
     Tensor params = params_of(range), velocity = state_of(velocity_, range);
-    kernels::sgd_update(params, grads_of(range), velocity, hyper, skip_flag_);
+    kernels::sgd_update(params, grads_of(range), velocity, hyper, skip_flag_, grad_scale_);
   }
 }
 

@@ -90,6 +90,42 @@ INSTANTIATE_TEST_SUITE_P(Contexts, FusedAttention,
                                   std::to_string(std::get<1>(info.param));
                          });
 
+// The CPU kernel reads q, k, v and dO where they lie when the head size is a multiple of 32
+// and T of 4, and from padded copies otherwise: the same bits either way. Causal rows see
+// only earlier keys, so the first 64 rows at T = 64 (read in place) must match the first 64
+// at T = 65 (copied), forward and backward, when the extra row's dO is 0 (it then adds +0
+// to every dK and dV sum).
+TEST(FusedAttentionShapes, RowsReadInPlaceAndFromCopiesGiveTheSameBits) {
+  const int64_t B = 2, H = 4, C = 32 * H, T = 64, T1 = T + 1;
+  Rng rng(5);
+  const Tensor qkv1 = random_tensor({B, T1, 3 * C}, rng, -2.0f, 2.0f), dout_rand = random_tensor({B, T1, C}, rng);
+  Tensor qkv({B, T, 3 * C}), dout({B, T, C}), dout1({B, T1, C});
+  std::memset(dout1.data<float>(), 0, static_cast<size_t>(dout1.numel()) * sizeof(float));
+  for (int64_t b = 0; b < B; ++b) {
+    std::memcpy(qkv.data<float>() + b * T * 3 * C, qkv1.data<float>() + b * T1 * 3 * C,
+                static_cast<size_t>(T * 3 * C) * sizeof(float));
+    std::memcpy(dout.data<float>() + b * T * C, dout_rand.data<float>() + b * T1 * C,
+                static_cast<size_t>(T * C) * sizeof(float));
+    std::memcpy(dout1.data<float>() + b * T1 * C, dout_rand.data<float>() + b * T1 * C,
+                static_cast<size_t>(T * C) * sizeof(float));
+  }
+  const Fused in_place = run_fused(qkv, dout, H), copied = run_fused(qkv1, dout1, H);
+  auto rows_equal = [&](const Tensor& a, const Tensor& a1, int64_t width) {
+    for (int64_t b = 0; b < B; ++b)
+      if (std::memcmp(a.data<float>() + b * T * width, a1.data<float>() + b * T1 * width,
+                      static_cast<size_t>(T * width) * sizeof(float)) != 0)
+        return false;
+    return true;
+  };
+  EXPECT_TRUE(rows_equal(in_place.out, copied.out, C));
+  EXPECT_TRUE(rows_equal(in_place.dqkv, copied.dqkv, 3 * C));
+  for (int64_t n = 0; n < B * H; ++n)  // lse is [B, H, T]
+    EXPECT_EQ(std::memcmp(in_place.lse.data<float>() + n * T, copied.lse.data<float>() + n * T1,
+                          static_cast<size_t>(T) * sizeof(float)),
+              0)
+        << n;
+}
+
 // A head size that is not a multiple of the kernel's 32-channel step, and large scores: the
 // running maximum changes from block to block and the padding must stay out of the sums.
 TEST(FusedAttentionShapes, OddHeadSizeAndLargeScores) {

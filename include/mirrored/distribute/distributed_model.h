@@ -19,6 +19,8 @@
 //   model.flag_non_finite(flag);     // agreed over shards
 //   model.clip_gradient_norm(c);     // the norm summed over shards
 //   optimizer.step();                // over shard()
+//   (or optimizer.scale_gradients_by(&model.gradient_clip_factor(c)) before the step: the
+//   same update, with the clip applied inside it)
 //   model.gather_parameters();       // all-gather (sharded) or nothing
 //
 // Whatever else inspects the averaged gradients must look at shard() only and combine the
@@ -89,6 +91,10 @@ class DistributedModel {
   // global L2 norm of at most `max_norm` (GradientClipper), on the device, the same on
   // every replica; sharded, the partial sums of squares are summed over shards first.
   void clip_gradient_norm(float max_norm);
+  // The same clip's factor without scaling (f32 [1] on the model's device), for the
+  // optimizer to apply as it reads each gradient (Optimizer::scale_gradients_by): the
+  // clipped update's bits without a pass of its own over the arena.
+  const Tensor& gradient_clip_factor(float max_norm);
   // The norm before the last clip (f32 [1] on the model's device; undefined before one).
   const Tensor& gradient_norm() const { return clipper_.norm(); }
 

@@ -118,6 +118,11 @@ void tally_non_finite(Tensor& flag, Tensor& tally, int64_t step, bool latch);
 // `workspace` belongs to the caller, sized by the op (the GPU's per-block partial sums).
 void sum_squares(const Tensor& x, Tensor& sum, Tensor& workspace);
 void scale_by_clip(Tensor& x, const Tensor& sum_squares, float max_norm, Tensor& norm);
+// The second step without touching x, for an update that scales each gradient as it reads
+// it (sgd_update's and adam_update's grad_scale): factor[0] = clip_scale(sqrt(sum), max_norm)
+// and norm[0] = sqrt(sum), f32 [1] each beside the sum. That update gives the bits of
+// scale_by_clip followed by the plain update, in one pass over the gradient instead of two.
+void clip_factor(const Tensor& sum_squares, float max_norm, Tensor& norm, Tensor& factor);
 
 // SGD with momentum and L2 weight decay, PyTorch semantics:
 //   g' = g + weight_decay * p;  v = momentum * v + g';  p -= lr * (nesterov ? g' + momentum * v : v)
@@ -128,9 +133,11 @@ struct SgdHyper {
   bool nesterov = false;
 };
 // skip_flag (optional, int32 [1] on param's device, see flag_non_finite): when it holds a
-// non-zero value the update does nothing. The same holds for adam_update.
+// non-zero value the update does nothing. grad_scale (optional, f32 [1] on param's device,
+// see clip_factor): each gradient is multiplied by it (scaled_gradient in
+// optimizer_math.h) before the update uses it. The same holds for adam_update.
 void sgd_update(Tensor& param, const Tensor& grad, Tensor& velocity, const SgdHyper& hyper,
-                const Tensor* skip_flag = nullptr);
+                const Tensor* skip_flag = nullptr, const Tensor* grad_scale = nullptr);
 
 // Adam / AdamW, PyTorch semantics. `step` counts from 1 (bias correction).
 // decoupled_weight_decay=false: g' = g + wd * p (Adam). true: p *= 1 - lr * wd first (AdamW).
@@ -143,7 +150,7 @@ struct AdamHyper {
   bool decoupled_weight_decay = false;
 };
 void adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamHyper& hyper,
-                 int64_t step, const Tensor* skip_flag = nullptr);
+                 int64_t step, const Tensor* skip_flag = nullptr, const Tensor* grad_scale = nullptr);
 
 // ---- Convolution, pooling, normalisation, dropout: activations are NCHW [N, C, H, W].
 

@@ -52,6 +52,13 @@ inline AdamStep adam_step(const AdamHyper& hyper, int64_t step) {
   return s;
 }
 
+// A gradient times the clip's factor (clip_math.h), rounded to float on its own before an
+// update uses it: the bits of scaling the whole gradient first and updating after, in one
+// pass over the arena instead of two. The files that call it build without contraction
+// (-ffp-contract=off, nvcc -fmad=false; src/CMakeLists.txt), so the product is never fused
+// into the update's first add.
+MIRRORED_HOST_DEVICE inline float scaled_gradient(float grad, float scale) { return grad * scale; }
+
 // One element of Adam/AdamW: updates the moments `m` and `v` and returns the new parameter.
 MIRRORED_HOST_DEVICE inline float adam_element_step(float param, float grad, float& m, float& v, const AdamStep& s) {
   const float p = param * s.shrink;

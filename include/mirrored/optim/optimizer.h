@@ -32,6 +32,11 @@ class Optimizer {
   // without a host wait; null (the default) updates always. step() still counts the step:
   // a caller that reads the flag afterwards and finds it set corrects with set_steps().
   void skip_when(const Tensor* flag) { skip_flag_ = flag; }
+  // A device factor (f32 [1] beside the parameters, e.g. the clip's from
+  // kernels::clip_factor) that every later step() multiplies each gradient by as it reads
+  // it, leaving the gradients themselves untouched: the bits of scaling them first, without
+  // a pass of its own over the arena. Null (the default) scales nothing.
+  void scale_gradients_by(const Tensor* factor) { grad_scale_ = factor; }
 
   // The part of the arena this optimizer updates and holds state for (all of it unless
   // sharded).
@@ -54,6 +59,7 @@ class Optimizer {
   std::vector<UpdateRange> ranges_;
   int64_t steps_ = 0;
   const Tensor* skip_flag_ = nullptr;
+  const Tensor* grad_scale_ = nullptr;
 };
 
 class Sgd final : public Optimizer {

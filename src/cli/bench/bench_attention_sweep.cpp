@@ -10,7 +10,6 @@
 #include "mirrored/core/log.h"
 #include "mirrored/core/rng.h"
 #include "mirrored/core/strings.h"
-#include "mirrored/core/timer.h"
 #include "mirrored/kernels/kernels.h"
 
 namespace mirrored::cli {
@@ -30,17 +29,17 @@ double median_of(std::vector<double> v) {
 }
 
 template <class Forward, class Backward>
-CoreTimes time_core(int steps, Forward&& forward, Backward&& backward) {
+CoreTimes time_core(int steps, double (*clock)(), Forward&& forward, Backward&& backward) {
   std::vector<double> f, b;
   for (int step = 0; step <= steps; ++step) {
-    Stopwatch clock;
+    const double start = clock();
     forward();
-    const double forward_s = clock.seconds();
-    Stopwatch backward_clock;
+    const double forward_done = clock();
     backward();
+    const double backward_done = clock();
     if (step == 0) continue;  // warm-up: first touch of the buffers
-    f.push_back(forward_s);
-    b.push_back(backward_clock.seconds());
+    f.push_back(forward_done - start);
+    b.push_back(backward_done - forward_done);
   }
   return {median_of(f), median_of(b)};
 }
@@ -48,7 +47,7 @@ CoreTimes time_core(int steps, Forward&& forward, Backward&& backward) {
 }  // namespace
 
 void print_attention_context_sweep(int64_t width, int64_t heads, int64_t tokens_per_step, int steps,
-                                   double sgemm_gflops) {
+                                   double sgemm_gflops, double (*clock)()) {
   chief_print(str_cat("  attention core by context (width ", width, ", ", heads, " heads, ~", tokens_per_step,
                       " tokens a step; FLOPs of the causal half, f+b = 3 x forward)"));
   chief_print("  context  batch  fused_fwd_ms  fused_bwd_ms  GFLOP/s  %sgemm  materialised_ms  speedup");
@@ -60,11 +59,11 @@ void print_attention_context_sweep(int64_t width, int64_t heads, int64_t tokens_
     for (int64_t i = 0; i < dout.numel(); ++i) dout.data<float>()[i] = rng.uniform(-1.0f, 1.0f);
     Tensor out({b, t, width}), lse({b, heads, t}), dqkv(qkv.shape()), workspace;
     const CoreTimes fused = time_core(
-        steps, [&] { kernels::fused_attention_forward(qkv, heads, out, lse); },
+        steps, clock, [&] { kernels::fused_attention_forward(qkv, heads, out, lse); },
         [&] { kernels::fused_attention_backward(qkv, out, lse, dout, heads, dqkv, workspace); });
     Tensor probs({b, heads, t, t});
     const CoreTimes materialised = time_core(
-        steps, [&] { kernels::attention_forward(qkv, heads, out, probs); },
+        steps, clock, [&] { kernels::attention_forward(qkv, heads, out, probs); },
         [&] { kernels::attention_backward(qkv, probs, dout, heads, dqkv, workspace); });
     // Per head: q k^T and p v over t (t + 1) / 2 pairs, 2 FLOPs per multiply-add.
     const double forward_flops = 2.0 * 2.0 * static_cast<double>(b * t * (t + 1) / 2) * static_cast<double>(width);

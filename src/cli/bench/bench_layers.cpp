@@ -226,7 +226,7 @@ int bench_layers(int&, char**&, const Args& args) {
   print_table(model, times, batch, inputs.num_classes, sgemm);
   if (lib.model.kind == config::ModelKind::kGpt)
     print_attention_context_sweep(lib.model.gpt.width, lib.model.gpt.heads, batch * lib.model.gpt.context,
-                                  static_cast<int>(counts.steps), sgemm);
+                                  static_cast<int>(counts.steps), sgemm, clock);
   return 0;
 }
 

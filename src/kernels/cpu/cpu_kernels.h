@@ -46,9 +46,11 @@ void scale(float* x, int64_t n, float alpha);
 void axpy(int64_t n, float alpha, const float* x, float* y);
 bool all_finite(const float* x, int64_t n);
 
-void sgd_update(float* param, const float* grad, float* velocity, int64_t n, const SgdHyper& hyper);
+// grad_scale: each gradient's factor (kernels.h, clip_factor), 1 for none.
+void sgd_update(float* param, const float* grad, float* velocity, int64_t n, const SgdHyper& hyper,
+                float grad_scale);
 void adam_update(float* param, const float* grad, float* m, float* v, int64_t n,
-                 const AdamHyper& hyper, int64_t step);
+                 const AdamHyper& hyper, int64_t step, float grad_scale);
 
 // Floats of workspace conv2d_* need for this shape.
 int64_t conv2d_workspace_floats(const ConvShape& s);
@@ -124,10 +126,11 @@ void fused_attention_backward(const float* qkv, const float* out, const float* l
                               int64_t t, int64_t c, int64_t heads, float* dqkv);
 
 // Per-step statistics kept beside the parameters (kernels.h: tally_non_finite, sum_squares,
-// scale_by_clip); step_stats.cpp.
+// scale_by_clip, clip_factor); step_stats.cpp.
 void tally_non_finite(int32_t* flag, int32_t* tally, int32_t step, bool latch);
 double sum_squares(const float* x, int64_t n);
 void scale_by_clip(float* x, int64_t n, float sum_squares, float max_norm, float* norm);
+void clip_factor(float sum_squares, float max_norm, float* norm, float* factor);
 
 // Exact sums' grid conversions (kernels.h, "exact_grid_*"); exact_grid.cpp.
 void exact_grid_exponents(const std::vector<const float*>& terms, const std::vector<size_t>& offsets,

@@ -79,6 +79,27 @@ MIRRORED_ALWAYS_INLINE void pack_rows(const float* src, int64_t ld, const HeadLa
   std::memset(dst + l.t * l.width, 0, static_cast<size_t>((l.rows - l.t) * l.width) * sizeof(float));
 }
 
+// Whether the row-major operands (q, k, v, dO) can be read where they are, rows ld apart,
+// instead of from packed copies: when a row needs no padding (hs a multiple of kWidthStep)
+// and no tile of kScoreRows query rows reaches past row t - 1 (t a multiple of
+// kScoreRows; every other read stops at the last real row). The values read are the same
+// either way, so are the bits; the copies cost about a tenth of the core at context 64.
+bool rows_in_place(const HeadLayout& l) { return l.hs == l.width && l.t % kScoreRows == 0; }
+
+// One row-major operand: its first row and the distance between rows.
+struct Rows {
+  const float* data;
+  int64_t ld;
+  const float* row(int64_t r) const { return data + r * ld; }
+};
+
+// `src` itself (rows ld apart) when rows_in_place, else `packed` after pack_rows into it.
+MIRRORED_ALWAYS_INLINE Rows row_operand(const float* src, int64_t ld, const HeadLayout& l, float* packed) {
+  if (rows_in_place(l)) return {src, ld};
+  pack_rows(src, ld, l, packed);
+  return {packed, l.width};
+}
+
 // The transpose, one key block after another: block r / kKeyBlock is hs x kKeyBlock floats
 // at (r / kKeyBlock) hs kKeyBlock, so a block's rows are kKeyBlock floats apart (rows a
 // whole context apart would fall into the same L1 sets); columns past t zero. Squares of
@@ -349,9 +370,9 @@ MIRRORED_ALWAYS_INLINE void fused_attention_forward_head_body(const float* qkv, 
   float* kt = scratch->kt.data();
   float* v = scratch->v.data();
   float* o = scratch->o.data();
-  pack_rows(qkv, ld, l, q);
+  const Rows q_rows = row_operand(qkv, ld, l, q);
   pack_transposed(qkv + l.c, ld, l, kt);
-  pack_rows(qkv + 2 * l.c, ld, l, v);
+  const Rows v_rows = row_operand(qkv + 2 * l.c, ld, l, v);
   alignas(64) float s[kTileRows * kKeyBlock];
   for (int64_t r0 = 0; r0 < l.t; r0 += kTileRows) {
     const int64_t last = std::min(r0 + kTileRows, l.t) - 1;  // the tile's last real row
@@ -363,7 +384,7 @@ MIRRORED_ALWAYS_INLINE void fused_attention_forward_head_body(const float* qkv, 
       const int64_t keys = std::min(kKeyBlock, last - j0 + 1);
       const int64_t keys_padded = round_up(keys, kLanes);
       for (int64_t i0 = 0; i0 <= last - r0; i0 += kScoreRows)
-        tile_products<V>(q + (r0 + i0) * l.width, l.width, kt + j0 * l.hs, kKeyBlock, l.hs, keys_padded,
+        tile_products<V>(q_rows.row(r0 + i0), q_rows.ld, kt + j0 * l.hs, kKeyBlock, l.hs, keys_padded,
                          s + i0 * kKeyBlock);
       // Row r0 + i sees keys j <= r0 + i. A key count known when compiling: loops without
       // remainders, unrolled.
@@ -374,7 +395,7 @@ MIRRORED_ALWAYS_INLINE void fused_attention_forward_head_body(const float* qkv, 
         case 3: online_softmax_tile<V, 48>(s, rows, diagonal, keys, l.scale, j0 == 0, row_max, row_sum, o, l.width); break;
         default: online_softmax_tile<V, 64>(s, rows, diagonal, keys, l.scale, j0 == 0, row_max, row_sum, o, l.width);
       }
-      accumulate_products<V>(o, l.width, s, kKeyBlock, 1, v + j0 * l.width, l.width, last - r0 + 1, keys, l.width);
+      accumulate_products<V>(o, l.width, s, kKeyBlock, 1, v_rows.row(j0), v_rows.ld, last - r0 + 1, keys, l.width);
     }
     for (int64_t i = 0; i <= last - r0; ++i) {
       const float inv = 1.0f / row_sum[i];
@@ -407,11 +428,11 @@ MIRRORED_ALWAYS_INLINE void fused_attention_backward_head_body(const float* qkv,
   const HeadLayout& l = *layout;
   const int64_t ld = 3 * l.c;
   BackwardScratch& w = *scratch;
-  pack_rows(qkv, ld, l, w.q.data());
+  const Rows q_rows = row_operand(qkv, ld, l, w.q.data());
   pack_transposed(qkv + l.c, ld, l, w.kt.data());
-  pack_rows(qkv + l.c, ld, l, w.k.data());
+  const Rows k_rows = row_operand(qkv + l.c, ld, l, w.k.data());
   pack_transposed(qkv + 2 * l.c, ld, l, w.vt.data());
-  pack_rows(dout, l.c, l, w.dout.data());
+  const Rows dout_rows = row_operand(dout, l.c, l, w.dout.data());
   std::fill(w.dq.begin(), w.dq.end(), 0.0f);
   // delta[r] = dO[r] . O[r] = sum_j P[r][j] dP[r][j], the softmax backward's row term.
   for (int64_t r = 0; r < l.t; ++r)
@@ -432,9 +453,9 @@ MIRRORED_ALWAYS_INLINE void fused_attention_backward_head_body(const float* qkv,
         float* tile_ds = ds + (r0 - q0) * kKeyBlock;
         // Only the keys this tile's rows see; the rest of their rows is masked to 0 below.
         const int64_t tile_keys = round_up(std::min(keys, r0 + rows - j0), kLanes);
-        tile_products<V>(w.q.data() + r0 * l.width, l.width, w.kt.data() + j0 * l.hs, kKeyBlock, l.hs, tile_keys,
+        tile_products<V>(q_rows.row(r0), q_rows.ld, w.kt.data() + j0 * l.hs, kKeyBlock, l.hs, tile_keys,
                          tile_p);
-        tile_products<V>(w.dout.data() + r0 * l.width, l.width, w.vt.data() + j0 * l.hs, kKeyBlock, l.hs, tile_keys,
+        tile_products<V>(dout_rows.row(r0), dout_rows.ld, w.vt.data() + j0 * l.hs, kKeyBlock, l.hs, tile_keys,
                          tile_ds);
         for (int64_t i = 0; i < rows; ++i) {
           float* pi = tile_p + i * kKeyBlock;
@@ -450,13 +471,13 @@ MIRRORED_ALWAYS_INLINE void fused_attention_backward_head_body(const float* qkv,
         }
       }
       // dQ[r] += dS[r][j] K[j] (scaled at the end), keys in increasing order per row.
-      accumulate_products<V>(w.dq.data() + q0 * l.width, l.width, ds, kKeyBlock, 1, w.k.data() + j0 * l.width,
-                             l.width, query_rows, keys, l.width);
+      accumulate_products<V>(w.dq.data() + q0 * l.width, l.width, ds, kKeyBlock, 1, k_rows.row(j0), k_rows.ld,
+                             query_rows, keys, l.width);
       // dV[j] += P[r][j] dO[r] and dK[j] += dS[r][j] Q[r], rows in increasing order per key:
       // P and dS read as their transposes.
-      accumulate_products<V>(w.dv.data(), l.width, p, 1, kKeyBlock, w.dout.data() + q0 * l.width, l.width, keys,
+      accumulate_products<V>(w.dv.data(), l.width, p, 1, kKeyBlock, dout_rows.row(q0), dout_rows.ld, keys,
                              query_rows, l.width);
-      accumulate_products<V>(w.dk.data(), l.width, ds, 1, kKeyBlock, w.q.data() + q0 * l.width, l.width, keys,
+      accumulate_products<V>(w.dk.data(), l.width, ds, 1, kKeyBlock, q_rows.row(q0), q_rows.ld, keys,
                              query_rows, l.width);
     }
     for (int64_t j = 0; j < block_keys; ++j) {

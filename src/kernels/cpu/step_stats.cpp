@@ -28,11 +28,16 @@ double sum_squares(const float* x, int64_t n) {
   return sum;
 }
 
+void clip_factor(float sum_squares, float max_norm, float* norm, float* factor) {
+  *norm = norm_of_sum_squares(sum_squares);
+  *factor = clip_scale(*norm, max_norm);
+}
+
 void scale_by_clip(float* x, int64_t n, float sum_squares, float max_norm, float* norm) {
-  const float total = norm_of_sum_squares(sum_squares);
-  const float factor = clip_scale(total, max_norm);
+  float f = 0.0f;
+  clip_factor(sum_squares, max_norm, norm, &f);
+  const float factor = f;
   for (int64_t i = 0; i < n; ++i) x[i] *= factor;
-  *norm = total;
 }
 
 }  // namespace mirrored::kernels::cpu

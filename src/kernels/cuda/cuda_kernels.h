@@ -96,10 +96,11 @@ bool all_finite(Context& ctx, const float* x, int64_t n);
 void flag_non_finite(Context& ctx, const float* x, int64_t n, int32_t* flag);
 
 // `skip` (nullable): a device flag; non-zero makes the kernel leave everything untouched.
+// `scale` (nullable): a device float each gradient is multiplied by first (the clip's factor).
 void sgd_update(Context& ctx, float* param, const float* grad, float* velocity, int64_t n, const SgdHyper& hyper,
-                const int32_t* skip);
+                const int32_t* skip, const float* scale);
 void adam_update(Context& ctx, float* param, const float* grad, float* m, float* v, int64_t n,
-                 const AdamHyper& hyper, int64_t step, const int32_t* skip);
+                 const AdamHyper& hyper, int64_t step, const int32_t* skip, const float* scale);
 
 // ---- Convolution family (NCHW). Semantics as the CPU kernels (cpu_kernels.h).
 
@@ -199,6 +200,7 @@ void tally_non_finite(Context& ctx, int32_t* flag, int32_t* tally, int32_t step,
 int64_t sum_squares_partials(int64_t n);
 void sum_squares(Context& ctx, const float* x, int64_t n, float* sum, double* partials);
 void scale_by_clip(Context& ctx, float* x, int64_t n, const float* sum_squares, float max_norm, float* norm);
+void clip_factor(Context& ctx, const float* sum_squares, float max_norm, float* norm, float* factor);
 
 // Exact sums' grid conversions (kernels.h, "exact_grid_*"); exact_grid.cu.
 void exact_grid_exponents(Context& ctx, const std::vector<const float*>& terms, const std::vector<size_t>& offsets,

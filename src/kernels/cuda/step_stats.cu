@@ -53,6 +53,12 @@ __global__ void clip_kernel(float* x, int64_t n, const float* sum_squares, float
   if (blockIdx.x == 0 && threadIdx.x == 0) *norm = total;
 }
 
+__global__ void clip_factor_kernel(const float* sum_squares, float max_norm, float* norm, float* factor) {
+  const float total = norm_of_sum_squares(*sum_squares);
+  *norm = total;
+  *factor = clip_scale(total, max_norm);
+}
+
 }  // namespace
 
 void tally_non_finite(Context& ctx, int32_t* flag, int32_t* tally, int32_t step, bool latch) {
@@ -72,6 +78,11 @@ void sum_squares(Context& ctx, const float* x, int64_t n, float* sum, double* pa
 void scale_by_clip(Context& ctx, float* x, int64_t n, const float* sum_squares, float max_norm, float* norm) {
   clip_kernel<<<grid_for(n), kThreads, 0, ctx.stream()>>>(x, n, sum_squares, max_norm, norm);
   MIRRORED_CUDA_CHECK_LAUNCH("clip_kernel");
+}
+
+void clip_factor(Context& ctx, const float* sum_squares, float max_norm, float* norm, float* factor) {
+  clip_factor_kernel<<<1, 1, 0, ctx.stream()>>>(sum_squares, max_norm, norm, factor);
+  MIRRORED_CUDA_CHECK_LAUNCH("clip_factor_kernel");
 }
 
 }  // namespace mirrored::kernels::cuda
