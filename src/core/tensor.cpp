@@ -96,7 +96,8 @@ Tensor Tensor::from(const std::vector<float>& values, Shape shape) {
   Tensor t(std::move(shape));
   MIRRORED_CHECK(static_cast<int64_t>(values.size()) == t.numel(), values.size(), " values for shape ",
                  shape_str(t.shape()));
-  std::memcpy(t.raw(), values.data(), values.size() * sizeof(float));
+  // An empty vector's data() may be null, which memcpy may not be given even for 0 bytes.
+  if (!values.empty()) std::memcpy(t.raw(), values.data(), values.size() * sizeof(float));
   return t;
 }
 
@@ -164,6 +165,7 @@ void Tensor::zero() {
 std::vector<float> Tensor::to_vector() const {
   MIRRORED_CHECK(dtype_ == DType::kF32, "to_vector of a ", dtype_name(dtype_), " tensor");
   std::vector<float> out(static_cast<size_t>(numel()));
+  if (out.empty()) return out;  // data() may be null: not for memcpy, even for 0 bytes
   if (device().is_cuda()) {
     cuda_copy(out.data(), raw(), bytes());
   } else {
