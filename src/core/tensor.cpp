@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "mirrored/core/cuda_memory.h"
+#include "mirrored/core/host_copy.h"
 
 namespace mirrored {
 namespace {
@@ -164,13 +165,8 @@ void Tensor::zero() {
 
 std::vector<float> Tensor::to_vector() const {
   MIRRORED_CHECK(dtype_ == DType::kF32, "to_vector of a ", dtype_name(dtype_), " tensor");
-  std::vector<float> out(static_cast<size_t>(numel()));
-  if (out.empty()) return out;  // data() may be null: not for memcpy, even for 0 bytes
-  if (device().is_cuda()) {
-    cuda_copy(out.data(), raw(), bytes());
-  } else {
-    std::memcpy(out.data(), raw(), bytes());
-  }
+  std::vector<float> out;
+  copy_to_host(*this, out);  // the one host copy (core/host_copy.h), into a new vector
   return out;
 }
 
