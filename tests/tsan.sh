@@ -15,7 +15,7 @@ source tests/sanitizer_flags.sh
 export MIRRORED_MPI=system
 # Only what this pass runs: the program, the MPI tests and the unit tests of the threaded
 # code (not the other 78 unit test files, the fuzz replays or the test tools).
-threaded_unit_tests='test_(gradient_buckets|bf16_devices|bf16_kernels|bf16_layers|token_reader|token_sampler|checkpoint_writer)\.cpp'
+threaded_unit_tests='test_(gradient_buckets|bf16_devices|bf16_kernels|bf16_layers|token_reader|token_sampler|checkpoint_writer|device_snapshot)\.cpp'
 # oneDNN off: its OpenMP runtime is not built with TSan, and the threaded code under test is
 # the communication engine, not the kernels.
 MIRRORED_BUILD_TARGETS="mirrored unit_tests mpi_tests compare_params" \
@@ -31,4 +31,4 @@ export OPENBLAS_NUM_THREADS=1
 # whose stacks lie only in its libraries are suppressed (tests/sanitizers/tsan.supp).
 export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/sanitizers/tsan.supp"
 cd build-tsan
-ctest --output-on-failure --timeout 600 -R "GradientBuckets|GradientReducer|Bf16|TokenReader|TokenDatasetTest|CheckpointWriter|mpi_tests|it.import_data|it.comm_engine"
+ctest --output-on-failure --timeout 600 -R "GradientBuckets|GradientReducer|Bf16|TokenReader|TokenDatasetTest|CheckpointWriter|CpuSnapshot|DeviceSnapshot|mpi_tests|it.import_data|it.comm_engine"

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
 
 #include "mirrored/core/error.h"
 #include "mirrored/core/log.h"
@@ -14,8 +15,10 @@
 namespace mirrored::checkpoint {
 
 // One tensor's host copy: page-locked for a GPU tensor (the only memory a device-to-host
-// copy runs asynchronously into), ordinary memory for a CPU one.
+// copy runs asynchronously into); for a CPU one the tensor itself while held, ordinary
+// memory once guard_overwrites() had to copy it.
 struct HostCopy {
+  Tensor held;  // a CPU tensor read in place, until guarded or released
 #ifdef MIRRORED_WITH_CUDA
   PinnedBuffer pinned;
 #endif
@@ -27,7 +30,7 @@ struct HostCopy {
 #ifdef MIRRORED_WITH_CUDA
     if (on_device) return static_cast<const float*>(pinned.data());
 #endif
-    return plain.data();
+    return held.defined() ? held.data<float>() : plain.data();
   }
 };
 
@@ -36,6 +39,10 @@ struct DeviceSnapshot::Impl {
   size_t count = 0;              // tensors in the last snapshot
   int device = -1;               // the GPU of the last snapshot's device tensors; -1: none
   bool guard_pending = false;    // copies queued that the compute stream does not yet wait for
+  // Guards the held CPU tensors: the writer reads them (copy_values) while the main thread
+  // may copy them away (guard_overwrites) or the writer let them go (release).
+  mutable std::mutex held_mutex;
+  bool released = false;         // release() came: held tensors are gone, not copied
 #ifdef MIRRORED_WITH_CUDA
   CudaStream stream;             // the copies' own stream, created with the first GPU snapshot
   CudaEvent started, copied;     // on the compute stream / behind the copies
@@ -97,15 +104,16 @@ void DeviceSnapshot::take(const std::vector<Tensor>& tensors) {
 #ifndef MIRRORED_WITH_CUDA
   if (device >= 0) throw Error(ExitCode::kUsage, "a checkpoint snapshot of GPU tensors needs a build with CUDA", true);
 #endif
+  std::lock_guard<std::mutex> lock(s.held_mutex);
   if (s.copies.size() < tensors.size()) s.copies.resize(tensors.size());
+  for (HostCopy& copy : s.copies) copy.held = Tensor();
   s.count = tensors.size();
+  s.released = false;
   for (size_t i = 0; i < tensors.size(); ++i) {
     HostCopy& copy = s.copies[i];
     copy.numel = tensors[i].numel();
     copy.on_device = tensors[i].device().is_cuda();
-    if (copy.on_device) continue;
-    copy.plain.resize(static_cast<size_t>(copy.numel));
-    std::memcpy(copy.plain.data(), tensors[i].raw(), tensors[i].bytes());
+    if (!copy.on_device) copy.held = tensors[i];  // read in place until guarded: no copy in the step
   }
   s.device = device;
 #ifdef MIRRORED_WITH_CUDA
@@ -117,11 +125,34 @@ void DeviceSnapshot::take(const std::vector<Tensor>& tensors) {
 
 void DeviceSnapshot::guard_overwrites() {
   Impl& s = *impl_;
+  {
+    // The writer has not released the CPU tensors yet: their values go into the snapshot's
+    // own buffers before the update changes them (the writer reads those from then on).
+    std::lock_guard<std::mutex> lock(s.held_mutex);
+    for (size_t i = 0; i < s.count; ++i) {
+      HostCopy& copy = s.copies[i];
+      if (!copy.held.defined()) continue;
+      copy.plain.resize(static_cast<size_t>(copy.numel));
+      if (copy.numel > 0) std::memcpy(copy.plain.data(), copy.held.raw(), copy.held.bytes());
+      copy.held = Tensor();
+    }
+  }
   if (!s.guard_pending) return;
 #ifdef MIRRORED_WITH_CUDA
   s.copied.make_wait(compute_stream(s.device));
 #endif
   s.guard_pending = false;
+}
+
+void DeviceSnapshot::release() {
+  Impl& s = *impl_;
+  std::lock_guard<std::mutex> lock(s.held_mutex);
+  for (size_t i = 0; i < s.count; ++i) {
+    HostCopy& copy = s.copies[i];
+    if (!copy.held.defined()) continue;
+    copy.held = Tensor();
+    s.released = true;
+  }
 }
 
 void DeviceSnapshot::wait() const { impl_->wait(); }
@@ -147,6 +178,13 @@ void DeviceSnapshot::copy_values(size_t index, int64_t begin, int64_t count, std
   MIRRORED_CHECK(begin >= 0 && count >= 0 && begin + count <= copy.numel, "values [", begin, ", ", begin + count,
                  ") of a snapshot tensor of ", copy.numel);
   s.wait();
+  std::lock_guard<std::mutex> lock(s.held_mutex);
+  MIRRORED_CHECK(copy.on_device || copy.held.defined() || !s.released, "values of tensor ", index,
+                 " of a checkpoint snapshot after its release");
+  if (count == 0) {
+    into.clear();
+    return;
+  }
   const float* data = copy.data() + begin;
   into.assign(data, data + count);
 }

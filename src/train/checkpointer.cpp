@@ -44,16 +44,16 @@ checkpoint::ResumeTarget resume_target(TrainContext& ctx) {
   return run;
 }
 
-// The background checkpoint of `step` on a GPU: its parameters and, with `state_on_device`,
-// its optimizer state queued for copying on the writer's device snapshot; everything else
-// (the running statistics, which the next forward changes, and sharded state, gathered by a
-// collective) is a host copy already.
-io::Checkpoint snapshot_on_device(TrainContext& ctx, int64_t step, std::vector<io::CheckpointTensor> gathered_state,
-                                  bool state_on_device, io::Checkpoint spent) {
+// The background checkpoint of `step`: its parameters and, with `state_in_snapshot`, its
+// optimizer state taken by the writer's snapshot (on a GPU queued for copying, on the CPU
+// held for the writer thread to read); everything else (the running statistics, which the
+// next forward changes, and sharded state, gathered by a collective) is a host copy already.
+io::Checkpoint snapshot_for_writer(TrainContext& ctx, int64_t step, std::vector<io::CheckpointTensor> gathered_state,
+                                   bool state_in_snapshot, io::Checkpoint spent) {
   std::vector<io::CheckpointTensor> spent_state = std::move(spent.optimizer_state);
   io::Checkpoint checkpoint = capture_checkpoint(ctx, step, ParameterValues::kLater, std::move(spent));
   std::vector<Tensor> tensors{ctx.model.parameters().flat_params()};
-  if (state_on_device) {
+  if (state_in_snapshot) {
     for (const auto& [name, tensor] : ctx.optimizer.state()) {
       tensors.push_back(tensor->reshape(Shape{tensor->numel()}));
       gathered_state.push_back({name, {tensor->numel()}, spent_buffer(spent_state, gathered_state.size())});
@@ -65,17 +65,23 @@ io::Checkpoint snapshot_on_device(TrainContext& ctx, int64_t step, std::vector<i
 }
 
 // On the writer thread: waits for the device snapshot's copies and puts their values into
-// the checkpoint snapshot_on_device() made (tensor 0 the flat parameters, then each state
-// tensor).
+// the checkpoint snapshot_for_writer() made (tensor 0 the flat parameters, then each state
+// tensor), then releases the snapshot's hold on CPU tensors (the next update need not copy
+// them).
 std::function<void(io::Checkpoint&)> complete_from_snapshot(const TrainContext& ctx,
-                                                            checkpoint::CheckpointWriter& writer, bool state_on_device) {
+                                                            checkpoint::CheckpointWriter& writer, bool state_in_snapshot) {
   std::vector<std::pair<int64_t, int64_t>> params;  // offset and size in the flat parameters
   const nn::ParameterArena& arena = ctx.model.parameters();
   for (size_t i = 0; i < arena.size(); ++i) params.emplace_back(arena.info(i).offset, arena.param(i).numel());
-  return [&snapshot = writer.device_snapshot(), params = std::move(params), state_on_device](io::Checkpoint& checkpoint) {
+  return [&snapshot = writer.device_snapshot(), params = std::move(params), state_in_snapshot](io::Checkpoint& checkpoint) {
+    // Also when a copy throws: the update then copies what it needs itself.
+    struct Release {
+      checkpoint::DeviceSnapshot& snapshot;
+      ~Release() { snapshot.release(); }
+    } release{snapshot};
     for (size_t i = 0; i < params.size(); ++i)
       snapshot.copy_values(0, params[i].first, params[i].second, checkpoint.params[i].values);
-    if (!state_on_device) return;
+    if (!state_in_snapshot) return;
     for (size_t k = 0; k < checkpoint.optimizer_state.size(); ++k)
       snapshot.copy_values(1 + k, checkpoint.optimizer_state[k].values);
   };
@@ -222,33 +228,27 @@ void Checkpointer::save(TrainContext& ctx, int64_t step, Wait wait) {
   // ends before this snapshot is taken (the step would wait for it at the write anyway).
   const bool background = checkpoint::CheckpointWriter::background_writes(ctx.config);
   if (background && ctx.strategy.is_chief()) ctx.checkpoints->wait();
-  // Background on a GPU: the parameters (and unsharded optimizer state, which only the
-  // chief's copy makes: no collective) are copied on a side stream, read by the writer.
-  const bool on_device = background && ctx.model.parameters().flat_params().device().is_cuda();
-  const bool state_on_device = on_device && !ctx.model.shard_plan().sharded();
+  // Background: the parameters (and unsharded optimizer state, which only the chief's copy
+  // makes: no collective) leave the step to the writer's snapshot: on a GPU copied on a side
+  // stream, on the CPU read by the writer thread while the next forward and backward run.
+  const bool state_in_snapshot = background && !ctx.model.shard_plan().sharded();
   // The chief refills the host buffers of the checkpoint it wrote last: no allocation, and
   // no page faults on fresh memory, in the step.
   io::Checkpoint spent = ctx.strategy.is_chief() ? ctx.checkpoints->take_spent() : io::Checkpoint{};
   std::vector<io::CheckpointTensor> optimizer_state;
-  if (!state_on_device) optimizer_state = gather_optimizer_state(ctx, std::move(spent.optimizer_state));  // collective
+  if (!state_in_snapshot) optimizer_state = gather_optimizer_state(ctx, std::move(spent.optimizer_state));  // collective
   if (!ctx.strategy.is_chief()) return;
   const std::string path = ctx.checkpoints->path(step);
-  if (on_device) {
+  if (background) {
     ctx.checkpoints->write_in_background(
-        snapshot_on_device(ctx, step, std::move(optimizer_state), state_on_device, std::move(spent)),
-        complete_from_snapshot(ctx, *ctx.checkpoints, state_on_device));
+        snapshot_for_writer(ctx, step, std::move(optimizer_state), state_in_snapshot, std::move(spent)),
+        complete_from_snapshot(ctx, *ctx.checkpoints, state_in_snapshot));
     if (wait == Wait::kUntilDurable) ctx.checkpoints->wait();
   } else {
     io::Checkpoint checkpoint = capture_checkpoint(ctx, step, ParameterValues::kNow, std::move(spent));
     checkpoint.optimizer_state = std::move(optimizer_state);
-    // Everything the file needs is now a host copy; the step may go on changing the model.
-    if (background) {
-      ctx.checkpoints->write_in_background(std::move(checkpoint));
-      if (wait == Wait::kUntilDurable) ctx.checkpoints->wait();
-    } else {
-      ctx.checkpoints->write(checkpoint);
-      ctx.checkpoints->keep_spent(std::move(checkpoint));
-    }
+    ctx.checkpoints->write(checkpoint);
+    ctx.checkpoints->keep_spent(std::move(checkpoint));
   }
   chief_verbose(str_cat("  checkpoint ", path, wait == Wait::kNo && ctx.checkpoints->writing() ? " (writing)" : ""));
 }

@@ -3,12 +3,16 @@
 // for bit, also when the tensors are overwritten on the compute stream right after
 // guard_overwrites() (the next update); buffers are reused by the next snapshot; and a
 // checkpoint completed from a snapshot on the writer thread is the file a synchronous write
-// makes. Run on the CPU and on cuda:0 (skipped without a GPU).
+// makes. Run on the CPU and on cuda:0 (skipped without a GPU). On the CPU the snapshot holds
+// the tensors instead of copying them in the step: the writer reads them in place, the
+// guard copies what the writer has not released, and the values are those of take() either
+// way.
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "devices.h"
@@ -110,6 +114,74 @@ TEST_P(DeviceSnapshotTest, ACheckpointCompletedOnTheWriterThreadIsTheSynchronous
   ASSERT_EQ(b.params.size(), 2u);
   for (size_t i = 0; i < 2; ++i) EXPECT_TRUE(same_bits(a.params[i].values, b.params[i].values)) << a.params[i].name;
   EXPECT_EQ(io::checkpoint_crc32(a), io::checkpoint_crc32(b));
+}
+
+TEST(CpuSnapshot, TakesNoCopyInTheStepAndTheWriterReadsTheTensorsInPlaceUntilItReleasesThem) {
+  Tensor params = Tensor::from(random_bits(4096, 8), Shape{4096});
+  const std::vector<float> before = params.to_vector();
+  DeviceSnapshot snapshot;
+  snapshot.take({params});
+  // Held, not copied: a change made behind the snapshot's back (which the step never makes
+  // before guard_overwrites) shows through.
+  params.data<float>()[5] = 1.5f;
+  EXPECT_EQ(snapshot.values(0, 5, 1), std::vector<float>{1.5f});
+  params.data<float>()[5] = before[5];
+  std::vector<float> read;
+  std::thread writer([&] {
+    snapshot.copy_values(0, read);
+    snapshot.release();
+  });
+  writer.join();
+  EXPECT_TRUE(same_bits(read, before));
+  // Released: the update needs no copy, and the snapshot no longer reads the tensor.
+  snapshot.guard_overwrites();
+  EXPECT_THROW(snapshot.values(0), Error);
+  // The next snapshot holds values again.
+  snapshot.take({params});
+  EXPECT_TRUE(same_bits(snapshot.values(0), before));
+}
+
+TEST(CpuSnapshot, TheUpdateCopiesWhatTheWriterHasNotReadAndTheWriterThenReadsThatCopy) {
+  Tensor params = Tensor::from(random_bits(1 << 16, 9), Shape{1 << 16});
+  const std::vector<float> before = params.to_vector();
+  DeviceSnapshot snapshot;
+  snapshot.take({params});
+  // The writer read the first half only when the update came.
+  const std::vector<float> first = snapshot.values(0, 0, 1 << 15);
+  snapshot.guard_overwrites();
+  const std::vector<float> overwrite = random_bits(1 << 16, 10);
+  std::memcpy(params.data<float>(), overwrite.data(), overwrite.size() * sizeof(float));
+  const std::vector<float> second = snapshot.values(0, 1 << 15, 1 << 15);
+  snapshot.release();  // nothing held any more: the copy stays readable
+  std::vector<float> whole = first;
+  whole.insert(whole.end(), second.begin(), second.end());
+  EXPECT_TRUE(same_bits(whole, before));
+  EXPECT_TRUE(same_bits(snapshot.values(0), before));
+}
+
+TEST(CpuSnapshot, AWriterReadingWhileTheUpdateGuardsAndOverwritesAlwaysSeesTheValuesOfTake) {
+  // The race the step runs every checkpoint: the writer thread's reads against the main
+  // thread's guard and update, in either order, for many rounds (TSan checks the locking).
+  Tensor params = Tensor::from(random_bits(1 << 14, 11), Shape{1 << 14});
+  DeviceSnapshot snapshot;
+  for (uint32_t round = 0; round < 50; ++round) {
+    const std::vector<float> taken = params.to_vector();
+    snapshot.take({params});
+    std::vector<float> read;
+    std::thread writer([&] {
+      for (int64_t at = 0; at < params.numel(); at += 1024) {
+        std::vector<float> piece;
+        snapshot.copy_values(0, at, 1024, piece);
+        read.insert(read.end(), piece.begin(), piece.end());
+      }
+      snapshot.release();
+    });
+    snapshot.guard_overwrites();
+    const std::vector<float> next = random_bits(static_cast<size_t>(params.numel()), 100 + round);
+    std::memcpy(params.data<float>(), next.data(), next.size() * sizeof(float));
+    writer.join();
+    ASSERT_TRUE(same_bits(read, taken)) << "round " << round;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, DeviceSnapshotTest, ::testing::ValuesIn(mirrored::testing::kTestDevices),

@@ -25,11 +25,12 @@
 // write(), write_in_background() or wait() on the calling thread (the destructor, which may
 // not throw, logs it). A process that dies mid-write leaves the files as they were (step 2).
 //
-// On a GPU the snapshot itself leaves the step too: device_snapshot() queues the copies of
-// the parameters (and unsharded optimizer state) on a side stream into page-locked memory
-// the writer keeps for the run (checkpoint/device_snapshot.h), and the `complete` step of
-// write_in_background() runs first on the writer thread: it waits for those copies and puts
-// their values into the checkpoint. wait() therefore also means the copies are done.
+// The snapshot of the parameters (and unsharded optimizer state) leaves the step too:
+// device_snapshot() queues their copies on a side stream into page-locked memory the writer
+// keeps for the run on a GPU, and holds the tensors themselves on the CPU
+// (checkpoint/device_snapshot.h); the `complete` step of write_in_background() runs first on
+// the writer thread: it waits for those copies, or reads the held tensors, and puts their
+// values into the checkpoint. wait() therefore also means the copies are done.
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -69,8 +70,9 @@ class CheckpointWriter {
   // is the write's failure (the files stay as they were).
   void write_in_background(io::Checkpoint checkpoint, std::function<void(io::Checkpoint&)> complete);
 
-  // The host copies of device tensors for background writes, made on first use and kept for
-  // the run (its page-locked buffers are reused by every later checkpoint).
+  // The snapshot background writes take (host copies of device tensors, CPU tensors held
+  // for the writer thread), made on first use and kept for the run (its page-locked
+  // buffers are reused by every later checkpoint).
   DeviceSnapshot& device_snapshot();
   // The same, or null before the first use: the step asks it every update
   // (DeviceSnapshot::guard_overwrites) without making one.

@@ -46,9 +46,9 @@ struct StepHooks {
   // Sharded state under on_failure = shrink: the own shard is kept from before the update,
   // and sent to its keeper once the step is settled (shard_copies.h). Null: no copies.
   distribute::ShardCopies* shard_copies = nullptr;
-  // A background checkpoint's device snapshot that may still be copying the parameters and
-  // optimizer state (checkpoint/device_snapshot.h): the update waits for it on the GPU
-  // stream. Null: none.
+  // A background checkpoint's snapshot that may still be copying (GPU) or reading (CPU) the
+  // parameters and optimizer state (checkpoint/device_snapshot.h): the update waits for it
+  // on the GPU stream, or copies on the host what the writer has not read yet. Null: none.
   checkpoint::DeviceSnapshot* checkpoint_snapshot = nullptr;
   // Called as each phase ends; with micro-batches, data once per micro-batch and
   // forward/backward once per pass (micro-batch x virtual replica).
