@@ -4,6 +4,7 @@
 #include <utility>
 
 #include <hdf5.h>
+#include <pthread.h>
 
 #include "mirrored/checkpoint/checkpoint_store.h"
 #include "mirrored/core/error.h"
@@ -61,6 +62,7 @@ void CheckpointWriter::write_in_background(io::Checkpoint checkpoint,
   // The thread owns the checkpoint; failure_ and spent_ are written by it and read only
   // after join().
   writer_ = std::thread([this, checkpoint = std::move(checkpoint), complete = std::move(complete)]() mutable {
+    pthread_setname_np(pthread_self(), "ckpt-writer");  // as top -H and perf name it
     try {
       if (complete) complete(checkpoint);
       write_now(checkpoint);

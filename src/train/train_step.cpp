@@ -56,14 +56,14 @@ StepResult train_step(distribute::DistributedModel& model, optim::Optimizer& opt
   done(StepPhase::kAllreduce);
   {
     Timeline::Span span(hooks.timeline, kOptimizer, "optimizer");
-    // A background checkpoint's snapshot may still be reading the parameters and state.
-    if (hooks.checkpoint_snapshot) hooks.checkpoint_snapshot->guard_overwrites();
     // Flagged before clipping: a NaN would make the norm, and so every gradient, NaN.
     if (hooks.guard) hooks.guard->flag(model, optimizer, step + 1);
     // The clip's factor is applied by the update as it reads each gradient: the bits of
     // scaling the gradients first, in one pass over the arena instead of two.
     optimizer.scale_gradients_by(hooks.grad_clip > 0.0f ? &model.gradient_clip_factor(hooks.grad_clip) : nullptr);
     if (hooks.shard_copies) hooks.shard_copies->keep_previous(step, optimizer.steps());
+    // A background checkpoint's snapshot may still be reading the parameters and state.
+    if (hooks.checkpoint_snapshot) hooks.checkpoint_snapshot->guard_overwrites();
     optimizer.step();
     optimizer.scale_gradients_by(nullptr);  // this step's factor, not a later caller's step
     if (hooks.shard_copies) hooks.shard_copies->updated(step + 1, optimizer.steps());

@@ -50,7 +50,10 @@ struct TrainContext {
   NonFiniteGuard* guard = nullptr;
   StepLosses* losses = nullptr;
   // The run's one checkpoint writer (checkpoint/checkpoint_writer.h): every callback that
-  // saves the training state writes through it. Set by the Trainer.
+  // saves the training state writes through it. Set by the Trainer. A background write may
+  // still be reading the parameters and optimizer state in place until the next update
+  // (checkpoint/device_snapshot.h): a callback that changes them between steps calls
+  // `checkpoints->device_snapshot().guard_overwrites()` first, as the update does.
   checkpoint::CheckpointWriter* checkpoints = nullptr;
   // Events other callbacks hand to TensorBoard (the owner of membership's: a rank replaced
   // by a spare, which leaves train/world_size as it was): TensorBoardLogger writes them at
