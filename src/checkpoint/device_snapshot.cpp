@@ -6,6 +6,7 @@
 
 #include "mirrored/core/error.h"
 #include "mirrored/core/log.h"
+#include "mirrored/io/crc32_ieee.h"
 
 #ifdef MIRRORED_WITH_CUDA
 #include "mirrored/core/cuda_check.h"
@@ -171,7 +172,8 @@ std::vector<float> DeviceSnapshot::values(size_t index) const {
   return into;
 }
 
-void DeviceSnapshot::copy_values(size_t index, int64_t begin, int64_t count, std::vector<float>& into) const {
+void DeviceSnapshot::copy_values(size_t index, int64_t begin, int64_t count, std::vector<float>& into,
+                                 std::optional<uint32_t>* crc) const {
   const Impl& s = *impl_;
   MIRRORED_CHECK(index < s.count, "tensor ", index, " of a checkpoint snapshot of ", s.count);
   const HostCopy& copy = s.copies[index];
@@ -181,17 +183,28 @@ void DeviceSnapshot::copy_values(size_t index, int64_t begin, int64_t count, std
   std::lock_guard<std::mutex> lock(s.held_mutex);
   MIRRORED_CHECK(copy.on_device || copy.held.defined() || !s.released, "values of tensor ", index,
                  " of a checkpoint snapshot after its release");
-  if (count == 0) {
-    into.clear();
+  const float* from = copy.data() + begin;
+  if (!crc) {
+    into.assign(from, from + count);
     return;
   }
-  const float* data = copy.data() + begin;
-  into.assign(data, data + count);
+  // Piece by piece, each checksummed while it is in the first-level cache: one pass over
+  // memory for the copy and the CRC. Appended, not resized and overwritten: no zero fill.
+  constexpr int64_t kPiece = 4096;  // floats: 16 KB
+  into.clear();
+  into.reserve(static_cast<size_t>(count));
+  uint32_t sum = 0;
+  for (int64_t at = 0; at < count; at += kPiece) {
+    const int64_t piece = std::min(kPiece, count - at);
+    into.insert(into.end(), from + at, from + at + piece);
+    sum = io::crc32_ieee(into.data() + at, static_cast<size_t>(piece) * sizeof(float), sum);
+  }
+  *crc = sum;
 }
 
-void DeviceSnapshot::copy_values(size_t index, std::vector<float>& into) const {
+void DeviceSnapshot::copy_values(size_t index, std::vector<float>& into, std::optional<uint32_t>* crc) const {
   MIRRORED_CHECK(index < impl_->count, "tensor ", index, " of a checkpoint snapshot of ", impl_->count);
-  copy_values(index, 0, impl_->copies[index].numel, into);
+  copy_values(index, 0, impl_->copies[index].numel, into, crc);
 }
 
 }  // namespace mirrored::checkpoint

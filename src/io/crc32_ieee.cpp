@@ -187,4 +187,9 @@ uint32_t crc32_ieee(const void* data, size_t size, uint32_t crc) {
   return ~crc_by(crc32_method_in_use(), static_cast<const unsigned char*>(data), size, ~crc);
 }
 
+uint32_t crc32_ieee_combine(uint32_t crc_a, uint32_t crc_b, size_t size_b) {
+  return static_cast<uint32_t>(crc32_combine64(crc_a, crc_b, static_cast<z_off64_t>(size_b)));
+}
+
+
 }  // namespace mirrored::io

@@ -9,6 +9,7 @@
 #include "mirrored/checkpoint/run_directory.h"
 #include "mirrored/core/error.h"
 #include "mirrored/io/checkpoint_file.h"
+#include "mirrored/io/crc32_ieee.h"
 #include "mirrored/io/hdf5.h"
 #include "mirrored/train/checkpointer.h"
 #include "temp_dir.h"
@@ -125,6 +126,22 @@ TEST(CheckpointFile, ChecksumCoversValuesNamesAndCounters) {
   changed = base;
   changed.config += " ";
   EXPECT_NE(checkpoint_crc32(changed), crc);
+}
+
+TEST(CheckpointFile, AValuesCrcTakenOnTheWayStandsInForTheValuesAndIsUsed) {
+  const Checkpoint base = sample_checkpoint();
+  Checkpoint joined = base;
+  for (auto* tensors : {&joined.params, &joined.optimizer_state})
+    for (CheckpointTensor& tensor : *tensors)
+      tensor.values_crc = crc32_ieee(tensor.values.data(), tensor.values.size() * sizeof(float));
+  EXPECT_EQ(checkpoint_crc32(joined), checkpoint_crc32(base));
+  // Used, not recomputed: a wrong one changes the checksum (and a file read back from it
+  // would be refused).
+  joined.optimizer_state[0].values_crc = *joined.optimizer_state[0].values_crc ^ 1u;
+  EXPECT_NE(checkpoint_crc32(joined), checkpoint_crc32(base));
+  TempDir dir;
+  write_checkpoint(dir.file("c.h5"), joined);
+  expect_mentions(failure_of(dir.file("c.h5")), {"checksum mismatch"});
 }
 
 TEST(CheckpointFile, FlippedPayloadByteIsAChecksumMismatch) {

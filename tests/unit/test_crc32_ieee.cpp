@@ -101,5 +101,14 @@ TEST(Crc32Ieee, UsesTheFastestMethodThisCpuHasAndEqualsZlib) {
   EXPECT_EQ(crc32_ieee(bytes.data() + 7, 5000, 42), zlib_crc(bytes.data() + 7, 5000, 42));
 }
 
+TEST(Crc32Ieee, CombinedCrcsOfTwoPiecesAreTheCrcOfTheWhole) {
+  const auto bytes = random_bytes(300007, 7);
+  for (size_t split : {size_t{0}, size_t{1}, size_t{15}, size_t{4096}, size_t{100000}, bytes.size()}) {
+    const uint32_t a = crc32_ieee(bytes.data(), split);
+    const uint32_t b = crc32_ieee(bytes.data() + split, bytes.size() - split);
+    EXPECT_EQ(crc32_ieee_combine(a, b, bytes.size() - split), zlib_crc(bytes.data(), bytes.size())) << split;
+  }
+}
+
 }  // namespace
 }  // namespace mirrored::io

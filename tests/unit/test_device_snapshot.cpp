@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <thread>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "mirrored/checkpoint/checkpoint_writer.h"
 #include "mirrored/checkpoint/device_snapshot.h"
 #include "mirrored/io/checkpoint_file.h"
+#include "mirrored/io/crc32_ieee.h"
 #include "temp_dir.h"
 
 namespace mirrored::checkpoint {
@@ -61,6 +63,24 @@ TEST_P(DeviceSnapshotTest, EqualsTheSynchronousCopyBitForBitThoughTheUpdateFollo
   EXPECT_FALSE(same_bits(params.to_vector(), params_before));  // the overwrite did happen
   const std::vector<float> middle = snapshot.values(0, 1000, 17);
   EXPECT_TRUE(same_bits(middle, std::vector<float>(params_before.begin() + 1000, params_before.begin() + 1017)));
+}
+
+TEST_P(DeviceSnapshotTest, ValuesCopiedWithTheirCrcCarryTheCrcOfWhatWasCopied) {
+  const std::vector<float> values = random_bits(20000, 12);
+  const Tensor tensor = on_device(Tensor::from(values, Shape{20000}));
+  DeviceSnapshot snapshot;
+  snapshot.take({tensor});
+  // Across the copy's 4096-float pieces: none, one short, exact, one over, several.
+  for (int64_t count : {0, 1, 4095, 4096, 4097, 12289, 20000 - 3}) {
+    std::vector<float> into(5, 9.0f);  // stale values and size: replaced
+    std::optional<uint32_t> crc;
+    snapshot.copy_values(0, 3, count, into, &crc);
+    ASSERT_TRUE(crc.has_value());
+    const std::vector<float> expected(values.begin() + 3, values.begin() + 3 + count);
+    EXPECT_TRUE(same_bits(into, expected)) << count;
+    EXPECT_EQ(*crc, io::crc32_ieee(expected.data(), expected.size() * sizeof(float))) << count;
+  }
+  snapshot.guard_overwrites();
 }
 
 TEST_P(DeviceSnapshotTest, TheNextSnapshotReusesTheBuffersAndHoldsItsOwnValues) {

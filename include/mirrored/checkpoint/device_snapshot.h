@@ -24,6 +24,7 @@
 // next checkpoint waits for it before it takes a snapshot).
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "mirrored/core/tensor.h"
@@ -59,8 +60,11 @@ class DeviceSnapshot {
   std::vector<float> values(size_t index) const;
   // The same two into `into` (resized): a buffer with the capacity (the last checkpoint's)
   // is refilled without allocating.
-  void copy_values(size_t index, int64_t begin, int64_t count, std::vector<float>& into) const;
-  void copy_values(size_t index, std::vector<float>& into) const;
+  // With `crc`: also sets it to io::crc32_ieee of the values copied, checksummed as they are
+  // copied (one pass over memory, not two).
+  void copy_values(size_t index, int64_t begin, int64_t count, std::vector<float>& into,
+                   std::optional<uint32_t>* crc = nullptr) const;
+  void copy_values(size_t index, std::vector<float>& into, std::optional<uint32_t>* crc = nullptr) const;
 
  private:
   struct Impl;

@@ -21,6 +21,7 @@
 // There is no RNG state to store: the data order is a function of (seed, epoch) and the
 // position in the epoch, and weights are only drawn at initialisation.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,11 @@ struct CheckpointTensor {
   std::string name;
   Shape shape;
   std::vector<float> values;
+  // crc32_ieee of `values`' bytes, where whatever filled them checksummed them on the way
+  // (a background checkpoint's snapshot, as it copies), so that checkpoint_crc32 joins it
+  // (crc32_ieee_combine) instead of reading the values again; empty: computed from
+  // `values`. Whoever changes `values` afterwards resets it.
+  std::optional<uint32_t> values_crc = std::nullopt;
 };
 
 struct Checkpoint {

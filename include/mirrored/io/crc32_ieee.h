@@ -17,6 +17,10 @@ namespace mirrored::io {
 // an empty range returns crc as it is, even with a null `data` (where zlib returns 0).
 uint32_t crc32_ieee(const void* data, size_t size, uint32_t crc = 0);
 
+// The CRC of A followed by B from crc_a = crc32_ieee(A) and crc_b = crc32_ieee(B) of
+// size_b bytes (zlib's crc32_combine64): a CRC computed elsewhere, on the way, joins a chain.
+uint32_t crc32_ieee_combine(uint32_t crc_a, uint32_t crc_b, size_t size_b);
+
 // The implementations, fastest last. Each gives the same value; the tests check every one
 // this CPU can run.
 enum class Crc32Method {
