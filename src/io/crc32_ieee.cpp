@@ -191,5 +191,4 @@ uint32_t crc32_ieee_combine(uint32_t crc_a, uint32_t crc_b, size_t size_b) {
   return static_cast<uint32_t>(crc32_combine64(crc_a, crc_b, static_cast<z_off64_t>(size_b)));
 }
 
-
 }  // namespace mirrored::io
