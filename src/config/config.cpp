@@ -446,8 +446,9 @@ const std::vector<Option>& options() {
       operational(int_option("checkpoint.keep", "newest checkpoints kept in <out>/checkpoints",
                              &TrainConfig::checkpoint_keep, 1)),
       operational(bool_option("checkpoint.async",
-                              "write checkpoints on a background thread: the step takes only a host copy of the "
-                              "state (needs an HDF5 built thread-safe; otherwise written in the step)",
+                              "write checkpoints on a background thread, which also takes the state's values while "
+                              "the next step's forward and backward run (read in place on the CPU, copied on a side "
+                              "stream on a GPU); needs an HDF5 built thread-safe, otherwise written in the step",
                               &TrainConfig::checkpoint_async)),
       operational(resume_option()),
       operational(enum_option<PreemptionSignal>(
