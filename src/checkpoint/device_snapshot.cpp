@@ -44,6 +44,23 @@ struct DeviceSnapshot::Impl {
   // may copy them away (guard_overwrites) or the writer let them go (release).
   mutable std::mutex held_mutex;
   bool released = false;         // release() came: held tensors are gone, not copied
+
+  // Ends the hold on every CPU tensor of the last snapshot still held: with `keep_values`
+  // their values go into the snapshot's own buffers first (guard_overwrites), without them
+  // they are gone (release).
+  void end_holds(bool keep_values) {
+    std::lock_guard<std::mutex> lock(held_mutex);
+    for (size_t i = 0; i < count; ++i) {
+      HostCopy& copy = copies[i];
+      if (!copy.held.defined()) continue;
+      if (keep_values) {
+        copy.plain.resize(static_cast<size_t>(copy.numel));
+        if (copy.numel > 0) std::memcpy(copy.plain.data(), copy.held.raw(), copy.held.bytes());
+      }
+      copy.held = Tensor();
+      if (!keep_values) released = true;
+    }
+  }
 #ifdef MIRRORED_WITH_CUDA
   CudaStream stream;             // the copies' own stream, created with the first GPU snapshot
   CudaEvent started, copied;     // on the compute stream / behind the copies
@@ -126,18 +143,9 @@ void DeviceSnapshot::take(const std::vector<Tensor>& tensors) {
 
 void DeviceSnapshot::guard_overwrites() {
   Impl& s = *impl_;
-  {
-    // The writer has not released the CPU tensors yet: their values go into the snapshot's
-    // own buffers before the update changes them (the writer reads those from then on).
-    std::lock_guard<std::mutex> lock(s.held_mutex);
-    for (size_t i = 0; i < s.count; ++i) {
-      HostCopy& copy = s.copies[i];
-      if (!copy.held.defined()) continue;
-      copy.plain.resize(static_cast<size_t>(copy.numel));
-      if (copy.numel > 0) std::memcpy(copy.plain.data(), copy.held.raw(), copy.held.bytes());
-      copy.held = Tensor();
-    }
-  }
+  // CPU tensors the writer has not released yet: their values go into the snapshot's own
+  // buffers before the update changes them (the writer reads those from then on).
+  s.end_holds(/*keep_values=*/true);
   if (!s.guard_pending) return;
 #ifdef MIRRORED_WITH_CUDA
   s.copied.make_wait(compute_stream(s.device));
@@ -145,16 +153,7 @@ void DeviceSnapshot::guard_overwrites() {
   s.guard_pending = false;
 }
 
-void DeviceSnapshot::release() {
-  Impl& s = *impl_;
-  std::lock_guard<std::mutex> lock(s.held_mutex);
-  for (size_t i = 0; i < s.count; ++i) {
-    HostCopy& copy = s.copies[i];
-    if (!copy.held.defined()) continue;
-    copy.held = Tensor();
-    s.released = true;
-  }
-}
+void DeviceSnapshot::release() { impl_->end_holds(/*keep_values=*/false); }
 
 void DeviceSnapshot::wait() const { impl_->wait(); }
 
