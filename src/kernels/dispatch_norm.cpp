@@ -16,6 +16,30 @@ BnShape bn_shape(const char* op, const Tensor& x) {
   return {x.dim(0), x.dim(1), x.dim(0) * x.dim(1) > 0 ? x.numel() / (x.dim(0) * x.dim(1)) : 0};
 }
 
+// The fused batch norm, max pool and relu's shapes, checked: x [N, C, H, W] (H, W >= 2),
+// the pooled tensors [N, C, H/2, W/2], argmax int32, the per-channel vectors [C].
+void require_cpu(const char* op, std::initializer_list<const Tensor*> tensors) {
+  MIRRORED_CHECK(!on_cuda(op, tensors), op, ": CPU only (a model on a GPU runs batch norm, max pool and relu as three "
+                 "layers)");
+}
+
+cpu::NormPoolShape norm_pool_shape(const char* op, const Tensor& x, const Tensor& y, const Tensor& argmax,
+                                   std::initializer_list<const Tensor*> vectors) {
+  MIRRORED_CHECK(x.rank() == 4 && x.dim(2) >= 2 && x.dim(3) >= 2, op, ": expected x [N, C, H >= 2, W >= 2], got ",
+                 shape_str(x.shape()));
+  const cpu::NormPoolShape s{x.dim(0), x.dim(1), x.dim(2), x.dim(3)};
+  const Shape pooled = {s.n, s.c, s.oh(), s.ow()};
+  MIRRORED_CHECK(y.shape() == pooled && argmax.shape() == pooled && argmax.dtype() == DType::kI32, op, ": y ",
+                 shape_str(y.shape()), " and int32 argmax ", shape_str(argmax.shape()), ", expected ",
+                 shape_str(pooled));
+  require_f32(op, {&x, &y});
+  for (const Tensor* t : vectors) {
+    require_f32(op, {t});
+    require_vector(op, *t, s.c, "vector");
+  }
+  return s;
+}
+
 }  // namespace
 
 void batch_norm_sums(const Tensor& x, const Tensor& shift, Tensor& sums) {
@@ -119,6 +143,46 @@ void batch_norm_backward_input(const Tensor& x, const Tensor& dy, const Tensor& 
   MIRRORED_CHECK(grad_sums.data<float>()[2 * s.c] > 0.0f, op, ": gradient of an empty batch");
   cpu::batch_norm_backward_input(x.data<float>(), dy.data<float>(), mean.data<float>(), invstd.data<float>(),
                                  gamma.data<float>(), grad_sums.data<float>(), s.n, s.c, s.plane, dx.data<float>());
+}
+
+void batch_norm_max_pool_relu_forward(const Tensor& x, const Tensor& mean, const Tensor& invstd,
+                                      const Tensor& gamma, const Tensor& beta, Tensor& y, Tensor& argmax) {
+  const char* op = "batch_norm_max_pool_relu_forward";
+  require_cpu(op, {&x, &mean, &invstd, &gamma, &beta, &y, &argmax});
+  const cpu::NormPoolShape s = norm_pool_shape(op, x, y, argmax, {&mean, &invstd, &gamma, &beta});
+  cpu::batch_norm_max_pool_relu_forward(x.data<float>(), mean.data<float>(), invstd.data<float>(),
+                                        gamma.data<float>(), beta.data<float>(), s, y.data<float>(),
+                                        argmax.data<int32_t>());
+}
+
+void batch_norm_max_pool_relu_backward_sums(const Tensor& x, const Tensor& y, const Tensor& dy,
+                                            const Tensor& argmax, const Tensor& mean, const Tensor& invstd,
+                                            Tensor& grad_sums) {
+  const char* op = "batch_norm_max_pool_relu_backward_sums";
+  require_cpu(op, {&x, &y, &dy, &argmax, &mean, &invstd, &grad_sums});
+  const cpu::NormPoolShape s = norm_pool_shape(op, x, y, argmax, {&mean, &invstd});
+  require_f32(op, {&dy, &grad_sums});
+  require_same_shape(op, y, dy);
+  require_vector(op, grad_sums, 2 * s.c + 1, "grad_sums");
+  cpu::batch_norm_max_pool_relu_backward_sums(x.data<float>(), y.data<float>(), dy.data<float>(),
+                                              argmax.data<int32_t>(), mean.data<float>(), invstd.data<float>(), s,
+                                              grad_sums.data<float>());
+}
+
+void batch_norm_max_pool_relu_backward_input(const Tensor& x, const Tensor& y, const Tensor& dy,
+                                             const Tensor& argmax, const Tensor& mean, const Tensor& invstd,
+                                             const Tensor& gamma, const Tensor& grad_sums, Tensor& dx) {
+  const char* op = "batch_norm_max_pool_relu_backward_input";
+  require_cpu(op, {&x, &y, &dy, &argmax, &mean, &invstd, &gamma, &grad_sums, &dx});
+  const cpu::NormPoolShape s = norm_pool_shape(op, x, y, argmax, {&mean, &invstd, &gamma});
+  require_f32(op, {&dy, &grad_sums, &dx});
+  require_same_shape(op, y, dy);
+  require_same_shape(op, x, dx);
+  require_vector(op, grad_sums, 2 * s.c + 1, "grad_sums");
+  MIRRORED_CHECK(grad_sums.data<float>()[2 * s.c] > 0.0f, op, ": gradient of an empty batch");
+  cpu::batch_norm_max_pool_relu_backward_input(x.data<float>(), y.data<float>(), dy.data<float>(),
+                                               argmax.data<int32_t>(), mean.data<float>(), invstd.data<float>(),
+                                               gamma.data<float>(), grad_sums.data<float>(), s, dx.data<float>());
 }
 
 }  // namespace mirrored::kernels

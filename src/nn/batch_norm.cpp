@@ -1,6 +1,7 @@
 #include <vector>
 
 #include "mirrored/nn/conv.h"
+#include "mirrored/nn/layers.h"
 
 namespace mirrored::nn {
 
@@ -53,11 +54,17 @@ void BatchNorm2d::sum_over_replicas(Tensor& sums) {
   if (sync_ && context_ != nullptr && context_->reducer != nullptr) context_->reducer->sum(sums);
 }
 
-const Tensor& BatchNorm2d::forward(const Tensor& x, Mode mode) {
-  MIRRORED_CHECK(x.rank() >= 2 && x.dim(1) == channels_, "BatchNorm2d expects [N, ", channels_, ", ...], got ",
-                 shape_str(x.shape()));
-  input_ = x;
-  mode_ = mode;
+size_t BatchNorm2d::fuse_following(const std::vector<Layer*>& following, Device device) {
+  if (!device.is_cpu() || following.size() < 2) return 0;
+  const auto* pool = dynamic_cast<const MaxPool2d*>(following[0]);
+  if (pool == nullptr || dynamic_cast<const ReLU*>(following[1]) == nullptr) return 0;
+  const kernels::Pool2dParams& p = pool->params();
+  if (p.kernel_h != 2 || p.kernel_w != 2 || p.stride != 2 || p.padding != 0) return 0;
+  pools_and_relus_ = true;
+  return 2;
+}
+
+void BatchNorm2d::take_statistics(const Tensor& x, Mode mode) {
   if (mode == Mode::kTrain) {
     // Sums shifted by the running mean (the same on every replica) keep the variance
     // from cancelling; the copy keeps the shift fixed while the running mean updates.
@@ -68,6 +75,21 @@ const Tensor& BatchNorm2d::forward(const Tensor& x, Mode mode) {
   } else {
     kernels::batch_norm_inference_statistics(running_mean_, running_var_, eps_, mean_, invstd_);
   }
+}
+
+const Tensor& BatchNorm2d::forward(const Tensor& x, Mode mode) {
+  MIRRORED_CHECK(x.rank() >= 2 && x.dim(1) == channels_, "BatchNorm2d expects [N, ", channels_, ", ...], got ",
+                 shape_str(x.shape()));
+  input_ = x;
+  mode_ = mode;
+  take_statistics(x, mode);
+  if (pools_and_relus_) {
+    const Shape pooled = {x.dim(0), x.dim(1), x.dim(2) / 2, x.dim(3) / 2};
+    ensure_shape(output_, pooled, DType::kF32, x.device());
+    ensure_shape(argmax_, pooled, DType::kI32, x.device());
+    kernels::batch_norm_max_pool_relu_forward(x, mean_, invstd_, gamma_, beta_, output_, argmax_);
+    return output_;
+  }
   ensure_shape(output_, x.shape(), DType::kF32, x.device());
   kernels::batch_norm_apply(x, mean_, invstd_, gamma_, beta_, output_);
   return output_;
@@ -75,7 +97,10 @@ const Tensor& BatchNorm2d::forward(const Tensor& x, Mode mode) {
 
 const Tensor& BatchNorm2d::backward(const Tensor& dy, bool need_input_grad) {
   MIRRORED_CHECK(mode_ == Mode::kTrain, "BatchNorm2d backward after an evaluation-mode forward");
-  kernels::batch_norm_backward_sums(input_, dy, mean_, invstd_, grad_sums_);
+  if (pools_and_relus_)
+    kernels::batch_norm_max_pool_relu_backward_sums(input_, output_, dy, argmax_, mean_, invstd_, grad_sums_);
+  else
+    kernels::batch_norm_backward_sums(input_, dy, mean_, invstd_, grad_sums_);
   // Parameter gradients from this replica's samples; the gradient all-reduce averages them.
   Tensor dy_sum = grad_sums_.view(0, {channels_});
   Tensor dy_xhat_sum = grad_sums_.view(channels_, {channels_});
@@ -85,7 +110,11 @@ const Tensor& BatchNorm2d::backward(const Tensor& dy, bool need_input_grad) {
   // The input gradient needs the sums over the whole (global) batch the statistics came from.
   sum_over_replicas(grad_sums_);
   ensure_shape(dinput_, input_.shape(), DType::kF32, dy.device());
-  kernels::batch_norm_backward_input(input_, dy, mean_, invstd_, gamma_, grad_sums_, dinput_);
+  if (pools_and_relus_)
+    kernels::batch_norm_max_pool_relu_backward_input(input_, output_, dy, argmax_, mean_, invstd_, gamma_,
+                                                     grad_sums_, dinput_);
+  else
+    kernels::batch_norm_backward_input(input_, dy, mean_, invstd_, gamma_, grad_sums_, dinput_);
   return dinput_;
 }
 

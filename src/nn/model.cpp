@@ -50,12 +50,33 @@ void Model::build(const Shape& input_shape, Device device) {
     backward_span_names_.push_back(str_cat("backward ", i, ".", layers_[i]->kind()));
   }
   output_shape_ = shape;
+  fuse(device);
   arena_.allocate(device);
   for (auto& layer : layers_) {
     layer->bind(arena_);
     layer->attach(context_.get());
   }
   built_ = true;
+}
+
+void Model::set_layer_fusion(bool on) {
+  MIRRORED_CHECK(!built_, "set_layer_fusion() after build()");
+  fuse_layers_ = on;
+}
+
+void Model::fuse(Device device) {
+  computed_by_.resize(layers_.size());
+  for (size_t i = 0; i < layers_.size(); ++i) computed_by_[i] = i;
+  if (!fuse_layers_) return;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    std::vector<Layer*> following;
+    for (size_t j = i + 1; j < layers_.size(); ++j) following.push_back(layers_[j].get());
+    const size_t taken = layers_[i]->fuse_following(following, device);
+    MIRRORED_CHECK(taken <= following.size(), "layer ", i, " took ", taken, " of the ", following.size(),
+                   " layers after it");
+    for (size_t j = i + 1; j <= i + taken; ++j) computed_by_[j] = i;
+    i += taken;
+  }
 }
 
 void Model::initialize(uint64_t seed) {
@@ -90,7 +111,8 @@ const Tensor& Model::forward(const Tensor& x, Mode mode) {
   const Tensor* out = &x;
   for (size_t i = 0; i < layers_.size(); ++i) {
     const LayerClock clock(layer_timer_, i, /*backward=*/false);
-    out = &layers_[i]->forward(*out, mode);
+    // A layer another one computes (computed_by): its output is already `out`.
+    if (computed_by_[i] == i) out = &layers_[i]->forward(*out, mode);
   }
   return *out;
 }
@@ -99,8 +121,11 @@ void Model::backward(const Tensor& dloss_dout, const GradReadyHook& on_grads_rea
   MIRRORED_CHECK(built_, "backward() before build()");
   const Tensor* grad = &dloss_dout;
   for (size_t i = layers_.size(); i-- > 0;) {
-    // Nothing upstream of layer 0 wants the gradient of the model's input.
-    {
+    // Nothing upstream of layer 0 wants the gradient of the model's input. A layer another
+    // one computes passes the gradient on as it is: that one's backward takes it.
+    if (computed_by_[i] != i) {
+      const LayerClock clock(layer_timer_, i, /*backward=*/true);
+    } else {
       Timeline::Span span(timeline_, backward_span_names_[i], "backward");
       const LayerClock clock(layer_timer_, i, /*backward=*/true);
       grad = &layers_[i]->backward(*grad, /*need_input_grad=*/i > 0);

@@ -212,6 +212,22 @@ void batch_norm_backward_sums(const Tensor& x, const Tensor& dy, const Tensor& m
 void batch_norm_backward_input(const Tensor& x, const Tensor& dy, const Tensor& mean, const Tensor& invstd,
                                const Tensor& gamma, const Tensor& grad_sums, Tensor& dx);
 
+// Batch norm (with the statistics above), a 2x2 stride-2 max pool and relu, in one pass
+// each way: the bits of batch_norm_apply, max_pool2d_forward and relu_forward run one
+// after the other, and of their backward kernels, without the full-size tensors between
+// them. x [N, C, H, W]; y and argmax (int32, as max_pool2d_forward's) [N, C, H/2, W/2].
+// CPU only: a model on a GPU runs the three layers apart.
+void batch_norm_max_pool_relu_forward(const Tensor& x, const Tensor& mean, const Tensor& invstd,
+                                      const Tensor& gamma, const Tensor& beta, Tensor& y, Tensor& argmax);
+// batch_norm_backward_sums's grad_sums, from dy, the gradient of the forward's y.
+void batch_norm_max_pool_relu_backward_sums(const Tensor& x, const Tensor& y, const Tensor& dy,
+                                            const Tensor& argmax, const Tensor& mean, const Tensor& invstd,
+                                            Tensor& grad_sums);
+// batch_norm_backward_input's dx [N, C, H, W], from dy and (possibly cross-replica) grad_sums.
+void batch_norm_max_pool_relu_backward_input(const Tensor& x, const Tensor& y, const Tensor& dy,
+                                             const Tensor& argmax, const Tensor& mean, const Tensor& invstd,
+                                             const Tensor& gamma, const Tensor& grad_sums, Tensor& dx);
+
 // Inverted dropout: each sample's mask is drawn from its own counter-based stream
 // (core/counter_rng.h), keyed by `seed` and the sample's index `first_sample + n`, so a mask
 // depends on which global sample it is and not on how the batch was split, nor on the

@@ -40,6 +40,7 @@ class MaxPool2d final : public Layer {
   Shape build(const Shape& input, const std::string& prefix, size_t layer_index, ParameterArena& arena) override;
   const Tensor& forward(const Tensor& x, Mode mode) override;
   const Tensor& backward(const Tensor& dy, bool need_input_grad) override;
+  const kernels::Pool2dParams& params() const { return params_; }
 
  private:
   kernels::Pool2dParams params_;
@@ -82,7 +83,9 @@ class Flatten final : public Layer {
 // batch statistics and the input gradient's sums are summed over all replicas through the
 // model's CrossReplicaReducer, so the layer normalises over the global batch
 // (SyncBatchNorm / Keras synchronized=True). Parameters "weight" (gamma, init 1) and
-// "bias" (beta, 0); buffers "running_mean" (0) and "running_var" (1).
+// "bias" (beta, 0); buffers "running_mean" (0) and "running_var" (1). On the CPU, a 2x2
+// stride-2 max pool and a relu that follow it run inside it (fuse_following), in one pass
+// over the full-size tensor each way instead of several.
 class BatchNorm2d final : public Layer {
  public:
   explicit BatchNorm2d(bool sync = false, float eps = 1e-5f, float momentum = 0.1f);
@@ -90,12 +93,15 @@ class BatchNorm2d final : public Layer {
   Shape build(const Shape& input, const std::string& prefix, size_t layer_index, ParameterArena& arena) override;
   void bind(ParameterArena& arena) override;
   void initialize(Rng& rng) override;
+  size_t fuse_following(const std::vector<Layer*>& following, Device device) override;
   const Tensor& forward(const Tensor& x, Mode mode) override;
   const Tensor& backward(const Tensor& dy, bool need_input_grad) override;
 
  private:
   bool sync_;
   float eps_, momentum_;
+  bool pools_and_relus_ = false;  // fuse_following took a 2x2 max pool and a relu
+  Tensor argmax_;                 // the pool's, when it did
   int64_t channels_ = 0;
   size_t gamma_index_ = 0, beta_index_ = 0, mean_index_ = 0, var_index_ = 0;
   Tensor gamma_, beta_, dgamma_, dbeta_, running_mean_, running_var_;
@@ -104,6 +110,7 @@ class BatchNorm2d final : public Layer {
   Mode mode_ = Mode::kEval;
   void reset_running_statistics();
   void sum_over_replicas(Tensor& sums);
+  void take_statistics(const Tensor& x, Mode mode);
 };
 
 // Inverted dropout with probability p in training, the identity in evaluation. The mask

@@ -58,6 +58,13 @@ class Layer {
                       ParameterArena& arena) = 0;
   // After the arena is allocated: take views of the parameters and gradients.
   virtual void bind(ParameterArena& /*arena*/) {}
+  // After build(), before bind(): may take over the work of the layers that follow it in
+  // the model (`following`, in order) on `device`, computing in one kernel what they
+  // would compute apart, with the same bits. Returns how many it took (0: none); the model
+  // then skips their forward and backward, and this layer's forward returns the last
+  // one's output and its backward takes that output's gradient. Their parameters (none,
+  // for the layers fused today) and names stay theirs.
+  virtual size_t fuse_following(const std::vector<Layer*>& /*following*/, Device /*device*/) { return 0; }
   // Initialises parameters (only ever called on the chief; replicas receive a broadcast).
   virtual void initialize(Rng& /*rng*/) {}
   // The model's run context (stable for the model's lifetime). Composite layers pass it on.

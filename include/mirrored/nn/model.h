@@ -18,9 +18,12 @@ class Model {
   Model& operator=(Model&&) = default;
 
   void add(std::unique_ptr<Layer> layer);
-  // Declares every parameter for per-sample `input_shape`, allocates the arena on `device`
-  // and binds the layers. Call once, after the last add().
+  // Declares every parameter for per-sample `input_shape`, lets layers take over the work
+  // of the ones after them where they can (Layer::fuse_following), allocates the arena on
+  // `device` and binds the layers. Call once, after the last add().
   void build(const Shape& input_shape, Device device = Device::cpu());
+  // Before build(): false runs every layer apart (the fused kernels' tests compare the two).
+  void set_layer_fusion(bool on);
   void initialize(uint64_t seed);  // deterministic from the seed
 
   // Run context the layers see (see RunContext): the seed of dropout masks, where the
@@ -53,6 +56,9 @@ class Model {
   void set_timeline(Timeline* timeline) { timeline_ = timeline; }
   // Times every layer's forward and backward (nullptr: off; `mirrored bench layers`).
   void set_layer_timer(LayerTimer* timer) { layer_timer_ = timer; }
+  // The layer whose forward and backward compute layer `index`: `index` itself, or an
+  // earlier one that took its work over (build()).
+  size_t computed_by(size_t index) const { return computed_by_.at(index); }
   // Layer `index`'s output for one sample, as build() found it.
   const Shape& layer_output_shape(size_t index) const { return layer_output_shapes_.at(index); }
 
@@ -64,11 +70,14 @@ class Model {
   Shape output_shape_;
   Device device_;
   bool built_ = false;
+  bool fuse_layers_ = true;
+  std::vector<size_t> computed_by_;  // see computed_by()
   Timeline* timeline_ = nullptr;
   LayerTimer* layer_timer_ = nullptr;
   std::vector<std::string> backward_span_names_;  // "backward 3.linear", built once
   // On the heap so that the layers' pointers to it survive moving the Model.
   std::unique_ptr<RunContext> context_ = std::make_unique<RunContext>();
+  void fuse(Device device);
 };
 
 }  // namespace mirrored::nn

@@ -103,6 +103,13 @@ std::string table_row(std::string row, const std::string& shape_text, double f, 
   return row;
 }
 
+// The row of a layer that another one computes (Model::computed_by): its time is that one's.
+std::string fused_row(std::string row, std::string shape, const std::string& computed_by) {
+  row.resize(std::max<size_t>(row.size() + 1, 19), ' ');
+  shape.resize(std::max<size_t>(shape.size() + 1, 14), ' ');
+  return str_cat(row, shape, "(in ", computed_by, ")");
+}
+
 // Every layer's forward and backward times over the timed steps (one sample a step), its
 // parts' through the PartTimer, and the loss's, taken while Model::forward and
 // Model::backward run as in a training step.
@@ -158,6 +165,11 @@ void print_table(nn::Model& model, const LayerTimes& times, int64_t batch, int n
     total_s += f + b;
     total_flops += flops;
     if (flops > 0) gemm_s += f + b;
+    if (const size_t by = model.computed_by(i); by != i) {
+      chief_print(fused_row(str_cat("  ", i, ".", layer.kind()), shape_str(model.layer_output_shape(i)),
+                            str_cat(by, ".", model.layer(by).kind())));
+      continue;
+    }
     chief_print(table_row(str_cat("  ", i, ".", layer.kind()), shape_str(model.layer_output_shape(i)), f, b, step_s,
                           flops, sgemm));
     for (const nn::LayerPart& part : layer.parts(batch)) {

@@ -1,32 +1,14 @@
-// Batch normalisation over [n, c, plane]. Per-plane sums run in float with several
-// independent accumulators (so the compiler can vectorise them without -ffast-math) and
-// are added across planes in double: the result is exact enough that a batch split over
-// replicas and summed gives the statistics of the whole batch to float precision.
+// Batch normalisation over [n, c, plane]. Per-plane sums (batch_norm_planes.h) are added
+// across planes in double: the result is exact enough that a batch split over replicas and
+// summed gives the statistics of the whole batch to float precision.
 #include <cmath>
 #include <vector>
 
+#include "batch_norm_planes.h"
 #include "cpu_kernels.h"
 
 namespace mirrored::kernels::cpu {
-namespace {
-
-constexpr int kLanes = 16;
-
-// sum of f(i) for i in [0, n), in kLanes interleaved float accumulators.
-template <typename F>
-float lane_sum(int64_t n, F f) {
-  float acc[kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int l = 0; l < kLanes; ++l) acc[l] += f(i + l);
-  float tail = 0.0f;
-  for (; i < n; ++i) tail += f(i);
-  float total = tail;
-  for (int l = 0; l < kLanes; ++l) total += acc[l];
-  return total;
-}
-
-}  // namespace
+using bn_plane::lane_sum;
 
 // The per-plane sums are added into each channel's double in batch order, as they always
 // were; the loops run sample by sample so that the data streams through memory in order
@@ -78,11 +60,8 @@ void batch_norm_apply(const float* x, const float* mean, const float* invstd, co
                       const float* beta, int64_t n, int64_t c, int64_t plane, float* y) {
   for (int64_t b = 0; b < n; ++b) {
     for (int64_t ch = 0; ch < c; ++ch) {
-      const float scale = invstd[ch] * gamma[ch];
-      const float offset = beta[ch] - mean[ch] * scale;
-      const float* p = x + (b * c + ch) * plane;
-      float* q = y + (b * c + ch) * plane;
-      for (int64_t i = 0; i < plane; ++i) q[i] = p[i] * scale + offset;
+      const int64_t at = (b * c + ch) * plane;
+      bn_plane::apply(x + at, bn_plane::affine(mean[ch], invstd[ch], gamma[ch], beta[ch]), plane, y + at);
     }
   }
 }
@@ -92,11 +71,10 @@ void batch_norm_backward_sums(const float* x, const float* dy, const float* mean
   std::vector<double> s1(static_cast<size_t>(c), 0.0), s2(static_cast<size_t>(c), 0.0);
   for (int64_t b = 0; b < n; ++b) {
     for (int64_t ch = 0; ch < c; ++ch) {
-      const float m = mean[ch];
-      const float* p = x + (b * c + ch) * plane;
-      const float* g = dy + (b * c + ch) * plane;
-      s1[ch] += lane_sum(plane, [&](int64_t i) { return g[i]; });
-      s2[ch] += lane_sum(plane, [&](int64_t i) { return g[i] * (p[i] - m); });
+      const int64_t at = (b * c + ch) * plane;
+      const bn_plane::GradSums sums = bn_plane::grad_sums(x + at, dy + at, mean[ch], plane);
+      s1[ch] += sums.dy;
+      s2[ch] += sums.dy_centred;
     }
   }
   for (int64_t ch = 0; ch < c; ++ch) {
@@ -112,15 +90,10 @@ void batch_norm_backward_input(const float* x, const float* dy, const float* mea
   const float count = grad_sums[2 * c];
   for (int64_t b = 0; b < n; ++b) {
     for (int64_t ch = 0; ch < c; ++ch) {
-      const float g = gamma[ch] * invstd[ch];
-      const float mean_dy = grad_sums[ch] / count;
-      // xhat * mean(dy xhat) = (x - mean) * invstd * mean(dy xhat)
-      const float k = invstd[ch] * grad_sums[c + ch] / count;
-      const float m = mean[ch];
-      const float* p = x + (b * c + ch) * plane;
-      const float* d = dy + (b * c + ch) * plane;
-      float* q = dx + (b * c + ch) * plane;
-      for (int64_t i = 0; i < plane; ++i) q[i] = g * (d[i] - mean_dy - (p[i] - m) * k);
+      const int64_t at = (b * c + ch) * plane;
+      bn_plane::input_grad_plane(
+          x + at, dy + at, bn_plane::input_grad(mean[ch], invstd[ch], gamma[ch], grad_sums[ch], grad_sums[c + ch], count),
+          plane, dx + at);
     }
   }
 }

@@ -81,6 +81,22 @@ void batch_norm_backward_input(const float* x, const float* dy, const float* mea
                                const float* gamma, const float* grad_sums, int64_t n, int64_t c, int64_t plane,
                                float* dx);
 
+// Batch norm, 2x2 stride-2 max pool and relu over x [n, c, h, w]; the pooled planes are
+// [h / 2, w / 2] (an odd last row or column is dropped, as the pool drops it).
+struct NormPoolShape {
+  int64_t n = 0, c = 0, h = 0, w = 0;
+  int64_t oh() const { return h / 2; }
+  int64_t ow() const { return w / 2; }
+};
+void batch_norm_max_pool_relu_forward(const float* x, const float* mean, const float* invstd, const float* gamma,
+                                      const float* beta, const NormPoolShape& s, float* y, int32_t* argmax);
+void batch_norm_max_pool_relu_backward_sums(const float* x, const float* y, const float* dy, const int32_t* argmax,
+                                            const float* mean, const float* invstd, const NormPoolShape& s,
+                                            float* grad_sums);
+void batch_norm_max_pool_relu_backward_input(const float* x, const float* y, const float* dy, const int32_t* argmax,
+                                             const float* mean, const float* invstd, const float* gamma,
+                                             const float* grad_sums, const NormPoolShape& s, float* dx);
+
 void dropout_forward(const float* x, float p, uint64_t seed, int64_t first_sample, int64_t n,
                      int64_t sample_numel, float* mask, float* y);
 void multiply(const float* a, const float* b, float* y, int64_t n);
