@@ -50,6 +50,8 @@ int info_command(int& argc, char**& argv, const Args& args) {
                                              " (what mirrored train picks here by default; table below)"));
   for (auto& row : library_rows()) rows.push_back(std::move(row));
   rows.emplace_back("blas core", blas_core_description());
+  rows.emplace_back("cpu fp32 products", str_cat(kernels::cpu_f32_gemm_method(),
+                                                 " (reduction = invariant: OpenBLAS in fixed tiles)"));
   rows.emplace_back("cpu bf16", str_cat(kernels::cpu_native_bf16() ? "native (AVX512-BF16 or AMX)"
                                                                      : "not native: precision = bf16 is slower than fp32",
                                        "; precision = bf16 uses ", kernels::cpu_bf16_method()));

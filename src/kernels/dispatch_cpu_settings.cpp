@@ -4,6 +4,7 @@
 #include "cpu/bf16_backends.h"
 #include "cpu/conv_backends.h"
 #include "cpu/cpu_kernels.h"
+#include "cpu/gemm_backends.h"
 #include "mirrored/kernels/kernels.h"
 
 namespace mirrored::kernels {
@@ -19,6 +20,10 @@ std::string cpu_blas_core() { return cpu::blas_core(); }
 std::string cpu_blas_core_upgrade() { return cpu::better_blas_core(); }
 
 std::string cpu_onednn_version() { return cpu::onednn_version(); }
+
+std::string cpu_f32_gemm_method() {
+  return cpu::f32_gemm_backend() == cpu::F32Gemm::kOneDnn ? "oneDNN matmul" : "OpenBLAS sgemm";
+}
 
 bool cpu_native_bf16() { return cpu::native_bf16(); }
 

@@ -261,6 +261,10 @@ std::string cpu_onednn_version();
 // Precision::kBF16 still computes bf16 products on the CPU (float32 arithmetic on rounded
 // inputs), but more slowly than float32.
 bool cpu_native_bf16();
+// What computes the float32 matrix products of the default (fast) reduction: "oneDNN
+// matmul" or "OpenBLAS sgemm" (MIRRORED_CPU_GEMM; reduction = invariant always tiles
+// OpenBLAS).
+std::string cpu_f32_gemm_method();
 // How the CPU computes Precision::kBF16 products: "oneDNN bf16 matmul/convolution",
 // "MKL cblas_gemm_bf16bf16f32" or "rounded inputs, float32 BLAS".
 std::string cpu_bf16_method();

@@ -1,5 +1,6 @@
-// Matrix products go to OpenBLAS: its packed, blocked sgemm is what a CPU trainer has to
-// match, and hand-written loops would not.
+// Matrix products go to OpenBLAS, or to oneDNN's matmul where that was measured faster
+// (gemm_backends.h): packed, blocked kernels are what a CPU trainer has to match, and
+// hand-written loops would not.
 #include <cblas.h>
 
 #include <climits>
@@ -8,10 +9,14 @@
 #endif
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 
+#include "conv_backends.h"
+#include "gemm_backends.h"
 #include "mirrored/core/error.h"
-#include "cpu_kernels.h"
+#include "mirrored/core/strings.h"
 
 namespace mirrored::kernels::cpu {
 namespace {
@@ -97,9 +102,41 @@ void gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, f
   if (g_thread_invariant)
     tiled_sgemm(transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
                 zero_c_here(transpose_a, transpose_b, beta));
+  else if (f32_gemm_backend() == F32Gemm::kOneDnn)
+    onednn_gemm_f32(transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   else
     sgemm(transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
+
+F32Gemm f32_gemm_backend_for(std::string_view name) {
+  if (name == "openblas") return F32Gemm::kOpenBlas;
+  if (name == "onednn") {
+    if (!onednn_built())
+      throw InputError("MIRRORED_CPU_GEMM=onednn, but this build has no oneDNN (built with MIRRORED_ONEDNN=OFF, or not found)");
+    return F32Gemm::kOneDnn;
+  }
+  if (name != "auto" && !name.empty())
+    throw InputError(str_cat("MIRRORED_CPU_GEMM=", name, ": expected auto, openblas or onednn"));
+  // Measured on Intel with AVX-512 only (gemm_backends.h); elsewhere OpenBLAS stays.
+  __builtin_cpu_init();
+  const bool measured_faster = __builtin_cpu_is("intel") && __builtin_cpu_supports("avx512f");
+  return onednn_built() && measured_faster ? F32Gemm::kOneDnn : F32Gemm::kOpenBlas;
+}
+
+F32Gemm f32_gemm_backend() {
+  static const F32Gemm backend = [] {
+    const char* env = std::getenv("MIRRORED_CPU_GEMM");
+    return f32_gemm_backend_for(env ? env : "");
+  }();
+  return backend;
+}
+
+#ifndef MIRRORED_WITH_ONEDNN
+void onednn_gemm_f32(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, int64_t,
+                     float, float*, int64_t) {
+  MIRRORED_CHECK(false, "oneDNN matmul called in a build without oneDNN");
+}
+#endif
 
 void gemm_tiles_as_asked(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
                          const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {

@@ -1,9 +1,11 @@
-// bfloat16 matrix products through oneDNN's matmul, compiled only with MIRRORED_WITH_ONEDNN.
+// Matrix products through oneDNN's matmul, compiled only with MIRRORED_WITH_ONEDNN: float32
+// (gemm_backends.h) and bfloat16 (bf16_backends.h).
 //
-// The float32 inputs are rounded (core/bf16.h, the same bits as every other bf16 path)
-// into bfloat16 buffers that keep the callers' row strides, so a transposed operand is
-// described by strides, not copied; oneDNN multiplies them with float32 accumulation into
-// the float32 output. alpha is an output scale and beta a sum post-op.
+// A transposed operand is described by strides, not copied. float32 operands are read in
+// place; for bfloat16 the float32 inputs are rounded (core/bf16.h, the same bits as every
+// other bf16 path) into bfloat16 buffers that keep the callers' row strides, and oneDNN
+// multiplies them with float32 accumulation into the float32 output. alpha is an output
+// scale and beta a sum post-op.
 //
 // Primitives are made on a shape's first call and kept (key: extents, transposes, strides,
 // alpha, beta, thread count). Not locked: kernels run on the main thread only (dnnl_conv.cpp).
@@ -19,6 +21,7 @@
 
 #include "bf16_backends.h"
 #include "dnnl_context.h"
+#include "gemm_backends.h"
 #include "mirrored/core/error.h"
 
 namespace mirrored::kernels::cpu {
@@ -33,7 +36,8 @@ struct Product {
   std::unordered_map<int, memory> args;
 };
 
-using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool, int64_t, int64_t, int64_t, float, float, int>;
+// Extents, transposes, strides, alpha, beta, thread count and whether the inputs are bf16.
+using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool, int64_t, int64_t, int64_t, float, float, int, bool>;
 
 // A row-major [rows, cols] operand with row stride ld, seen as op(x) [op_rows, op_cols].
 memory::desc operand(int64_t op_rows, int64_t op_cols, bool transposed, int64_t ld, dt type) {
@@ -46,10 +50,11 @@ Product& product(const Key& key) {
   static std::map<Key, std::unique_ptr<Product>> products;
   auto& slot = products[key];
   if (slot) return *slot;
-  const auto [m, n, k, ta, tb, lda, ldb, ldc, alpha, beta, threads] = key;
+  const auto [m, n, k, ta, tb, lda, ldb, ldc, alpha, beta, threads, bf16] = key;
   (void)threads;
-  const auto a_md = operand(m, k, ta, lda, dt::bf16);
-  const auto b_md = operand(k, n, tb, ldb, dt::bf16);
+  const dt input = bf16 ? dt::bf16 : dt::f32;
+  const auto a_md = operand(m, k, ta, lda, input);
+  const auto b_md = operand(k, n, tb, ldb, input);
   const auto c_md = operand(m, n, false, ldc, dt::f32);
   dnnl::primitive_attr attr;
   if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
@@ -75,7 +80,8 @@ void onednn_gemm_bf16(bool transpose_a, bool transpose_b, int64_t m, int64_t n, 
                       const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                       int64_t ldc) {
   try {
-    Product& p = product(Key{m, n, k, transpose_a, transpose_b, lda, ldb, ldc, alpha, beta, omp_get_max_threads()});
+    Product& p =
+        product(Key{m, n, k, transpose_a, transpose_b, lda, ldb, ldc, alpha, beta, omp_get_max_threads(), true});
     // oneDNN only reads its inputs; its handle type is not const.
     p.a.set_data_handle(const_cast<uint16_t*>(rounded_operand(0, a, transpose_a ? k : m, transpose_a ? m : k, lda)));
     p.b.set_data_handle(const_cast<uint16_t*>(rounded_operand(1, b, transpose_b ? n : k, transpose_b ? k : n, ldb)));
@@ -86,6 +92,23 @@ void onednn_gemm_bf16(bool transpose_a, bool transpose_b, int64_t m, int64_t n, 
     MIRRORED_CHECK(false, "oneDNN bf16 matmul failed for m ", m, ", n ", n, ", k ", k, ", transposes ",
                    transpose_a, transpose_b, ", lda ", lda, ", ldb ", ldb, ", ldc ", ldc, ": ", e.what(),
                    " (status ", static_cast<int>(e.status), ")");
+  }
+}
+
+void onednn_gemm_f32(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
+                     const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  try {
+    Product& p =
+        product(Key{m, n, k, transpose_a, transpose_b, lda, ldb, ldc, alpha, beta, omp_get_max_threads(), false});
+    p.a.set_data_handle(const_cast<float*>(a));  // read only, as above
+    p.b.set_data_handle(const_cast<float*>(b));
+    p.c.set_data_handle(c);
+    p.primitive.execute(dnnl_context().stream, p.args);
+    dnnl_context().stream.wait();
+  } catch (const dnnl::error& e) {
+    MIRRORED_CHECK(false, "oneDNN matmul failed for m ", m, ", n ", n, ", k ", k, ", transposes ", transpose_a,
+                   transpose_b, ", lda ", lda, ", ldb ", ldb, ", ldc ", ldc, ": ", e.what(), " (status ",
+                   static_cast<int>(e.status), ")");
   }
 }
 
