@@ -10,6 +10,8 @@
 #include "gradcheck.h"
 #include "mirrored/kernels/kernels.h"
 #include "mirrored/nn/builders.h"
+#include "mirrored/nn/conv.h"
+#include "mirrored/nn/layers.h"
 #include "mirrored/nn/loss.h"
 
 namespace mirrored {
@@ -150,6 +152,17 @@ TEST(FusedNormPoolRelu, CnnFusedAndApartGiveTheSameBits) {
   }
   const Tensor x = random_tensor({batch, 1, 12, 12}, rng);
   EXPECT_TRUE(same_bits(fused.forward(x, nn::Mode::kEval), apart.forward(x, nn::Mode::kEval)));
+}
+
+TEST(FusedNormPoolRelu, NotOnAGpu) {
+  // A model on a GPU runs the three layers apart (the fused kernels are CPU only).
+  nn::BatchNorm2d bn;
+  nn::MaxPool2d pool(2);
+  nn::ReLU relu;
+  EXPECT_EQ(bn.fuse_following({&pool, &relu}, Device::cuda(0)), 0u);
+  EXPECT_EQ(bn.fuse_following({&relu, &pool}, Device::cpu()), 0u);  // relu first: not this pattern
+  EXPECT_EQ(bn.fuse_following({&pool}, Device::cpu()), 0u);
+  EXPECT_EQ(bn.fuse_following({&pool, &relu}, Device::cpu()), 2u);
 }
 
 TEST(FusedNormPoolRelu, OnlyA2x2PoolThenReluIsFused) {

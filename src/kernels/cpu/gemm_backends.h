@@ -22,7 +22,9 @@ F32Gemm f32_gemm_backend();
 F32Gemm f32_gemm_backend_for(std::string_view name);
 
 // oneDNN's float32 matmul (dnnl_matmul.cpp; only when onednn_built()), cpu::gemm's
-// arguments and semantics (beta = 0: c is not read); primitives cached per shape.
+// arguments and semantics (beta = 0: c is not read); primitives cached per shape, in a
+// cache that, like the convolutions' (dnnl_conv.cpp), is not locked: kernels run on the
+// main thread only.
 void onednn_gemm_f32(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
                      const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
