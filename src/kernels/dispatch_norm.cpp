@@ -16,13 +16,14 @@ BnShape bn_shape(const char* op, const Tensor& x) {
   return {x.dim(0), x.dim(1), x.dim(0) * x.dim(1) > 0 ? x.numel() / (x.dim(0) * x.dim(1)) : 0};
 }
 
-// The fused batch norm, max pool and relu's shapes, checked: x [N, C, H, W] (H, W >= 2),
-// the pooled tensors [N, C, H/2, W/2], argmax int32, the per-channel vectors [C].
+// The fused batch norm, max pool and relu have no CUDA kernels.
 void require_cpu(const char* op, std::initializer_list<const Tensor*> tensors) {
   MIRRORED_CHECK(!on_cuda(op, tensors), op, ": CPU only (a model on a GPU runs batch norm, max pool and relu as three "
                  "layers)");
 }
 
+// Their shapes, checked: x [N, C, H, W] (H, W >= 2), the pooled tensors [N, C, H/2, W/2],
+// argmax int32, the per-channel vectors [C].
 cpu::NormPoolShape norm_pool_shape(const char* op, const Tensor& x, const Tensor& y, const Tensor& argmax,
                                    std::initializer_list<const Tensor*> vectors) {
   MIRRORED_CHECK(x.rank() == 4 && x.dim(2) >= 2 && x.dim(3) >= 2, op, ": expected x [N, C, H >= 2, W >= 2], got ",

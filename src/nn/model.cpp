@@ -111,7 +111,8 @@ const Tensor& Model::forward(const Tensor& x, Mode mode) {
   const Tensor* out = &x;
   for (size_t i = 0; i < layers_.size(); ++i) {
     const LayerClock clock(layer_timer_, i, /*backward=*/false);
-    // A layer another one computes (computed_by): its output is already `out`.
+    // A layer another one computes (computed_by): its output is already `out` (and its
+    // clock, above, times nothing).
     if (computed_by_[i] == i) out = &layers_[i]->forward(*out, mode);
   }
   return *out;
@@ -124,7 +125,7 @@ void Model::backward(const Tensor& dloss_dout, const GradReadyHook& on_grads_rea
     // Nothing upstream of layer 0 wants the gradient of the model's input. A layer another
     // one computes passes the gradient on as it is: that one's backward takes it.
     if (computed_by_[i] != i) {
-      const LayerClock clock(layer_timer_, i, /*backward=*/true);
+      const LayerClock clock(layer_timer_, i, /*backward=*/true);  // a time of ~0, so every layer has one
     } else {
       Timeline::Span span(timeline_, backward_span_names_[i], "backward");
       const LayerClock clock(layer_timer_, i, /*backward=*/true);
