@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "devices.h"
 #include "gradcheck.h"
 #include "mirrored/kernels/kernels.h"
 #include "mirrored/nn/builders.h"
@@ -154,16 +155,40 @@ TEST(FusedNormPoolRelu, CnnFusedAndApartGiveTheSameBits) {
   EXPECT_TRUE(same_bits(fused.forward(x, nn::Mode::kEval), apart.forward(x, nn::Mode::kEval)));
 }
 
-TEST(FusedNormPoolRelu, NotOnAGpu) {
-  // A model on a GPU runs the three layers apart (the fused kernels are CPU only).
+TEST(FusedNormPoolRelu, OnlyThePoolThenReluOrder) {
   nn::BatchNorm2d bn;
   nn::MaxPool2d pool(2);
   nn::ReLU relu;
-  EXPECT_EQ(bn.fuse_following({&pool, &relu}, Device::cuda(0)), 0u);
   EXPECT_EQ(bn.fuse_following({&relu, &pool}, Device::cpu()), 0u);  // relu first: not this pattern
   EXPECT_EQ(bn.fuse_following({&pool}, Device::cpu()), 0u);
   EXPECT_EQ(bn.fuse_following({&pool, &relu}, Device::cpu()), 2u);
 }
+
+// Built on the CPU the cnn fuses; on a GPU, which has no fused kernels, it runs the three
+// layers apart.
+class FusedNormPoolReluOn : public testing::DeviceTest {};
+
+TEST_P(FusedNormPoolReluOn, OnlyTheCpuFuses) {
+  nn::CnnSpec spec;
+  spec.channels = {3};
+  spec.kernel = 3;
+  spec.hidden = {};
+  spec.batchnorm = true;
+  spec.num_classes = 2;
+  nn::Model model = nn::cnn(spec);
+  model.build({1, 8, 8}, device());
+  ASSERT_EQ(model.layer(2).kind(), "maxpool");
+  if (device().is_cpu()) {
+    EXPECT_EQ(model.computed_by(2), 1u);
+    EXPECT_EQ(model.computed_by(3), 1u);
+  } else {
+    EXPECT_EQ(model.computed_by(2), 2u);
+    EXPECT_EQ(model.computed_by(3), 3u);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, FusedNormPoolReluOn, ::testing::ValuesIn(testing::kTestDevices),
+                         testing::device_name);
 
 TEST(FusedNormPoolRelu, OnlyA2x2PoolThenReluIsFused) {
   nn::CnnSpec spec;
