@@ -38,8 +38,7 @@ Bf16Gemm bf16_override_or_auto() {
     return Bf16Gemm::kMkl;
   }
   if (name == "onednn") {
-    if (!onednn_built())
-      throw InputError("MIRRORED_CPU_BF16=onednn, but this build has no oneDNN (built with MIRRORED_ONEDNN=OFF, or not found)");
+    require_onednn_build("MIRRORED_CPU_BF16");
     return Bf16Gemm::kOneDnn;
   }
   if (name != "auto" && !name.empty())

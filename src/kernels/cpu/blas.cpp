@@ -111,8 +111,7 @@ void gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, f
 F32Gemm f32_gemm_backend_for(std::string_view name) {
   if (name == "openblas") return F32Gemm::kOpenBlas;
   if (name == "onednn") {
-    if (!onednn_built())
-      throw InputError("MIRRORED_CPU_GEMM=onednn, but this build has no oneDNN (built with MIRRORED_ONEDNN=OFF, or not found)");
+    require_onednn_build("MIRRORED_CPU_GEMM");
     return F32Gemm::kOneDnn;
   }
   if (name != "auto" && !name.empty())

@@ -195,14 +195,18 @@ ConvOverride conv_override() {
     if (name == "im2col") return ConvOverride::kIm2col;
     if (name != "onednn")
       throw InputError(str_cat("MIRRORED_CPU_CONV=", name, ": expected auto, im2col or onednn"));
-    if (!onednn_built())
-      throw InputError("MIRRORED_CPU_CONV=onednn, but this build has no oneDNN (built with MIRRORED_ONEDNN=OFF, or not found)");
+    require_onednn_build("MIRRORED_CPU_CONV");
     return ConvOverride::kOneDnn;
   }();
   return value;
 }
 
 }  // namespace
+
+void require_onednn_build(std::string_view variable) {
+  if (!onednn_built())
+    throw InputError(str_cat(variable, "=onednn, but this build has no oneDNN (built with MIRRORED_ONEDNN=OFF, or not found)"));
+}
 
 #ifndef MIRRORED_WITH_ONEDNN
 bool onednn_built() { return false; }

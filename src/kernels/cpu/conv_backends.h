@@ -3,6 +3,7 @@
 // the choice between them. Internal to the CPU kernels (and their tests, which run both on
 // the same cases and compare).
 #include <string>
+#include <string_view>
 
 #include "cpu_kernels.h"
 
@@ -14,6 +15,9 @@ enum class ConvPass { kForward, kBackwardData, kBackwardWeights };
 // Whether this build has oneDNN, and its version ("" when not).
 bool onednn_built();
 std::string onednn_version();
+// For an environment variable set to "onednn" (MIRRORED_CPU_CONV, _GEMM, _BF16): an
+// InputError naming it when this build has no oneDNN.
+void require_onednn_build(std::string_view variable);
 
 // The backend conv2d_forward / conv2d_backward use for one pass of this shape. The
 // environment variable MIRRORED_CPU_CONV (auto, im2col or onednn; read once) overrides.

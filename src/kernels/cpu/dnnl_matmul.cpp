@@ -74,42 +74,45 @@ Product& product(const Key& key) {
   return *slot;
 }
 
+// The product of `key` on the operands `bind` sets, run to completion; a oneDNN error
+// becomes a check failure naming the product.
+template <typename Bind>
+void multiply(const Key& key, Bind&& bind) {
+  [[maybe_unused]] const auto [m, n, k, ta, tb, lda, ldb, ldc, alpha, beta, threads, bf16] = key;
+  try {
+    Product& p = product(key);
+    bind(p);
+    p.primitive.execute(dnnl_context().stream, p.args);
+    dnnl_context().stream.wait();
+  } catch (const dnnl::error& e) {
+    MIRRORED_CHECK(false, "oneDNN ", bf16 ? "bf16" : "float32", " matmul failed for m ", m, ", n ", n, ", k ", k,
+                   ", transposes ", ta, tb, ", lda ", lda, ", ldb ", ldb, ", ldc ", ldc, ": ", e.what(), " (status ",
+                   static_cast<int>(e.status), ")");
+  }
+}
+
 }  // namespace
 
 void onednn_gemm_bf16(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
                       const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                       int64_t ldc) {
-  try {
-    Product& p =
-        product(Key{m, n, k, transpose_a, transpose_b, lda, ldb, ldc, alpha, beta, omp_get_max_threads(), true});
+  const Key key{m, n, k, transpose_a, transpose_b, lda, ldb, ldc, alpha, beta, omp_get_max_threads(), true};
+  multiply(key, [&](Product& p) {
     // oneDNN only reads its inputs; its handle type is not const.
     p.a.set_data_handle(const_cast<uint16_t*>(rounded_operand(0, a, transpose_a ? k : m, transpose_a ? m : k, lda)));
     p.b.set_data_handle(const_cast<uint16_t*>(rounded_operand(1, b, transpose_b ? n : k, transpose_b ? k : n, ldb)));
     p.c.set_data_handle(c);
-    p.primitive.execute(dnnl_context().stream, p.args);
-    dnnl_context().stream.wait();
-  } catch (const dnnl::error& e) {
-    MIRRORED_CHECK(false, "oneDNN bf16 matmul failed for m ", m, ", n ", n, ", k ", k, ", transposes ",
-                   transpose_a, transpose_b, ", lda ", lda, ", ldb ", ldb, ", ldc ", ldc, ": ", e.what(),
-                   " (status ", static_cast<int>(e.status), ")");
-  }
+  });
 }
 
 void onednn_gemm_f32(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
                      const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  try {
-    Product& p =
-        product(Key{m, n, k, transpose_a, transpose_b, lda, ldb, ldc, alpha, beta, omp_get_max_threads(), false});
+  const Key key{m, n, k, transpose_a, transpose_b, lda, ldb, ldc, alpha, beta, omp_get_max_threads(), false};
+  multiply(key, [&](Product& p) {
     p.a.set_data_handle(const_cast<float*>(a));  // read only, as above
     p.b.set_data_handle(const_cast<float*>(b));
     p.c.set_data_handle(c);
-    p.primitive.execute(dnnl_context().stream, p.args);
-    dnnl_context().stream.wait();
-  } catch (const dnnl::error& e) {
-    MIRRORED_CHECK(false, "oneDNN matmul failed for m ", m, ", n ", n, ", k ", k, ", transposes ", transpose_a,
-                   transpose_b, ", lda ", lda, ", ldb ", ldb, ", ldc ", ldc, ": ", e.what(), " (status ",
-                   static_cast<int>(e.status), ")");
-  }
+  });
 }
 
 }  // namespace mirrored::kernels::cpu
