@@ -5,11 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
 
 #include "../../src/kernels/cpu/conv_backends.h"
+#include "../../src/kernels/cpu/cpu_kernels.h"
 #include "../../src/kernels/cpu/gemm_backends.h"
 #include "mirrored/core/error.h"
 
@@ -100,6 +102,38 @@ TEST(GemmBackends, OneDnnReusesItsPrimitiveForNewOperands) {
   kernels::cpu::onednn_gemm_f32(false, false, 2, 2, 3, 1.0f, a2.data(), 3, b.data(), 2, 0.0f, c2.data(), 2);
   EXPECT_EQ(c1, std::vector<float>(4, 3.0f));
   EXPECT_EQ(c2, std::vector<float>(4, 6.0f));
+}
+
+// A product with one row or one column (the bias gradient dy^T 1, and its transpose) runs on
+// OpenBLAS whatever the backend: oneDNN's matmul runs it scalar. The reference is OpenBLAS
+// itself on one tile (the thread-invariant mode's products with n <= 64 are one sgemm).
+TEST(GemmBackends, VectorProductsRunOnOpenBlas) {
+  const bool was_invariant = kernels::cpu::thread_invariant();
+  const int was_threads = kernels::cpu::threads();
+  kernels::cpu::set_threads(1);
+  std::mt19937 rng(29);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  struct Vector {
+    int64_t m, n, k;
+    bool ta;
+  };
+  // The gpt recipe's bias gradients (768 tokens, 384 and 128 columns), and a row times a matrix.
+  for (const Vector& v : {Vector{384, 1, 768, true}, Vector{128, 1, 768, true}, Vector{1, 300, 257, false}}) {
+    SCOPED_TRACE(testing::Message() << "m " << v.m << " n " << v.n << " k " << v.k);
+    std::vector<float> a(static_cast<size_t>(v.m * v.k)), b(static_cast<size_t>(v.k * v.n));
+    for (auto& x : a) x = u(rng);
+    for (auto& x : b) x = u(rng);
+    const int64_t lda = v.ta ? v.m : v.k;
+    std::vector<float> got(static_cast<size_t>(v.m * v.n), 0.5f), want = got;
+    kernels::cpu::set_thread_invariant(false);
+    kernels::cpu::gemm(v.ta, false, v.m, v.n, v.k, 1.0f, a.data(), lda, b.data(), v.n, 1.0f, got.data(), v.n);
+    kernels::cpu::set_thread_invariant(true);
+    kernels::cpu::gemm_tiles_as_asked(v.ta, false, v.m, v.n, v.k, 1.0f, a.data(), lda, b.data(), v.n, 1.0f,
+                                      want.data(), v.n);
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0);
+  }
+  kernels::cpu::set_thread_invariant(was_invariant);
+  kernels::cpu::set_threads(was_threads);
 }
 
 TEST(GemmBackends, ChoiceByName) {

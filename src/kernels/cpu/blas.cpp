@@ -102,7 +102,7 @@ void gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, f
   if (g_thread_invariant)
     tiled_sgemm(transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
                 zero_c_here(transpose_a, transpose_b, beta));
-  else if (f32_gemm_backend() == F32Gemm::kOneDnn)
+  else if (f32_gemm_backend() == F32Gemm::kOneDnn && m > 1 && n > 1)
     onednn_gemm_f32(transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   else
     sgemm(transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
