@@ -6,7 +6,7 @@
 #      goes on after that record (the
 #      lowest spare takes its place): the job finishes at world 4, final.h5 bit-identical;
 #      `mirrored info --ranks` shows the replacement; the waiting spare used under 2% of a
-#      core (its CPU time in /proc/PID/stat from step 5 to step 150);
+#      core (its threads' run time in /proc/PID/task/*/schedstat from step 5 to step 150);
 #   2. sgd mlp, 4 + 1: rank 2 killed (replaced), then the spare that took its place killed
 #      with no spare left (a shrink to 3 at step S): a record of each; final.h5 bit-identical
 #      to an uninterrupted 4-rank run to step S continued from its checkpoint on 3 ranks with
