@@ -5,8 +5,6 @@
 // shrink went on from, at the survivors' world size, must then reproduce the shrunk run
 // bit for bit: nothing the recovery handed over (parameters, optimizer state, step, data
 // position) may differ from what the checkpoint holds (tests/integration/spares.sh).
-#include <cstdio>
-#include <exception>
 #include <string>
 #include <vector>
 
@@ -14,8 +12,8 @@
 #include "mirrored/config/config.h"
 #include "mirrored/config/library_options.h"
 #include "mirrored/core/error.h"
-#include "mirrored/core/log.h"
 #include "mirrored/runtime/runtime.h"
+#include "train_tool_main.h"
 
 namespace {
 
@@ -34,14 +32,5 @@ int train_as_shrunk(int& argc, char**& argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    runtime::Runtime::identify_from_launcher();
-    return train_as_shrunk(argc, argv);
-  } catch (const Error& error) {
-    rank_error(error.what());
-    runtime::Runtime::abort_job(error.code());
-  } catch (const std::exception& error) {
-    rank_error(str_cat("unexpected error: ", error.what()));
-    runtime::Runtime::abort_job(ExitCode::kFailure);
-  }
+  return test_tools::run_as_mirrored_main([&] { return train_as_shrunk(argc, argv); });
 }

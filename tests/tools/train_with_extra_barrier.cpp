@@ -7,7 +7,6 @@
 // ranks' next collective on that communicator is the log point's loss all-reduce.
 #include <cstdio>
 #include <cstdlib>
-#include <exception>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,6 +19,7 @@
 #include "mirrored/core/log.h"
 #include "mirrored/runtime/runtime.h"
 #include "mirrored/train/callback.h"
+#include "train_tool_main.h"
 
 namespace {
 
@@ -62,16 +62,6 @@ int main(int argc, char** argv) {
   }
   const int rank = std::atoi(argv[1]);
   const int64_t step = std::atoll(argv[2]);
-  // As mirrored's main: the error once, then every rank ends (the watchdog ends a job whose
-  // ranks disagree by itself, with its own message).
-  try {
-    runtime::Runtime::identify_from_launcher();
-    return train_with_extra_barrier(argc, argv, rank, step);
-  } catch (const Error& error) {
-    rank_error(error.what());
-    runtime::Runtime::abort_job(error.code());
-  } catch (const std::exception& error) {
-    rank_error(str_cat("unexpected error: ", error.what()));
-    runtime::Runtime::abort_job(ExitCode::kFailure);
-  }
+  // The watchdog ends a job whose ranks disagree by itself, with its own message.
+  return test_tools::run_as_mirrored_main([&] { return train_with_extra_barrier(argc, argv, rank, step); });
 }
