@@ -16,7 +16,6 @@
 #include "mirrored/config/config.h"
 #include "mirrored/config/library_options.h"
 #include "mirrored/core/error.h"
-#include "mirrored/core/log.h"
 #include "mirrored/runtime/runtime.h"
 #include "mirrored/train/callback.h"
 #include "train_tool_main.h"
