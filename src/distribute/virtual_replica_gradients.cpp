@@ -111,13 +111,14 @@ void VirtualReplicaGradients::sum(comm::Communicator& comm, float scale) {
     std::vector<float*> spent;
     for (int i = 0; i < local(); ++i)
       if (started_[static_cast<size_t>(i)] && i != holder_) spent.push_back(slots_[static_cast<size_t>(i)].data<float>());
-    const bool zeroed = exact_sum_(terms, unscanned, known_largest_.data(), spent, out, grads.device(), comm);
+    // The scale is applied as each window of the sum is rounded, not in a pass of its own.
+    const bool zeroed = exact_sum_(terms, unscanned, known_largest_.data(), spent, out, grads.device(), comm, scale);
     for (int i = 0; i < local(); ++i)
       if (started_[static_cast<size_t>(i)] && i != holder_) zeroed_[static_cast<size_t>(i)] = zeroed ? 1 : 0;
   } else {
     exact_sum_(terms, out, grads.device(), comm);
+    if (scale != 1.0f) kernels::scale(grads, scale);
   }
-  if (scale != 1.0f) kernels::scale(grads, scale);
 }
 
 }  // namespace mirrored::distribute

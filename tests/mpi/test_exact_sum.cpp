@@ -1,5 +1,6 @@
 // The order-independent sum over ranks: 7 terms (a count no world size here divides) spread
-// unevenly over the ranks give the bits that one process summing all 7 gets.
+// unevenly over the ranks give the bits that one process summing all 7 gets. The buffer
+// spans several of the sum's windows, with a segment across their edges.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,7 +15,7 @@
 namespace {
 
 constexpr int kTerms = 7;
-constexpr size_t kCount = 1000;
+constexpr size_t kCount = 100003;
 
 // Term t: values over ~2^30 of magnitudes, the same on every rank (seeded by t).
 std::vector<float> term(int t) {
@@ -29,7 +30,7 @@ std::vector<float> sum(const std::vector<std::vector<float>>& terms, mirrored::c
   std::vector<const float*> pointers;
   for (const auto& t : terms) pointers.push_back(t.data());
   std::vector<float> out(kCount);
-  mirrored::comm::exact_sum(pointers, {{0, 300, kCount}, kTerms}, out.data(), comm);
+  mirrored::comm::exact_sum(pointers, {{0, 300, 40000, kCount}, kTerms}, out.data(), comm);
   return out;
 }
 

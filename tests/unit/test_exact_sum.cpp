@@ -36,6 +36,28 @@ float exact_double(const std::vector<std::vector<float>>& terms, size_t i) {
   return static_cast<float>(sum);
 }
 
+// Every term but the last set aside as the gradient slots are (distribute/
+// virtual_replica_gradients.h): their largest magnitudes known, each spent by the sum; the
+// last is the arena, a term and the output. `all` lists every term.
+struct SetAside {
+  std::vector<uint32_t> known;
+  std::vector<const float*> all;
+  std::vector<float*> spent;
+};
+SetAside set_aside_all_but_the_last(std::vector<std::vector<float>>& terms, const std::vector<size_t>& offsets) {
+  SetAside aside;
+  aside.known.assign(offsets.size() - 1, 0);
+  std::vector<uint32_t> largest(offsets.size() - 1);
+  for (size_t t = 0; t + 1 < terms.size(); ++t) {
+    kernels::exact_grid_largest(terms[t].data(), offsets, largest.data(), Device::cpu());
+    for (size_t s = 0; s < largest.size(); ++s) aside.known[s] = std::max(aside.known[s], largest[s]);
+    aside.all.push_back(terms[t].data());
+    aside.spent.push_back(terms[t].data());
+  }
+  aside.all.push_back(terms.back().data());
+  return aside;
+}
+
 TEST(ExactSum, CancellationKeepsTheSmallTerm) {
   // In float32, (1e8 + 1) - 1e8 is 0; the exact sum is 1.
   EXPECT_EQ(sum_of({{1e8f}, {1.0f}, {-1e8f}}), std::vector<float>{1.0f});
@@ -126,20 +148,11 @@ TEST(ExactSum, ZeroingSpentTermsKeepsTheBitsAndIsRefusedWhenASegmentIsNotFinite)
     if (with_nan) these[1][100] = std::numeric_limits<float>::quiet_NaN();
     const std::vector<std::vector<float>> before = these;
     const std::vector<float> want = sum_of(these, offsets);
-    std::vector<uint32_t> known(offsets.size() - 1, 0), largest(offsets.size() - 1);
-    std::vector<const float*> all;
-    std::vector<float*> spent;
-    for (size_t t = 0; t + 1 < these.size(); ++t) {
-      kernels::exact_grid_largest(these[t].data(), offsets, largest.data(), Device::cpu());
-      for (size_t s = 0; s < known.size(); ++s) known[s] = std::max(known[s], largest[s]);
-      all.push_back(these[t].data());
-      spent.push_back(these[t].data());
-    }
+    const SetAside aside = set_aside_all_but_the_last(these, offsets);
     float* arena = these.back().data();
-    all.push_back(arena);
     comm::LocalCommunicator local;
     comm::ExactSum sum({offsets, static_cast<int64_t>(these.size())});
-    const bool zeroed = sum(all, {arena}, known.data(), spent, arena, Device::cpu(), local);
+    const bool zeroed = sum(aside.all, {arena}, aside.known.data(), aside.spent, arena, Device::cpu(), local);
     EXPECT_EQ(0, std::memcmp(arena, want.data(), want.size() * sizeof(float))) << "with a NaN: " << with_nan;
     EXPECT_EQ(zeroed, !with_nan);
     for (size_t t = 0; t + 1 < these.size(); ++t) {
@@ -151,6 +164,57 @@ TEST(ExactSum, ZeroingSpentTermsKeepsTheBitsAndIsRefusedWhenASegmentIsNotFinite)
       EXPECT_EQ(0, std::memcmp(these[t].data(), zeros.data(), zeros.size() * sizeof(float))) << "term " << t;
     }
   }
+}
+
+// The sum goes through host buffers window by window (sum, all-reduce, round, scale while
+// a window is in cache): segments cut by the windows' edges, an empty one, an all-zero one
+// and a tiny one give the bits of the grid kernels run once over the whole buffer, times
+// the scale in float, and every spent term ends +0.
+TEST(ExactSum, WindowsAcrossSegmentsGiveTheBitsOfOnePassTimesTheScale) {
+  std::mt19937 rng(21);
+  std::normal_distribution<float> normal;
+  const std::vector<size_t> offsets = {0, 5, 5, 32767, 32769, 70000, 90000, 100001, 100003};
+  std::vector<std::vector<float>> terms(4, std::vector<float>(offsets.back()));
+  for (size_t t = 0; t < terms.size(); ++t)
+    for (size_t i = 0; i < offsets.back(); ++i)
+      terms[t][i] = i >= 70000 && i < 90000 ? 0.0f
+                    : i >= 100001          ? std::ldexp(normal(rng), -140)
+                                           : normal(rng) * std::ldexp(1.0f, static_cast<int>(rng() % 30) - 15);
+  const auto total = static_cast<int64_t>(terms.size());
+  // The reference: each grid stage once over the whole buffer.
+  std::vector<const float*> pointers;
+  for (const auto& t : terms) pointers.push_back(t.data());
+  std::vector<int32_t> exponents(offsets.size() - 1);
+  std::vector<int64_t> sums(offsets.back());
+  std::vector<float> want(offsets.back());
+  kernels::exact_grid_exponents(pointers, offsets, exponents.data(), Device::cpu());
+  kernels::exact_grid_sums(pointers, offsets, exponents.data(), total, sums.data(), Device::cpu());
+  kernels::exact_grid_round(sums.data(), nullptr, offsets, exponents.data(), total, want.data(), Device::cpu());
+  const float scale = 1.0f / 6.0f;
+  for (float& x : want) x *= scale;
+
+  std::vector<std::vector<float>> these = terms;
+  const SetAside aside = set_aside_all_but_the_last(these, offsets);
+  float* arena = these.back().data();
+  comm::LocalCommunicator local;
+  comm::ExactSum sum({offsets, total});
+  ASSERT_TRUE(sum(aside.all, {arena}, aside.known.data(), aside.spent, arena, Device::cpu(), local, scale));
+  EXPECT_EQ(0, std::memcmp(arena, want.data(), want.size() * sizeof(float)));
+  EXPECT_NE(arena[100002], 0.0f) << "the tiny segment sums on a grid of its own";
+  const std::vector<float> zeros(offsets.back(), 0.0f);
+  for (size_t t = 0; t + 1 < these.size(); ++t)
+    EXPECT_EQ(0, std::memcmp(these[t].data(), zeros.data(), zeros.size() * sizeof(float))) << "term " << t;
+
+  // A segment that is not finite takes the one-pass route: the scale applies there too.
+  these = terms;
+  these[0][50000] = std::numeric_limits<float>::infinity();
+  std::vector<float> out(offsets.back());
+  std::vector<const float*> with_inf;
+  for (const auto& t : these) with_inf.push_back(t.data());
+  std::vector<uint32_t> none(offsets.size() - 1, 0);
+  ASSERT_FALSE(sum(with_inf, with_inf, none.data(), {these[1].data()}, out.data(), Device::cpu(), local, scale));
+  EXPECT_EQ(out[50000], std::numeric_limits<float>::infinity());
+  EXPECT_EQ(0, std::memcmp(out.data(), want.data(), 32769 * sizeof(float))) << "finite segments keep their bits";
 }
 
 TEST(ExactSum, OrderOfTermsDoesNotChangeTheBits) {

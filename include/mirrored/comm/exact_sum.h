@@ -54,7 +54,9 @@ class ExactSum {
   // out[i] = the sum of terms[t][i] over this rank's terms and every other rank's, rounded
   // to float once per segment's grid. `terms` may be empty on a rank (it contributes
   // nothing); `out` may be one of them. Every buffer lives on `device`. Collective over
-  // `comm`: two all-reduces (one small; a third, in float, when a segment is not finite).
+  // `comm`: a small all-reduce (the grids), then the int64 sums' (on host buffers one per
+  // window of 2^15 values, each summed, all-reduced and rounded while in cache), and when a
+  // segment is not finite, the int64 sums over the whole buffer at once and a float sum.
   void operator()(const std::vector<const float*>& terms, float* out, Device device, Communicator& comm);
   // The same, where the largest magnitudes of some of `terms` were found as they were set
   // aside (kernels::exact_grid_largest): known_largest[s] holds their largest magnitude's bits
@@ -62,28 +64,41 @@ class ExactSum {
   // The same bits as the call above. CPU buffers only.
   void operator()(const std::vector<const float*>& terms, const std::vector<const float*>& unscanned,
                   const uint32_t* known_largest, float* out, Device device, Communicator& comm);
-  // The same bits again, and afterwards each of `spent` (some of `terms`, not `out`) holds
-  // +0 at every value, zeroed block by block as the sums read it: far cheaper than zeroing
-  // it cold later, for a caller that reuses the memory as a zeroed accumulator. Returns
-  // whether they were zeroed: false, leaving them as they were, when a segment was not
-  // finite (its float sum reads the terms again). CPU buffers only.
+  // The same bits again, times `scale` (each value rounded to float once, then multiplied
+  // by `scale` in float: the bits of a scale pass after the sum, without the pass), and
+  // afterwards each of `spent` (some of `terms`, not `out`) holds +0 at every value, zeroed
+  // block by block as the sums read it: far cheaper than zeroing it cold later, for a
+  // caller that reuses the memory as a zeroed accumulator. Returns whether they were
+  // zeroed: false, leaving them as they were, when a segment was not finite (its float sum
+  // reads the terms again). CPU buffers only.
   bool operator()(const std::vector<const float*>& terms, const std::vector<const float*>& unscanned,
                   const uint32_t* known_largest, const std::vector<float*>& spent, float* out, Device device,
-                  Communicator& comm);
+                  Communicator& comm, float scale = 1.0f);
 
  private:
   // The working buffers on `device`; returns the exponents'.
   int32_t* prepare(Device device, Communicator& comm);
-  // From the local exponents on: agree on them, sum on their grids, round into `out`.
-  // `spent`: zeroed as read when every segment is finite (the return value says so).
+  // From the local exponents on: agree on them, sum on their grids, round into `out`
+  // (times `scale`, host buffers only). `spent`: zeroed as read when every segment is
+  // finite (the return value says so).
   bool sum_on_agreed_grids(const std::vector<const float*>& terms, const std::vector<float*>& spent, float* out,
-                           Device device, Communicator& comm);
+                           Device device, Communicator& comm, float scale);
+  // Host buffers with every segment finite: window by window (sum, all-reduce, round,
+  // scale), so a window's int64 sums are still in cache when they are all-reduced and
+  // rounded, instead of written out to memory and read back twice.
+  void sum_by_windows(const std::vector<const float*>& terms, const std::vector<float*>& spent, float* out,
+                      Communicator& comm, float scale);
 
   ExactSumLayout layout_;
   // On the device of the last call: exponents (int32, a segment each), sums (int64 values
   // held in an int32 tensor of twice the length: Tensor has no 64-bit integer type),
   // plain (float, only once a segment was not finite) and the exponents' host copy.
   Tensor exponents_, sums_, plain_, host_exponents_;
+  // One window's segments (sum_by_windows), kept to spare an allocation per window.
+  std::vector<size_t> window_offsets_;
+  std::vector<int32_t> window_exponents_;
+  std::vector<const float*> window_terms_;
+  std::vector<float*> window_spent_;
 };
 
 // The same for host buffers, without keeping the working buffers.
