@@ -9,9 +9,13 @@
 #endif
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <string_view>
+#include <tuple>
+#include <vector>
 
 #include "conv_backends.h"
 #include "gemm_backends.h"
@@ -85,6 +89,86 @@ void tiled_sgemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64
     sgemm(transpose_a, transpose_b, m, columns, k, alpha, a, lda, b_tile, ldb, beta, c + first, ldc);
   }
 }
+
+// Whether one single-threaded sgemm over all of c's columns gives, for products of this
+// shape, the bits of tiled_sgemm's 64-column tiles. One call packs A once where the tiles
+// pack it once per tile: 8-15% of a virtual replica's product (128 rows of the gpt recipe,
+// docs/performance.md). OpenBLAS computes each column of c by the same sequence of
+// multiply-adds whatever the call's width on the cores measured, but which kernel a call
+// takes depends on its shape (the small-matrix kernels below about 100^3 multiply-adds,
+// the direct AVX-512 one for some untransposed shapes), and no document promises the
+// rest; so each shape is put to the test once, on this CPU, on the first product of that
+// shape: both ways on the same pseudo-random operands, of varied magnitudes and signs,
+// where two routes that add in another order differ in nearly every value. The verdict
+// depends on the shape and the CPU only, so every rank and every step of a job takes the
+// same route for the same shape; several threads keep the tiles (the threads share them).
+struct ProductShape {
+  bool transpose_a, transpose_b;
+  int64_t m, n, k, lda, ldb, ldc;
+  float alpha, beta;  // OpenBLAS's routes depend on alpha == 1, beta == 0 and beta == 1
+  bool operator<(const ProductShape& o) const {
+    return std::tie(transpose_a, transpose_b, m, n, k, lda, ldb, ldc, alpha, beta) <
+           std::tie(o.transpose_a, o.transpose_b, o.m, o.n, o.k, o.lda, o.ldb, o.ldc, o.alpha, o.beta);
+  }
+};
+
+// Values spread over 2^-8 to 2^8 of both signs, from a fixed sequence (an LCG): rounding
+// differs between two orders of addition for nearly every sum of such terms.
+std::vector<float> probe_values(size_t count, uint32_t seed) {
+  std::vector<float> values(count);
+  uint32_t state = seed;
+  for (float& v : values) {
+    state = state * 1664525u + 1013904223u;
+    const float mantissa = 1.0f + static_cast<float>(state >> 9) * 0x1p-23f;
+    v = std::ldexp((state & 1u) ? -mantissa : mantissa, static_cast<int>((state >> 1) & 15u) - 8);
+  }
+  return values;
+}
+
+bool one_call_gives_the_tiles_bits(const ProductShape& s) {
+  // Not locked: kernels run on the main thread only.
+  static std::map<ProductShape, bool> verdicts;
+  const auto found = verdicts.find(s);
+  if (found != verdicts.end()) return found->second;
+  const int64_t a_rows = s.transpose_a ? s.k : s.m, b_rows = s.transpose_b ? s.n : s.k;
+  // Where the two routes differ in a few values only (an edge of c: 3% of the values of a
+  // 130 x 200 x 70 product here), each such value differs with probability ~0.8 on one
+  // set of operands; four sets leave its difference unseen with odds of 1 in 600.
+  bool same = true;
+  for (uint32_t set = 0; set < 4 && same; ++set) {
+    const std::vector<float> a = probe_values(static_cast<size_t>(a_rows * s.lda), 3 * set + 1);
+    const std::vector<float> b = probe_values(static_cast<size_t>(b_rows * s.ldb), 3 * set + 2);
+    std::vector<float> tiles = probe_values(static_cast<size_t>(s.m * s.ldc), 3 * set + 3), one = tiles;
+    for (int64_t first = 0; first < s.n; first += kTileColumns) {
+      const int64_t columns = std::min(kTileColumns, s.n - first);
+      const float* b_tile = s.transpose_b ? b.data() + first * s.ldb : b.data() + first;
+      sgemm(s.transpose_a, s.transpose_b, s.m, columns, s.k, s.alpha, a.data(), s.lda, b_tile, s.ldb, s.beta,
+            tiles.data() + first, s.ldc);
+    }
+    sgemm(s.transpose_a, s.transpose_b, s.m, s.n, s.k, s.alpha, a.data(), s.lda, b.data(), s.ldb, s.beta,
+          one.data(), s.ldc);
+    same = std::memcmp(tiles.data(), one.data(), tiles.size() * sizeof(float)) == 0;
+  }
+  verdicts.emplace(s, same);
+  return same;
+}
+
+// Thread-invariant products: tiled_sgemm, or one call where that gives the tiles' bits.
+void thread_invariant_gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
+                           const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                           int64_t ldc) {
+  const bool zero_c = zero_c_here(transpose_a, transpose_b, beta);
+  if (g_threads <= 1 && n > kTileColumns) {
+    const float asked_beta = zero_c ? 1.0f : beta;
+    const ProductShape shape{transpose_a, transpose_b, m, n, k, lda, ldb, ldc, alpha, asked_beta};
+    if (one_call_gives_the_tiles_bits(shape)) {
+      if (zero_c) zero_rows(m, n, c, ldc);
+      sgemm(transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, asked_beta, c, ldc);
+      return;
+    }
+  }
+  tiled_sgemm(transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, zero_c);
+}
 }  // namespace
 
 void gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
@@ -100,8 +184,7 @@ void gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, f
     return;
   }
   if (g_thread_invariant)
-    tiled_sgemm(transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
-                zero_c_here(transpose_a, transpose_b, beta));
+    thread_invariant_gemm(transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   else if (f32_gemm_backend() == F32Gemm::kOneDnn && m > 1 && n > 1)
     onednn_gemm_f32(transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   else
