@@ -144,7 +144,8 @@ void ExactSum::sum_by_windows(const std::vector<const float*>& terms, const std:
   auto* sums = reinterpret_cast<int64_t*>(sums_.data<int32_t>());
   // Every rank cuts the buffer at the same places: the windows' all-reduces match. A window
   // reads its part of every term before it writes its part of `out` (which may be a term),
-  // and no other window touches that part.
+  // and no other window touches that part. Every window's int64 sums use the same first
+  // kWindowValues of sums_, so they stay in cache and are never written back to memory.
   for (size_t begin = 0; begin < count; begin += kWindowValues) {
     const size_t end = std::min(count, begin + kWindowValues), n = end - begin;
     window_segments(offsets, exponents, begin, end, window_offsets_, window_exponents_);
@@ -154,12 +155,12 @@ void ExactSum::sum_by_windows(const std::vector<const float*>& terms, const std:
     for (float* buffer : spent) window_spent_.push_back(buffer + begin);
     if (window_spent_.empty())
       kernels::exact_grid_sums(window_terms_, window_offsets_, window_exponents_.data(), layout_.total_terms,
-                               sums + begin, Device::cpu());
+                               sums, Device::cpu());
     else
       kernels::exact_grid_sums(window_terms_, window_offsets_, window_exponents_.data(), layout_.total_terms,
-                               sums + begin, window_spent_, Device::cpu());
-    comm.allreduce(sums + begin, n, ReduceOp::kSum);
-    kernels::exact_grid_round(sums + begin, nullptr, window_offsets_, window_exponents_.data(), layout_.total_terms,
+                               sums, window_spent_, Device::cpu());
+    comm.allreduce(sums, n, ReduceOp::kSum);
+    kernels::exact_grid_round(sums, nullptr, window_offsets_, window_exponents_.data(), layout_.total_terms,
                               out + begin, Device::cpu());
     if (scale != 1.0f) kernels::scale(out + begin, static_cast<int64_t>(n), Device::cpu(), scale);
   }
