@@ -93,15 +93,14 @@ void tiled_sgemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64
 // Whether one single-threaded sgemm over all of c's columns gives, for products of this
 // shape, the bits of tiled_sgemm's 64-column tiles. One call packs A once where the tiles
 // pack it once per tile: 8-15% of a virtual replica's product (128 rows of the gpt recipe,
-// docs/performance.md). OpenBLAS computes each column of c by the same sequence of
-// multiply-adds whatever the call's width on the cores measured, but which kernel a call
-// takes depends on its shape (the small-matrix kernels below about 100^3 multiply-adds,
-// the direct AVX-512 one for some untransposed shapes), and no document promises the
-// rest; so each shape is put to the test once, on this CPU, on the first product of that
-// shape: both ways on the same pseudo-random operands, of varied magnitudes and signs,
-// where two routes that add in another order differ in nearly every value. The verdict
-// depends on the shape and the CPU only, so every rank and every step of a job takes the
-// same route for the same shape; several threads keep the tiles (the threads share them).
+// docs/performance.md). For most shapes measured the two give the same bits, but which
+// kernel a call takes depends on its shape (the small-matrix kernels below about 100^3
+// multiply-adds, the direct AVX-512 one for some untransposed shapes), some shapes round an
+// edge of c differently, and no document promises anything; so each shape is put to the
+// test once, on this CPU, at its first product: both ways on the same pseudo-random
+// operands, of varied magnitudes and signs. Either way the result is the tiles' bits; the
+// verdict only picks the faster way to them. Several threads keep the tiles, which they
+// share.
 struct ProductShape {
   bool transpose_a, transpose_b;
   int64_t m, n, k, lda, ldb, ldc;
