@@ -110,16 +110,14 @@ bool ExactSum::sum_on_agreed_grids(const std::vector<const float*>& terms, const
   const bool any_non_finite =
       std::any_of(agreed, agreed + segments, [](int32_t e) { return e == kernels::kGridNonFinite; });
 
+  // Host buffers with every segment finite go window by window, zeroing the spent terms as
+  // the integer sums read them. Otherwise one pass over the whole buffer, which leaves the
+  // spent terms as they were: a float sum reads them again (and GPU callers have none).
   if (device.is_cpu() && !any_non_finite) {
     sum_by_windows(terms, spent, out, comm, scale);
     return !spent.empty();
   }
-  // Spent terms are zeroed as the integer sums read them, unless a float sum reads them after.
-  const bool zero_spent = !spent.empty() && !any_non_finite;
-  if (zero_spent)
-    kernels::exact_grid_sums(terms, offsets, exponents, layout_.total_terms, sums, spent, device);
-  else
-    kernels::exact_grid_sums(terms, offsets, exponents, layout_.total_terms, sums, device);
+  kernels::exact_grid_sums(terms, offsets, exponents, layout_.total_terms, sums, device);
   float* plain = nullptr;
   if (any_non_finite) {
     // Segments holding NaN or Inf somewhere: a float32 sum, so they propagate as in an
@@ -133,7 +131,7 @@ bool ExactSum::sum_on_agreed_grids(const std::vector<const float*>& terms, const
   if (any_non_finite) comm.allreduce(plain, count, ReduceOp::kSum);
   kernels::exact_grid_round(sums, plain, offsets, exponents, layout_.total_terms, out, device);
   if (scale != 1.0f) kernels::scale(out, static_cast<int64_t>(count), device, scale);
-  return zero_spent;
+  return false;
 }
 
 void ExactSum::sum_by_windows(const std::vector<const float*>& terms, const std::vector<float*>& spent, float* out,
@@ -153,12 +151,8 @@ void ExactSum::sum_by_windows(const std::vector<const float*>& terms, const std:
     for (const float* term : terms) window_terms_.push_back(term + begin);
     window_spent_.clear();
     for (float* buffer : spent) window_spent_.push_back(buffer + begin);
-    if (window_spent_.empty())
-      kernels::exact_grid_sums(window_terms_, window_offsets_, window_exponents_.data(), layout_.total_terms,
-                               sums, Device::cpu());
-    else
-      kernels::exact_grid_sums(window_terms_, window_offsets_, window_exponents_.data(), layout_.total_terms,
-                               sums, window_spent_, Device::cpu());
+    kernels::exact_grid_sums(window_terms_, window_offsets_, window_exponents_.data(), layout_.total_terms, sums,
+                             window_spent_, Device::cpu());
     comm.allreduce(sums, n, ReduceOp::kSum);
     kernels::exact_grid_round(sums, nullptr, window_offsets_, window_exponents_.data(), layout_.total_terms,
                               out + begin, Device::cpu());
