@@ -29,6 +29,7 @@ size_t dtype_size(DType dtype) {
     case DType::kF32: return 4;
     case DType::kI32: return 4;
     case DType::kU8: return 1;
+    case DType::kBF16: return 2;
   }
   return 0;
 }
@@ -38,6 +39,7 @@ const char* dtype_name(DType dtype) {
     case DType::kF32: return "float32";
     case DType::kI32: return "int32";
     case DType::kU8: return "uint8";
+    case DType::kBF16: return "bfloat16";
   }
   return "?";
 }

@@ -5,10 +5,27 @@
 namespace mirrored::kernels {
 using namespace checks;
 
+namespace {
+// An operand of a bf16 product: float32 values to round, or bfloat16 ones rounded before.
+cpu::Bf16Operand bf16_operand(const char* which, const Tensor& t) {
+  if (t.dtype() == DType::kBF16) return t.data<uint16_t>();
+  MIRRORED_CHECK(t.dtype() == DType::kF32, "gemm: ", which, " holds ", dtype_name(t.dtype()),
+                 ", expected float32 or bfloat16");
+  return t.data<float>();
+}
+}  // namespace
+
 void gemm(bool transpose_a, bool transpose_b, float alpha, const Tensor& a, const Tensor& b, float beta,
           Tensor& c, Precision precision) {
   const bool cuda = on_cuda("gemm", {&a, &b, &c});
-  require_f32("gemm", {&a, &b, &c});
+  const bool rounded_operands = a.dtype() == DType::kBF16 || b.dtype() == DType::kBF16;
+  if (rounded_operands) {
+    MIRRORED_CHECK(precision == Precision::kBF16 && !cuda, "gemm: bfloat16 operands need precision bf16 on the CPU (",
+                   precision_name(precision), " on ", c.device().str(), ")");
+    require_f32("gemm", {&c});
+  } else {
+    require_f32("gemm", {&a, &b, &c});
+  }
   require_matrix("gemm", a);
   require_matrix("gemm", b);
   require_matrix("gemm", c);
@@ -20,8 +37,23 @@ void gemm(bool transpose_a, bool transpose_b, float alpha, const Tensor& a, cons
                  "x", n, ", c ", shape_str(c.shape()));
   if (cuda) MIRRORED_ON_CUDA(a, gemm, transpose_a, transpose_b, m, n, k, alpha, a.data<float>(), a.dim(1),
                                 b.data<float>(), b.dim(1), beta, c.data<float>(), c.dim(1), precision);
+  if (rounded_operands) {
+    cpu::gemm_bf16(transpose_a, transpose_b, m, n, k, alpha, bf16_operand("a", a), a.dim(1), bf16_operand("b", b),
+                   b.dim(1), beta, c.data<float>(), c.dim(1));
+    return;
+  }
   cpu::gemm(transpose_a, transpose_b, m, n, k, alpha, a.data<float>(), a.dim(1), b.data<float>(),
             b.dim(1), beta, c.data<float>(), c.dim(1), precision);
+}
+
+void round_to_bf16(const Tensor& x, Tensor& out) {
+  require_f32("round_to_bf16", {&x});
+  ensure_shape(out, x.shape(), DType::kBF16, x.device());
+  if (x.device().is_cpu()) {
+    cpu::round_to_bf16_bits(x.data<float>(), out.data<uint16_t>(), x.numel());
+    return;
+  }
+  to_bf16(x.data<float>(), out.data<uint16_t>(), x.numel(), x.device());
 }
 
 void add_bias(Tensor& y, const Tensor& bias) {

@@ -73,15 +73,16 @@ const Tensor& Dense::forward(const Tensor& x, Mode /*mode*/) {
   input_ = x.reshape({rows, in_});
   ensure_shape(output_, output_shape, DType::kF32, x.device());
   Tensor y = output_.reshape({rows, out_});
+  operands_.forward(input_, weight_, precision());
   // y = x W^T (+ b): W is [out, in], so it is read transposed.
   if (options_.activation == Activation::kGelu) {
     ensure_shape(preactivation_, {rows, out_}, DType::kF32, x.device());
     ensure_shape(gelu_tanh_, {rows, out_}, DType::kF32, x.device());
-    kernels::gemm(false, true, 1.0f, input_, weight_, 0.0f, preactivation_, precision());
+    kernels::gemm(false, true, 1.0f, operands_.x(), operands_.weight(), 0.0f, preactivation_, precision());
     kernels::bias_gelu_forward(preactivation_, bias_, gelu_tanh_, y);
     return output_;
   }
-  kernels::gemm(false, true, 1.0f, input_, weight_, 0.0f, y, precision());
+  kernels::gemm(false, true, 1.0f, operands_.x(), operands_.weight(), 0.0f, y, precision());
   if (options_.bias) kernels::add_bias(y, bias_);
   return output_;
 }
@@ -110,7 +111,8 @@ const Tensor& Dense::backward(const Tensor& dy, bool need_input_grad) {
     kernels::bias_gelu_backward(preactivation_, gelu_tanh_, dy_rows, dpreactivation_, dbias_);
     dy_rows = dpreactivation_;
   }
-  kernels::gemm(true, false, 1.0f, dy_rows, input_, 1.0f, dweight_, precision());  // dW += dy^T x
+  const Tensor& dy_operand = operands_.dy(dy_rows);
+  kernels::gemm(true, false, 1.0f, dy_operand, operands_.x(), 1.0f, dweight_, precision());  // dW += dy^T x
   if (options_.bias && !bias_done) {
     // dbias += dy^T 1 as a matrix product: on a GPU, cuBLAS spreads the rows (B, or B * T
     // tokens) over the whole device, where a column-per-thread bias kernel would walk them
@@ -123,7 +125,7 @@ const Tensor& Dense::backward(const Tensor& dy, bool need_input_grad) {
     // dx = dy W, shaped like the input the layer was given.
     ensure_shape(dinput_, input_shape_, DType::kF32, dy.device());
     Tensor dx = dinput_.reshape({rows, in_});
-    kernels::gemm(false, false, 1.0f, dy_rows, weight_, 0.0f, dx, precision());
+    kernels::gemm(false, false, 1.0f, dy_operand, operands_.weight(), 0.0f, dx, precision());
   }
   return dinput_;
 }

@@ -80,7 +80,8 @@ const Tensor& TiedLmHead::forward(const Tensor& x, Mode /*mode*/) {
   out.back() = vocab;
   ensure_shape(output_, out, DType::kF32, x.device());
   Tensor logits = output_.reshape({rows, vocab});
-  kernels::gemm(false, true, 1.0f, input_, wte_, 0.0f, logits, precision());
+  operands_.forward(input_, wte_, precision());
+  kernels::gemm(false, true, 1.0f, operands_.x(), operands_.weight(), 0.0f, logits, precision());
   return output_;
 }
 
@@ -89,13 +90,14 @@ const Tensor& TiedLmHead::backward(const Tensor& dy, bool need_input_grad) {
   MIRRORED_CHECK(dy.shape() == output_.shape(), "TiedLmHead backward: dy ", shape_str(dy.shape()), " for output ",
                  shape_str(output_.shape()));
   const Tensor dlogits = dy.reshape({rows, vocab});
-  kernels::gemm(true, false, 1.0f, dlogits, input_, 1.0f, dwte_, precision());  // dwte += dlogits^T x
+  const Tensor& dlogits_operand = operands_.dy(dlogits);
+  kernels::gemm(true, false, 1.0f, dlogits_operand, operands_.x(), 1.0f, dwte_, precision());  // dwte += dlogits^T x
   if (need_input_grad) {
     Shape in = dy.shape();
     in.back() = width;
     ensure_shape(dinput_, in, DType::kF32, dy.device());
     Tensor dx = dinput_.reshape({rows, width});
-    kernels::gemm(false, false, 1.0f, dlogits, wte_, 0.0f, dx, precision());
+    kernels::gemm(false, false, 1.0f, dlogits_operand, operands_.weight(), 0.0f, dx, precision());
   }
   return dinput_;
 }

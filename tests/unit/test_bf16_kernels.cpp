@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
+#include <utility>
 #include <cmath>
 #include <limits>
 #include <iterator>
@@ -15,7 +17,9 @@
 #include "../../src/kernels/cpu/bf16_backends.h"
 #include "../../src/kernels/cpu/conv_backends.h"
 #include "bf16_bounds.h"
+#include "mirrored/core/bf16.h"
 #include "mirrored/core/error.h"
+#include "mirrored/kernels/kernels.h"
 
 namespace mirrored {
 namespace {
@@ -64,8 +68,9 @@ const char* name_of(Bf16Gemm backend) {
   return "rounded";
 }
 
-void bf16_gemm(Bf16Gemm backend, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-               int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+void bf16_gemm(Bf16Gemm backend, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+               kernels::cpu::Bf16Operand a, int64_t lda, kernels::cpu::Bf16Operand b, int64_t ldb, float beta, float* c,
+               int64_t ldc) {
   if (backend == Bf16Gemm::kOneDnn)
     kernels::cpu::onednn_gemm_bf16(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   else if (backend == Bf16Gemm::kMkl)
@@ -152,6 +157,68 @@ TEST(Bf16Gemm, MatchesFloat32WithinTheRoundingBoundForEveryTransposeAndBackend) 
         for (int64_t i = 0; i < m; ++i)
           for (int64_t j = n; j < ldc; ++j) EXPECT_EQ(c[static_cast<size_t>(i * ldc + j)], c0[static_cast<size_t>(i * ldc + j)]);
       }
+}
+
+// Operands rounded before the product (a layer's input, weight and output gradient, each
+// rounded once for its two products) give every backend the bits of rounding in the product,
+// with padded row strides, either operand or both.
+TEST(Bf16Gemm, OperandsRoundedBeforeGiveTheBitsOfOperandsRoundedInTheProduct) {
+  const int64_t m = 33, n = 70, k = 129;
+  for (const Bf16Gemm backend : gemm_backends())
+    for (const bool ta : {false, true})
+      for (const bool tb : {false, true}) {
+        SCOPED_TRACE(std::string(name_of(backend)) + " ta " + std::to_string(ta) + " tb " + std::to_string(tb));
+        std::mt19937 rng(11);
+        const int64_t lda = (ta ? m : k) + 3, ldb = (tb ? k : n) + 5, ldc = n;
+        const auto a = random_vector(static_cast<size_t>((ta ? k : m) * lda), rng);
+        const auto b = random_vector(static_cast<size_t>((tb ? n : k) * ldb), rng);
+        const auto c0 = random_vector(static_cast<size_t>(m * ldc), rng);
+        std::vector<uint16_t> a16(a.size()), b16(b.size());
+        kernels::cpu::round_to_bf16_bits(a.data(), a16.data(), static_cast<int64_t>(a.size()));
+        kernels::cpu::round_to_bf16_bits(b.data(), b16.data(), static_cast<int64_t>(b.size()));
+
+        std::vector<float> want = c0;
+        bf16_gemm(backend, ta, tb, m, n, k, 0.5f, a.data(), lda, b.data(), ldb, 1.0f, want.data(), ldc);
+        EXPECT_TRUE(any_differs(want, c0)) << "the product wrote nothing";
+        const std::vector<std::pair<kernels::cpu::Bf16Operand, kernels::cpu::Bf16Operand>> cases = {
+            {a16.data(), b.data()}, {a.data(), b16.data()}, {a16.data(), b16.data()}};
+        for (size_t i = 0; i < cases.size(); ++i) {
+          std::vector<float> got = c0;
+          bf16_gemm(backend, ta, tb, m, n, k, 0.5f, cases[i].first, lda, cases[i].second, ldb, 1.0f, got.data(), ldc);
+          for (size_t e = 0; e < got.size(); ++e)
+            ASSERT_EQ(std::bit_cast<uint32_t>(got[e]), std::bit_cast<uint32_t>(want[e]))
+                << "case " << i << " (a rounded before, b, both), element " << e;
+        }
+      }
+}
+
+// Through the checked entry point: a bfloat16 tensor stands for its float32 original in a
+// bf16 product, and is refused where it cannot be one.
+TEST(Bf16Gemm, Bf16TensorsInGemmAreTheirOriginalsRoundedAndOnlyInBf16Products) {
+  std::mt19937 rng(5);
+  Tensor x({24, 40}), w({56, 40});
+  const auto xv = random_vector(static_cast<size_t>(x.numel()), rng), wv = random_vector(static_cast<size_t>(w.numel()), rng);
+  std::copy(xv.begin(), xv.end(), x.data<float>());
+  std::copy(wv.begin(), wv.end(), w.data<float>());
+  Tensor x16, w16;
+  kernels::round_to_bf16(x, x16);
+  kernels::round_to_bf16(w, w16);
+  ASSERT_EQ(x16.dtype(), DType::kBF16);
+  ASSERT_EQ(x16.shape(), x.shape());
+  for (int64_t i = 0; i < x.numel(); ++i)
+    ASSERT_EQ(x16.data<uint16_t>()[i], float_to_bf16(x.data<float>()[i])) << "element " << i;
+  Tensor want({24, 56}), got({24, 56});
+  kernels::gemm(false, true, 1.0f, x, w, 0.0f, want, Precision::kBF16);
+  kernels::gemm(false, true, 1.0f, x16, w16, 0.0f, got, Precision::kBF16);
+  for (int64_t i = 0; i < want.numel(); ++i)
+    ASSERT_EQ(std::bit_cast<uint32_t>(got.data<float>()[i]), std::bit_cast<uint32_t>(want.data<float>()[i])) << i;
+  try {
+    kernels::gemm(false, true, 1.0f, x16, w, 0.0f, got, Precision::kF32);
+    FAIL() << "a bfloat16 operand in a float32 product was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("gemm: bfloat16 operands need precision bf16 on the CPU (fp32 on cpu"),
+              std::string::npos) << e.what();
+  }
 }
 
 TEST(Bf16Gemm, RoundingIsToNearestEvenAndKeepsSpecialValues) {

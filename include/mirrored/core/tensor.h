@@ -17,7 +17,9 @@ using Shape = std::vector<int64_t>;
 int64_t shape_numel(const Shape& shape);
 std::string shape_str(const Shape& shape);  // "[128, 784]"
 
-enum class DType { kF32, kI32, kU8 };
+// kBF16: bfloat16 bits (core/bf16.h), the operands a layer keeps rounded for several bf16
+// products (kernels::round_to_bf16).
+enum class DType { kF32, kI32, kU8, kBF16 };
 size_t dtype_size(DType dtype);
 const char* dtype_name(DType dtype);
 
@@ -25,6 +27,7 @@ template <typename T> constexpr DType dtype_of();
 template <> constexpr DType dtype_of<float>() { return DType::kF32; }
 template <> constexpr DType dtype_of<int32_t>() { return DType::kI32; }
 template <> constexpr DType dtype_of<uint8_t>() { return DType::kU8; }
+template <> constexpr DType dtype_of<uint16_t>() { return DType::kBF16; }
 
 // Owns one allocation. CPU memory is 64-byte aligned, and large blocks ask for huge pages,
 // because first-touch page faults dominate fresh 4 KiB pages on these machines.

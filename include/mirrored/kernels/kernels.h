@@ -18,9 +18,14 @@ namespace mirrored::kernels {
 
 // c = alpha * op(a) @ op(b) + beta * c, where op transposes when asked. 2-D tensors.
 // Precision::kBF16 (core/precision.h): a and b rounded to bfloat16, products accumulated in
-// float32; the tensors stay float32 and c is float32.
+// float32; c is float32. On the CPU a or b may also be a kBF16 tensor (round_to_bf16's), used
+// as it is: the same bits as its float32 original, without rounding it again.
 void gemm(bool transpose_a, bool transpose_b, float alpha, const Tensor& a, const Tensor& b, float beta,
           Tensor& c, Precision precision = Precision::kF32);
+// out = x rounded to bfloat16 (core/bf16.h: to nearest, ties to even), a kBF16 tensor shaped
+// like x (made so if it is not). For an operand of several bf16 products, rounded once: a
+// layer's input, weight and output gradient each take part in two of its three products.
+void round_to_bf16(const Tensor& x, Tensor& out);
 
 // y[n, f] += bias[f]
 void add_bias(Tensor& y, const Tensor& bias);

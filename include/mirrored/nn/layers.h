@@ -1,6 +1,7 @@
 #pragma once
 // The dense layers: Dense (as Linear for whole samples, TokenLinear for tokens) and ReLU.
 #include "mirrored/nn/layer.h"
+#include "mirrored/nn/product_operands.h"
 
 namespace mirrored::nn {
 
@@ -43,6 +44,7 @@ class Dense : public Layer {
   size_t weight_index_ = 0, bias_index_ = 0;
   Tensor weight_, bias_, dweight_, dbias_;
   Tensor input_;  // the last forward's input as [rows, in] (a view)
+  ProductOperands operands_;  // input_ and weight_ as the products take them (rounded in bf16)
   Shape input_shape_;
   Tensor output_, dinput_;
   Tensor ones_;  // [rows, 1] of ones: the bias gradient as a matrix product

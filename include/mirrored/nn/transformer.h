@@ -54,6 +54,7 @@ class TiedLmHead final : public Layer {
   int64_t tokens_per_sample_ = 0;  // from build()
   Tensor wte_, dwte_;
   Tensor input_, output_, dinput_;
+  ProductOperands operands_;  // input_ and wte_ as the products take them (rounded in bf16)
 };
 
 // Layer normalisation over the last dimension (eps 1e-5, PyTorch's default); gamma 1, beta 0.

@@ -21,24 +21,26 @@ Bf16Gemm bf16_gemm_backend();
 void round_to_bf16(const float* x, float* y, int64_t n);
 // The same for a [rows, cols] block with row stride ld (both buffers), into bfloat16 bits.
 void round_rows_to_bf16(const float* x, uint16_t* y, int64_t rows, int64_t cols, int64_t ld);
-// round_rows_to_bf16 into grown scratch buffer `which` (0 or 1: one per operand), which
-// keeps x's row stride; valid until the next call with the same `which` (main thread only).
-const uint16_t* rounded_operand(int which, const float* x, int64_t rows, int64_t cols, int64_t ld);
+// The bfloat16 bits of operand x: its own when it was rounded before, else round_rows_to_bf16
+// into grown scratch buffer `which` (0 or 1: one per operand), which keeps x's row stride and
+// is valid until the next call with the same `which` (main thread only).
+const uint16_t* rounded_operand(int which, Bf16Operand x, int64_t rows, int64_t cols, int64_t ld);
 
-// Each takes cpu::gemm's arguments and gives its result with bf16 inputs and float32
-// accumulation. kRounded: inputs rounded into float copies, then sgemm (any CPU, any build).
+// Each takes cpu::gemm_bf16's arguments and gives its result with bf16 inputs and float32
+// accumulation. kRounded: inputs as rounded float copies, then sgemm (any CPU, any build).
 void rounded_gemm_bf16(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
-                       const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
-// kOneDnn (dnnl_matmul.cpp; only when onednn_built()): inputs rounded into bfloat16
-// buffers, oneDNN's matmul with float32 accumulation and output; primitives cached per shape.
+                       Bf16Operand a, int64_t lda, Bf16Operand b, int64_t ldb, float beta, float* c, int64_t ldc);
+// kOneDnn (dnnl_matmul.cpp; only when onednn_built()): inputs in bfloat16 buffers (rounded
+// there unless they were before), oneDNN's matmul with float32 accumulation and output;
+// primitives cached per shape.
 void onednn_gemm_bf16(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
-                      const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
-// kMkl (mkl_bf16_gemm.cpp; any build): inputs rounded into bfloat16 buffers, then MKL's
+                      Bf16Operand a, int64_t lda, Bf16Operand b, int64_t ldb, float beta, float* c, int64_t ldc);
+// kMkl (mkl_bf16_gemm.cpp; any build): inputs in bfloat16 buffers as for kOneDnn, then MKL's
 // cblas_gemm_bf16bf16f32 from libmkl_rt opened at run time (MIRRORED_MKL_LIBRARY, else
 // libmkl_rt.so.3 or .so.2 on the library path). Loading fails with an InputError that
 // names what was tried; the first call loads, and MIRRORED_CPU_BF16=mkl calls it at start-up.
 void mkl_gemm_bf16(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
-                   const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+                   Bf16Operand a, int64_t lda, Bf16Operand b, int64_t ldb, float beta, float* c, int64_t ldc);
 // MKL's version, loading it as mkl_gemm_bf16 does.
 std::string mkl_bf16_version();
 // Loads MKL from `library` (a path, or a name the loader searches for) as mkl_gemm_bf16

@@ -119,7 +119,11 @@ void round_rows_to_bf16(const float* x, uint16_t* y, int64_t rows, int64_t cols,
   }
 }
 
-const uint16_t* rounded_operand(int which, const float* x, int64_t rows, int64_t cols, int64_t ld) {
+void round_to_bf16_bits(const float* x, uint16_t* y, int64_t n) { round_rows_to_bf16(x, y, 1, n, n); }
+
+const uint16_t* rounded_operand(int which, Bf16Operand operand, int64_t rows, int64_t cols, int64_t ld) {
+  if (operand.bf16) return operand.bf16;
+  const float* x = operand.f32;
   static std::vector<uint16_t> buffers[2];
   std::vector<uint16_t>& buffer = buffers[which];
   const int64_t x_span = span(rows, cols, ld);
@@ -128,29 +132,46 @@ const uint16_t* rounded_operand(int which, const float* x, int64_t rows, int64_t
   return buffer.data();
 }
 
+// x's span as float32 bfloat16 values in `copy`: rounded, or widened (exactly) from bits
+// rounded before.
+const float* rounded_copy(Bf16Operand x, int64_t x_span, std::vector<float>& copy) {
+  if (static_cast<int64_t>(copy.size()) < x_span) copy.resize(static_cast<size_t>(x_span));
+  if (x.bf16) {
+    for (int64_t i = 0; i < x_span; ++i) copy[static_cast<size_t>(i)] = bf16_to_float(x.bf16[i]);
+  } else {
+    round_to_bf16(x.f32, copy.data(), x_span);
+  }
+  return copy.data();
+}
+
 void rounded_gemm_bf16(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
-                       const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                       Bf16Operand a, int64_t lda, Bf16Operand b, int64_t ldb, float beta, float* c,
                        int64_t ldc) {
   const int64_t a_rows = transpose_a ? k : m, a_cols = transpose_a ? m : k;
   const int64_t b_rows = transpose_b ? n : k, b_cols = transpose_b ? k : n;
   // The whole span, gaps between rows included, so the copies keep the row strides; the
   // gaps are rounded too but never read.
-  std::vector<float>& ra = scratch(0);
-  std::vector<float>& rb = scratch(1);
-  const int64_t a_span = span(a_rows, a_cols, lda), b_span = span(b_rows, b_cols, ldb);
-  if (static_cast<int64_t>(ra.size()) < a_span) ra.resize(static_cast<size_t>(a_span));
-  if (static_cast<int64_t>(rb.size()) < b_span) rb.resize(static_cast<size_t>(b_span));
-  round_to_bf16(a, ra.data(), a_span);
-  round_to_bf16(b, rb.data(), b_span);
+  const float* ra = rounded_copy(a, span(a_rows, a_cols, lda), scratch(0));
+  const float* rb = rounded_copy(b, span(b_rows, b_cols, ldb), scratch(1));
   // Products of two bfloat16 values are exact in float32: sgemm on the rounded copies is
   // the bf16-input, float32-accumulate product.
-  gemm(transpose_a, transpose_b, m, n, k, alpha, ra.data(), lda, rb.data(), ldb, beta, c, ldc);
+  gemm(transpose_a, transpose_b, m, n, k, alpha, ra, lda, rb, ldb, beta, c, ldc);
 }
 
 void gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc, Precision precision) {
-  if (precision == Precision::kF32 || m == 0 || n == 0 || k == 0) {
+  if (precision == Precision::kF32) {
     gemm(transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  gemm_bf16(transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void gemm_bf16(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha, Bf16Operand a,
+               int64_t lda, Bf16Operand b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (m == 0 || n == 0 || k == 0) {
+    // Nothing to multiply: c = beta * c as gemm does it (no operand is read).
+    gemm(transpose_a, transpose_b, m, n, k, alpha, a.f32, lda, b.f32, ldb, beta, c, ldc);
     return;
   }
   // oneDNN and MKL split their work by the thread count; in thread-invariant mode the
@@ -170,7 +191,7 @@ void gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, f
 }
 
 #ifndef MIRRORED_WITH_ONEDNN
-void onednn_gemm_bf16(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, int64_t,
+void onednn_gemm_bf16(bool, bool, int64_t, int64_t, int64_t, float, Bf16Operand, int64_t, Bf16Operand, int64_t,
                       float, float*, int64_t) {
   MIRRORED_CHECK(false, "oneDNN bf16 matmul called in a build without oneDNN");
 }

@@ -20,6 +20,19 @@ void gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, f
 void gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
           const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
           Precision precision);
+// An operand of a bf16 product: float32 values to round first, or bfloat16 bits rounded
+// before (kernels::round_to_bf16). Implicit from either pointer, so a call reads as gemm's.
+struct Bf16Operand {
+  Bf16Operand(const float* values) : f32(values) {}      // NOLINT(google-explicit-constructor)
+  Bf16Operand(const uint16_t* rounded) : bf16(rounded) {}  // NOLINT(google-explicit-constructor)
+  const float* f32 = nullptr;
+  const uint16_t* bf16 = nullptr;
+};
+// gemm with Precision::kBF16 on operands of either kind: the same bits either way.
+void gemm_bf16(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha, Bf16Operand a,
+               int64_t lda, Bf16Operand b, int64_t ldb, float beta, float* c, int64_t ldc);
+// y[i] = bfloat16 bits of x[i] rounded to nearest, ties to even (core/bf16.h's float_to_bf16).
+void round_to_bf16_bits(const float* x, uint16_t* y, int64_t n);
 // Thread-invariant mode (reduction = invariant): every kernel's bits, matrix products and
 // convolutions included, are the same at any thread count (blas.cpp).
 void set_thread_invariant(bool on);

@@ -3,7 +3,7 @@
 //
 // A transposed operand is described by strides, not copied. float32 operands are read in
 // place; for bfloat16 the float32 inputs are rounded (core/bf16.h, the same bits as every
-// other bf16 path) into bfloat16 buffers that keep the callers' row strides, and oneDNN
+// other bf16 path; inputs rounded before are read in place) into bfloat16 buffers that keep the callers' row strides, and oneDNN
 // multiplies them with float32 accumulation into the float32 output. alpha is an output
 // scale and beta a sum post-op.
 //
@@ -94,7 +94,7 @@ void multiply(const Key& key, Bind&& bind) {
 }  // namespace
 
 void onednn_gemm_bf16(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
-                      const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                      Bf16Operand a, int64_t lda, Bf16Operand b, int64_t ldb, float beta, float* c,
                       int64_t ldc) {
   const Key key{m, n, k, transpose_a, transpose_b, lda, ldb, ldc, alpha, beta, omp_get_max_threads(), true};
   multiply(key, [&](Product& p) {

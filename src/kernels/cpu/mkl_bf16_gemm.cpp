@@ -102,8 +102,8 @@ std::string mkl_bf16_version() { return mkl().version; }
 
 std::string load_mkl_bf16(const std::string& library) { return load(library).version; }
 
-void mkl_gemm_bf16(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-                   int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+void mkl_gemm_bf16(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha, Bf16Operand a,
+                   int64_t lda, Bf16Operand b, int64_t ldb, float beta, float* c, int64_t ldc) {
   const MklBf16& lib = mkl();
   const uint16_t* ra = rounded_operand(0, a, transpose_a ? k : m, transpose_a ? m : k, lda);
   const uint16_t* rb = rounded_operand(1, b, transpose_b ? n : k, transpose_b ? k : n, ldb);
