@@ -296,7 +296,7 @@ std::string CollectiveWatchdog::describe_missing(int64_t my_completed, const InF
     peers = peers_;
   }
   const CollectiveRecord mine = stalled ? recorder_.describe(stalled->call, stalled->ticket) : CollectiveRecord{};
-  std::vector<std::string> culprits, mismatches, hints;
+  std::vector<std::string> culprits, mismatches, hints, late;
   bool all_same = stalled != nullptr;
   int slowest = rank_;
   int64_t slowest_step = step_.load();
@@ -306,6 +306,9 @@ std::string CollectiveWatchdog::describe_missing(int64_t my_completed, const InF
     const auto& peer = peers[static_cast<size_t>(r)];
     const double silent = seconds_since(peer.heard);
     const bool alive = silent <= kSilentAfterSeconds;
+    if (alive && silent > kLateAfterSeconds)
+      late.push_back(str_cat(rank_and_host(r), " (last heard ", static_cast<int>(silent), ".",
+                             static_cast<int>(silent * 10) % 10, " s ago)"));
     if (alive && peer.step >= 0 && (slowest_step < 0 || peer.step < slowest_step)) {
       slowest = r;
       slowest_step = peer.step;
@@ -334,12 +337,15 @@ std::string CollectiveWatchdog::describe_missing(int64_t my_completed, const InF
   if (!mismatches.empty())
     return "ranks ran different collectives (mismatched collective order): " + join(mismatches, "; ");
   if (!culprits.empty()) return "did not arrive: " + join(culprits, "; ");
-  if (!hints.empty()) return "every rank is inside a collective, possibly different ones: " + join(hints, "; ");
-  if (rank_ != 0) return "rank 0 is alive and names the missing ranks";
+  // A rank stopped inside this collective reads as alive and in it until it has been silent
+  // for kSilentAfterSeconds, which may be after the warning: ranks already late come first.
+  const std::string lead = late.empty() ? "" : "heartbeats late from " + join(late, "; ") + "; ";
+  if (!hints.empty()) return lead + "every rank is inside a collective, possibly different ones: " + join(hints, "; ");
+  if (rank_ != 0) return lead + "rank 0 is alive and names the missing ranks";
   if (all_same && slowest_step >= 0)
-    return str_cat("every rank is alive and waiting in this same collective; the slowest rank's last completed "
+    return str_cat(lead, "every rank is alive and waiting in this same collective; the slowest rank's last completed "
                    "step: ", rank_and_host(slowest), " at step ", slowest_step);
-  return "every rank is waiting in a collective (a mismatched collective order?)";
+  return lead + "every rank is waiting in a collective (a mismatched collective order?)";
 }
 
 std::string CollectiveWatchdog::describe_stalled(const InFlight& stalled) const {

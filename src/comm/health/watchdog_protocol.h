@@ -9,6 +9,9 @@ constexpr auto kHeartbeatInterval = std::chrono::milliseconds(500);
 constexpr auto kPollInterval = std::chrono::milliseconds(100);
 // A peer is "silent" after missing this many heartbeats.
 constexpr double kSilentAfterSeconds = 2.0;
+// ... and "late" after missing two: not yet taken for stopped, but named in a warning that
+// finds no other explanation (a rank stopped inside the stalled collective looks alive there).
+constexpr double kLateAfterSeconds = 1.0;
 // Non-chief ranks give rank 0 this long past the deadline to diagnose and abort the job,
 // so the message that names the missing ranks is the one the user sees.
 constexpr double kChiefGraceSeconds = 3.0;
