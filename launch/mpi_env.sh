@@ -119,6 +119,12 @@ mirrored_yield_when_oversubscribed() {
   return 0
 }
 
+# mirrored_slurm_most_tasks_per_node: the most tasks any node of this Slurm job runs, from
+# SLURM_TASKS_PER_NODE ("4", or "2(x3),1": three nodes of 2, then one of 1).
+mirrored_slurm_most_tasks_per_node() {
+  tr ',' '\n' <<<"${SLURM_TASKS_PER_NODE:-1}" | sed 's/(.*//' | sort -n | tail -1
+}
+
 # mirrored_ranks_per_host HOSTFILE NP: the most ranks any host of HOSTFILE gets when NP
 # ranks fill its slots host by host (--map-by slot; a line without slots= is one slot).
 mirrored_ranks_per_host() {

@@ -40,5 +40,5 @@ mpirun_np 4 train $common --threads 1 --out "$WORK/uninterrupted" --quiet >/dev/
   fail "4 -> 3 -> 4 ranks under Slurm (reduction = invariant): not bit-identical to the uninterrupted run"
 # The step it grew back at, of 300: how much of the run the signal's way through Slurm took.
 echo "ok: requeued at 4 ranks, resumed at step $(sed -E 's/.*"step": ([0-9]+),.*/\1/' <<<"$grown") of 300, final.h5" \
-     "bit-identical; $(grep -o 'downtime [0-9.]* s' "$WORK/job.out" | tail -1) (queue included)"
+     "bit-identical; $(grep -a -o 'downtime [0-9.]* s' "$WORK/job.out" | tail -1) (queue included)"
 echo "slurm_grow_back: ok in $((SECONDS - start)) s"
