@@ -132,9 +132,10 @@ const uint16_t* rounded_operand(int which, Bf16Operand operand, int64_t rows, in
   return buffer.data();
 }
 
+namespace {
 // x's span as float32 bfloat16 values in `copy`: rounded, or widened (exactly) from bits
 // rounded before.
-const float* rounded_copy(Bf16Operand x, int64_t x_span, std::vector<float>& copy) {
+const float* widened_operand(Bf16Operand x, int64_t x_span, std::vector<float>& copy) {
   if (static_cast<int64_t>(copy.size()) < x_span) copy.resize(static_cast<size_t>(x_span));
   if (x.bf16) {
     for (int64_t i = 0; i < x_span; ++i) copy[static_cast<size_t>(i)] = bf16_to_float(x.bf16[i]);
@@ -143,6 +144,7 @@ const float* rounded_copy(Bf16Operand x, int64_t x_span, std::vector<float>& cop
   }
   return copy.data();
 }
+}  // namespace
 
 void rounded_gemm_bf16(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
                        Bf16Operand a, int64_t lda, Bf16Operand b, int64_t ldb, float beta, float* c,
@@ -151,8 +153,8 @@ void rounded_gemm_bf16(bool transpose_a, bool transpose_b, int64_t m, int64_t n,
   const int64_t b_rows = transpose_b ? n : k, b_cols = transpose_b ? k : n;
   // The whole span, gaps between rows included, so the copies keep the row strides; the
   // gaps are rounded too but never read.
-  const float* ra = rounded_copy(a, span(a_rows, a_cols, lda), scratch(0));
-  const float* rb = rounded_copy(b, span(b_rows, b_cols, ldb), scratch(1));
+  const float* ra = widened_operand(a, span(a_rows, a_cols, lda), scratch(0));
+  const float* rb = widened_operand(b, span(b_rows, b_cols, ldb), scratch(1));
   // Products of two bfloat16 values are exact in float32: sgemm on the rounded copies is
   // the bf16-input, float32-accumulate product.
   gemm(transpose_a, transpose_b, m, n, k, alpha, ra, lda, rb, ldb, beta, c, ldc);
