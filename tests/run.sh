@@ -29,13 +29,6 @@ print_timings() {
 }
 trap print_timings EXIT
 phase "install dependencies" launch/install_deps.sh --test
-# The GPU code for one architecture unless told otherwise: the machine's own where it has a
-# GPU (the tests run it there), else sm_90's machine code, which still takes every kernel
-# through the compiler and the assembler at a third less build time than the three targets
-# of a user's build (launch/build.sh alone: sm_80 and sm_90 code and sm_90 PTX).
-if [[ -z "${CUDA_ARCH:-}" ]]; then
-  if nvidia-smi -L >/dev/null 2>&1; then export CUDA_ARCH=native; else export CUDA_ARCH=90-real; fi
-fi
 # Tests required here: without GoogleTest the default (AUTO) would quietly build none.
 phase "build" launch/build.sh build -DMIRRORED_BUILD_TESTS=ON
 phase "import Fashion-MNIST" launch/import_fmnist.sh build/mirrored
