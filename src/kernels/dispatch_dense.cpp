@@ -49,10 +49,6 @@ void gemm(bool transpose_a, bool transpose_b, float alpha, const Tensor& a, cons
 void round_to_bf16(const Tensor& x, Tensor& out) {
   require_f32("round_to_bf16", {&x});
   ensure_shape(out, x.shape(), DType::kBF16, x.device());
-  if (x.device().is_cpu()) {
-    cpu::round_to_bf16_bits(x.data<float>(), out.data<uint16_t>(), x.numel());
-    return;
-  }
   to_bf16(x.data<float>(), out.data<uint16_t>(), x.numel(), x.device());
 }
 

@@ -48,7 +48,7 @@ void to_bf16(const float* x, uint16_t* wire, int64_t n, Device device) {
   if (device.is_cuda()) return cuda::float_to_bf16(x, wire, n, cuda::context(device.index).stream());
 #endif
   MIRRORED_CHECK(device.is_cpu(), "to_bf16 on ", device.str(), " in a build without CUDA");
-  for (int64_t i = 0; i < n; ++i) wire[i] = float_to_bf16(x[i]);
+  cpu::round_to_bf16_bits(x, wire, n);
 }
 
 void from_bf16(const uint16_t* wire, float* x, int64_t n, Device device, float alpha) {
