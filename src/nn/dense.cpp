@@ -78,11 +78,12 @@ const Tensor& Dense::forward(const Tensor& x, Mode /*mode*/) {
   if (options_.activation == Activation::kGelu) {
     ensure_shape(preactivation_, {rows, out_}, DType::kF32, x.device());
     ensure_shape(gelu_tanh_, {rows, out_}, DType::kF32, x.device());
-    kernels::gemm(false, true, 1.0f, operands_.x(), operands_.weight(), 0.0f, preactivation_, precision());
+    kernels::gemm(false, true, 1.0f, operands_.x(input_), operands_.weight(weight_), 0.0f, preactivation_,
+                  precision());
     kernels::bias_gelu_forward(preactivation_, bias_, gelu_tanh_, y);
     return output_;
   }
-  kernels::gemm(false, true, 1.0f, operands_.x(), operands_.weight(), 0.0f, y, precision());
+  kernels::gemm(false, true, 1.0f, operands_.x(input_), operands_.weight(weight_), 0.0f, y, precision());
   if (options_.bias) kernels::add_bias(y, bias_);
   return output_;
 }
@@ -112,7 +113,7 @@ const Tensor& Dense::backward(const Tensor& dy, bool need_input_grad) {
     dy_rows = dpreactivation_;
   }
   const Tensor& dy_operand = operands_.dy(dy_rows);
-  kernels::gemm(true, false, 1.0f, dy_operand, operands_.x(), 1.0f, dweight_, precision());  // dW += dy^T x
+  kernels::gemm(true, false, 1.0f, dy_operand, operands_.x(input_), 1.0f, dweight_, precision());  // dW += dy^T x
   if (options_.bias && !bias_done) {
     // dbias += dy^T 1 as a matrix product: on a GPU, cuBLAS spreads the rows (B, or B * T
     // tokens) over the whole device, where a column-per-thread bias kernel would walk them
@@ -125,7 +126,7 @@ const Tensor& Dense::backward(const Tensor& dy, bool need_input_grad) {
     // dx = dy W, shaped like the input the layer was given.
     ensure_shape(dinput_, input_shape_, DType::kF32, dy.device());
     Tensor dx = dinput_.reshape({rows, in_});
-    kernels::gemm(false, false, 1.0f, dy_operand, operands_.weight(), 0.0f, dx, precision());
+    kernels::gemm(false, false, 1.0f, dy_operand, operands_.weight(weight_), 0.0f, dx, precision());
   }
   return dinput_;
 }

@@ -81,7 +81,7 @@ const Tensor& TiedLmHead::forward(const Tensor& x, Mode /*mode*/) {
   ensure_shape(output_, out, DType::kF32, x.device());
   Tensor logits = output_.reshape({rows, vocab});
   operands_.forward(input_, wte_, precision());
-  kernels::gemm(false, true, 1.0f, operands_.x(), operands_.weight(), 0.0f, logits, precision());
+  kernels::gemm(false, true, 1.0f, operands_.x(input_), operands_.weight(wte_), 0.0f, logits, precision());
   return output_;
 }
 
@@ -91,13 +91,14 @@ const Tensor& TiedLmHead::backward(const Tensor& dy, bool need_input_grad) {
                  shape_str(output_.shape()));
   const Tensor dlogits = dy.reshape({rows, vocab});
   const Tensor& dlogits_operand = operands_.dy(dlogits);
-  kernels::gemm(true, false, 1.0f, dlogits_operand, operands_.x(), 1.0f, dwte_, precision());  // dwte += dlogits^T x
+  // dwte += dlogits^T x
+  kernels::gemm(true, false, 1.0f, dlogits_operand, operands_.x(input_), 1.0f, dwte_, precision());
   if (need_input_grad) {
     Shape in = dy.shape();
     in.back() = width;
     ensure_shape(dinput_, in, DType::kF32, dy.device());
     Tensor dx = dinput_.reshape({rows, width});
-    kernels::gemm(false, false, 1.0f, dlogits_operand, operands_.weight(), 0.0f, dx, precision());
+    kernels::gemm(false, false, 1.0f, dlogits_operand, operands_.weight(wte_), 0.0f, dx, precision());
   }
   return dinput_;
 }

@@ -5,8 +5,6 @@
 namespace mirrored::nn {
 
 void ProductOperands::forward(const Tensor& x, const Tensor& weight, Precision precision) {
-  x_ = x;
-  weight_ = weight;
   // On a GPU gemm takes float32 operands and rounds them on the device, beside cuBLAS
   // (kernels/cuda/gemm.cpp); unmeasured there, so unchanged.
   rounded_ = precision == Precision::kBF16 && x.device().is_cpu();

@@ -14,14 +14,14 @@ class ProductOperands {
  public:
   // In forward, before its product: the input as [rows, in] and the weight [out, in].
   void forward(const Tensor& x, const Tensor& weight, Precision precision);
-  const Tensor& x() const { return rounded_ ? x_bf16_ : x_; }
-  const Tensor& weight() const { return rounded_ ? weight_bf16_ : weight_; }
+  // The layer's input and weight, given again, as the products take them.
+  const Tensor& x(const Tensor& x) const { return rounded_ ? x_bf16_ : x; }
+  const Tensor& weight(const Tensor& weight) const { return rounded_ ? weight_bf16_ : weight; }
   // In backward, before its products: the output gradient as [rows, out], as they take it.
   const Tensor& dy(const Tensor& dy);
 
  private:
   bool rounded_ = false;
-  Tensor x_, weight_;                      // views of the layer's own
   Tensor x_bf16_, weight_bf16_, dy_bf16_;  // kBF16, reshaped as the shapes ask
 };
 
