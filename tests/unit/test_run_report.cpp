@@ -91,8 +91,10 @@ TEST(RunRecords, ReadsARunDirectoryWithoutFollowingSymlinks) {
   testing::TempDir dir;
   const std::string run = dir.file("run");
   ASSERT_EQ(::mkdir(run.c_str(), 0700), 0);
-  write(run + "/metrics.jsonl", kMetrics);
+  // config.ini first, as a run writes it: wall_s is the time from its change to metrics.jsonl's,
+  // and written second it could change a clock tick later (no wall_s at all).
   write(run + "/config.ini", "model = mlp\n[model]\nhidden = 64\n");
+  write(run + "/metrics.jsonl", kMetrics);
   write(run + "/ranks.jsonl", "{\"rank\": 0, \"host\": \"vm\", \"pid\": 42, \"agent_pid\": 0, \"world_size\": 1, \"step\": 7}\n");
   const RunRecords records = read_run_records(run);
   EXPECT_EQ(records.train.size(), 2u);
