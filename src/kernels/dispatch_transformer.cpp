@@ -255,7 +255,10 @@ void bias_gelu_forward(Tensor& h, const Tensor& bias, Tensor& th, Tensor& y) {
 void bias_gelu_backward(const Tensor& h, const Tensor& th, const Tensor& dy, Tensor& dh, Tensor& dbias) {
   const char* op = "bias_gelu_backward";
   const bool cuda = transformer_on_cuda(op, {&h, &th, &dy, &dh, &dbias});
-  require_floats(op, {&h, &th, &dy, &dh, &dbias});
+  require_floats(op, {&h, &th, &dy, &dbias});
+  const bool rounded = dh.dtype() == DType::kBF16;
+  MIRRORED_CHECK(dh.dtype() == DType::kF32 || (rounded && !cuda), op, ": dh holds ", dtype_name(dh.dtype()),
+                 " on ", dh.device().str(), ", expected float32 (or bfloat16 on the CPU)");
   MIRRORED_CHECK(h.rank() == 2 && dbias.rank() == 1 && dbias.dim(0) == h.dim(1), op, ": h ",
                  shape_str(h.shape()), " and dbias ", shape_str(dbias.shape()), " (expected [rows, cols] and [cols])");
   require_shape(op, "th", th, h.shape());
@@ -264,6 +267,11 @@ void bias_gelu_backward(const Tensor& h, const Tensor& th, const Tensor& dy, Ten
   if (cuda) {
     gelu_backward(h, dy, dh);
     accumulate_bias_grad(dh, dbias);
+    return;
+  }
+  if (rounded) {
+    cpu::bias_gelu_backward_bf16(h.data<float>(), th.data<float>(), dy.data<float>(), h.dim(0), h.dim(1),
+                                 dh.data<uint16_t>(), dbias.data<float>());
     return;
   }
   cpu::bias_gelu_backward(h.data<float>(), th.data<float>(), dy.data<float>(), h.dim(0), h.dim(1), dh.data<float>(),

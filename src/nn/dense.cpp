@@ -107,8 +107,9 @@ const Tensor& Dense::backward(const Tensor& dy, bool need_input_grad) {
   Tensor dy_rows = dy.reshape({rows, out_});
   const bool bias_done = options_.activation == Activation::kGelu;
   if (bias_done) {
-    // From here on dy is the gradient at x W^T + b; its column sums went into dbias.
-    ensure_shape(dpreactivation_, {rows, out_}, DType::kF32, dy.device());
+    // From here on dy is the gradient at x W^T + b; its column sums went into dbias. With
+    // bfloat16 products it is rounded as it is formed: they read it only rounded.
+    ensure_shape(dpreactivation_, {rows, out_}, operands_.rounded() ? DType::kBF16 : DType::kF32, dy.device());
     kernels::bias_gelu_backward(preactivation_, gelu_tanh_, dy_rows, dpreactivation_, dbias_);
     dy_rows = dpreactivation_;
   }

@@ -14,7 +14,7 @@ void ProductOperands::forward(const Tensor& x, const Tensor& weight, Precision p
 }
 
 const Tensor& ProductOperands::dy(const Tensor& dy) {
-  if (!rounded_) return dy;
+  if (!rounded_ || dy.dtype() == DType::kBF16) return dy;
   kernels::round_to_bf16(dy, dy_bf16_);
   return dy_bf16_;
 }

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "attention_reference.h"
@@ -221,6 +222,34 @@ TEST(TransformerKernels, BiasGeluIsAddBiasThenGeluBitForBit) {
     EXPECT_EQ(dbias.data<float>()[j], dbias_before.data<float>()[j] + column_sum) << "dbias at " << j;
     EXPECT_NEAR(dbias.data<float>()[j], dbias_before.data<float>()[j] + exact_sum, 1e-5) << "dbias at " << j;
   }
+}
+
+// A bf16 layer's GELU gradient rounded as it is formed (dh in bfloat16, on the CPU): the
+// float32 kernel's values rounded by round_to_bf16, bit for bit, and the same bias gradient.
+// The shapes cover one block of rows, several with a short last one, and rows wider than a
+// block.
+TEST(TransformerKernels, BiasGeluBackwardIntoBf16IsTheFloat32GradientRounded) {
+  const std::vector<std::pair<int64_t, int64_t>> shapes = {{7, 37}, {300, 37}, {5, 5000}, {1, 1}};
+  for (const auto& [rows, cols] : shapes) {
+    SCOPED_TRACE(::testing::Message() << rows << " x " << cols);
+    Rng rng(static_cast<uint64_t>(rows * 7919 + cols));
+    Tensor h = random_tensor({rows, cols}, rng, -5.0f, 5.0f), th({rows, cols}), y({rows, cols});
+    const Tensor bias = random_tensor({cols}, rng), dy = random_tensor({rows, cols}, rng);
+    const Tensor dbias_before = random_tensor({cols}, rng);
+    kernels::bias_gelu_forward(h, bias, th, y);
+    Tensor dh_f32({rows, cols}), dbias_f32 = dbias_before.clone();
+    kernels::bias_gelu_backward(h, th, dy, dh_f32, dbias_f32);
+    Tensor expected;
+    kernels::round_to_bf16(dh_f32, expected);
+    Tensor dh_bf16({rows, cols}, DType::kBF16), dbias_bf16 = dbias_before.clone();
+    kernels::bias_gelu_backward(h, th, dy, dh_bf16, dbias_bf16);
+    for (int64_t i = 0; i < rows * cols; ++i)
+      ASSERT_EQ(dh_bf16.data<uint16_t>()[i], expected.data<uint16_t>()[i]) << "dh at " << i;
+    for (int64_t j = 0; j < cols; ++j)
+      ASSERT_EQ(dbias_bf16.data<float>()[j], dbias_f32.data<float>()[j]) << "dbias at " << j;
+  }
+  Tensor h({2, 3}), th({2, 3}), dy({2, 3}), bias({3}), ids({2, 3}, DType::kI32);
+  EXPECT_THROW(kernels::bias_gelu_backward(h, th, dy, ids, bias), Error);
 }
 
 TEST(TransformerKernels, BiasGeluRejectsMismatchedShapes) {

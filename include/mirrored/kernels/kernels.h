@@ -323,7 +323,9 @@ void gelu_backward(const Tensor& x, const Tensor& dy, Tensor& dx);
 // instead of recomputing it (on a GPU it is left unwritten and backward recomputes it).
 void bias_gelu_forward(Tensor& h, const Tensor& bias, Tensor& th, Tensor& y);
 // dh (overwritten) = dy * gelu'(h), the bits of gelu_backward; dbias += dh's column sums,
-// the rows added in order (on a GPU: accumulate_bias_grad).
+// the rows added in order (on a GPU: accumulate_bias_grad). On the CPU dh may be bfloat16:
+// each value is then rounded as it is formed (round_to_bf16's bits), for a bf16 layer whose
+// products take it as an operand; the column sums are the float32 values'.
 void bias_gelu_backward(const Tensor& h, const Tensor& th, const Tensor& dy, Tensor& dh, Tensor& dbias);
 
 // Causal multi-head self-attention on packed projections qkv [B, T, 3C] (q, k, v side by

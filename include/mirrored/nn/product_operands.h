@@ -17,7 +17,10 @@ class ProductOperands {
   // The layer's input and weight, given again, as the products take them.
   const Tensor& x(const Tensor& x) const { return rounded_ ? x_bf16_ : x; }
   const Tensor& weight(const Tensor& weight) const { return rounded_ ? weight_bf16_ : weight; }
-  // In backward, before its products: the output gradient as [rows, out], as they take it.
+  // Whether the products take bfloat16 operands (bf16 on the CPU), as forward decided.
+  bool rounded() const { return rounded_; }
+  // In backward, before its products: the output gradient as [rows, out], as they take it
+  // (a gradient already in bfloat16, rounded as it was formed, is taken as it is).
   const Tensor& dy(const Tensor& dy);
 
  private:

@@ -145,6 +145,10 @@ void gelu_backward(const float* x, const float* dy, float* dx, int64_t n);
 void bias_gelu_forward(float* h, const float* bias, int64_t rows, int64_t cols, float* th, float* y);
 void bias_gelu_backward(const float* x, const float* th, const float* dy, int64_t rows, int64_t cols, float* dx,
                         float* dbias);
+// The same with dx rounded to bfloat16 as it is formed (the bits of bias_gelu_backward, then
+// round_to_bf16_bits), for a bf16 layer whose products take dx as their operand.
+void bias_gelu_backward_bf16(const float* x, const float* th, const float* dy, int64_t rows, int64_t cols,
+                             uint16_t* dx, float* dbias);
 // qkv [b, t, 3c], out [b, t, c], probs [b, heads, t, t]; backward's `dscores` is [t, t] of scratch.
 void attention_forward(const float* qkv, int64_t b, int64_t t, int64_t c, int64_t heads, float* out, float* probs);
 void attention_backward(const float* qkv, const float* probs, const float* dout, int64_t b, int64_t t, int64_t c,
