@@ -239,7 +239,10 @@ void gelu_backward(const Tensor& x, const Tensor& dy, Tensor& dx) {
 void bias_gelu_forward(Tensor& h, const Tensor& bias, Tensor& th, Tensor& y) {
   const char* op = "bias_gelu_forward";
   const bool cuda = transformer_on_cuda(op, {&h, &bias, &th, &y});
-  require_floats(op, {&h, &bias, &th, &y});
+  require_floats(op, {&h, &bias, &th});
+  const bool rounded = y.dtype() == DType::kBF16;
+  MIRRORED_CHECK(y.dtype() == DType::kF32 || (rounded && !cuda), op, ": y holds ", dtype_name(y.dtype()), " on ",
+                 y.device().str(), ", expected float32 (or bfloat16 on the CPU)");
   MIRRORED_CHECK(h.rank() == 2 && bias.rank() == 1 && bias.dim(0) == h.dim(1), op, ": h ", shape_str(h.shape()),
                  " and bias ", shape_str(bias.shape()), " (expected [rows, cols] and [cols])");
   require_shape(op, "th", th, h.shape());
@@ -247,6 +250,11 @@ void bias_gelu_forward(Tensor& h, const Tensor& bias, Tensor& th, Tensor& y) {
   if (cuda) {
     add_bias(h, bias);
     gelu_forward(h, y);
+    return;
+  }
+  if (rounded) {
+    cpu::bias_gelu_forward_bf16(h.data<float>(), bias.data<float>(), h.dim(0), h.dim(1), th.data<float>(),
+                                y.data<uint16_t>());
     return;
   }
   cpu::bias_gelu_forward(h.data<float>(), bias.data<float>(), h.dim(0), h.dim(1), th.data<float>(), y.data<float>());

@@ -8,6 +8,8 @@ namespace mirrored::nn {
 Dense::Dense(int64_t out_features, Options options) : options_(options), out_(out_features) {
   MIRRORED_CHECK(out_features > 0, "Dense needs a positive width, got ", out_features);
   MIRRORED_CHECK(options.bias || options.activation == Activation::kNone, "Dense with GELU needs a bias");
+  MIRRORED_CHECK(!options.feeds_products_only || options.activation == Activation::kGelu,
+                 "Dense: an output in bfloat16 for the next products is made with GELU only");
 }
 
 Shape Dense::build(const Shape& input, const std::string& prefix, size_t layer_index, ParameterArena& arena) {
@@ -71,9 +73,10 @@ const Tensor& Dense::forward(const Tensor& x, Mode /*mode*/) {
   input_shape_ = x.shape();
   const int64_t rows = x.numel() / in_;
   input_ = x.reshape({rows, in_});
-  ensure_shape(output_, output_shape, DType::kF32, x.device());
-  Tensor y = output_.reshape({rows, out_});
   operands_.forward(input_, weight_, precision());
+  const bool rounded_output = options_.feeds_products_only && operands_.rounded();
+  ensure_shape(output_, output_shape, rounded_output ? DType::kBF16 : DType::kF32, x.device());
+  Tensor y = output_.reshape({rows, out_});
   // y = x W^T (+ b): W is [out, in], so it is read transposed.
   if (options_.activation == Activation::kGelu) {
     ensure_shape(preactivation_, {rows, out_}, DType::kF32, x.device());

@@ -8,8 +8,10 @@ void ProductOperands::forward(const Tensor& x, const Tensor& weight, Precision p
   // On a GPU gemm takes float32 operands and rounds them on the device, beside cuBLAS
   // (kernels/cuda/gemm.cpp); unmeasured there, so unchanged.
   rounded_ = precision == Precision::kBF16 && x.device().is_cpu();
+  MIRRORED_CHECK(rounded_ || x.dtype() == DType::kF32, "a layer's bfloat16 input needs bf16 products on the CPU (",
+                 precision_name(precision), " on ", x.device().str(), ")");
   if (!rounded_) return;
-  kernels::round_to_bf16(x, x_bf16_);
+  if (x.dtype() != DType::kBF16) kernels::round_to_bf16(x, x_bf16_);
   kernels::round_to_bf16(weight, weight_bf16_);
 }
 

@@ -29,7 +29,8 @@ Shape TransformerBlock::build(const Shape& input, const std::string& prefix, siz
                               ParameterArena& arena) {
   MIRRORED_CHECK(input.size() == 2, "TransformerBlock expects samples of [T, C], got ", shape_str(input));
   const int64_t width = input[1];
-  fc_ = std::make_unique<TokenLinear>(4 * width, 0.02f, true, Dense::Activation::kGelu);
+  // Its GELU values feed only the projection's products (dropout, if any, comes after it).
+  fc_ = std::make_unique<TokenLinear>(4 * width, 0.02f, true, Dense::Activation::kGelu, /*feeds_products_only=*/true);
   fc_projection_ = std::make_unique<TokenLinear>(width, projection_std_);
   Shape shape = ln1_->build(input, prefix + "ln1.", layer_index, arena);
   shape = attention_->build(shape, prefix + "attn.", layer_index, arena);

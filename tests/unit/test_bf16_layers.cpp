@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "bf16_bounds.h"
+#include "mirrored/core/error.h"
 #include "mirrored/kernels/kernels.h"
 #include "mirrored/nn/conv.h"
 #include "mirrored/nn/layers.h"
@@ -139,6 +140,67 @@ TEST(Bf16Layers, Conv2dForwardAndBackward) {
   expect_within(bf16.grads[1], f32.grads[1], values(db), bf16_vs_f32_bound(n * h * h), "dbias");
   EXPECT_EQ(bf16.params, f32.params);
   EXPECT_TRUE(any_differs(bf16.y, f32.y) && any_differs(bf16.dx, f32.dx) && any_differs(bf16.grads[0], f32.grads[0]));
+}
+
+// The GPT's MLP (TokenLinear with GELU, then its projection) with the GELU values handed
+// over in bfloat16 (feeds_products_only) against handed over in float32 and rounded by the
+// projection: every output, input gradient and parameter gradient bit for bit, in bf16 and
+// in float32 (where the flag changes nothing).
+struct MlpRun {
+  std::vector<float> y, dx;
+  std::vector<std::vector<float>> grads;
+  DType hidden_dtype = DType::kF32;
+};
+
+MlpRun run_mlp(bool feeds_products_only, Precision precision, const Tensor& x, const Tensor& dy, int64_t width) {
+  nn::ParameterArena arena;
+  nn::RunContext context;
+  context.precision = precision;
+  nn::TokenLinear fc(4 * width, 0.2f, /*bias=*/true, nn::Dense::Activation::kGelu, feeds_products_only);
+  nn::TokenLinear projection(width, 0.2f);
+  const Shape hidden = fc.build({x.dim(1), width}, "0.fc.", 0, arena);
+  projection.build(hidden, "0.proj.", 0, arena);
+  arena.allocate(Device::cpu());
+  fc.bind(arena);
+  projection.bind(arena);
+  Rng rng(23);
+  fc.initialize(rng);
+  projection.initialize(rng);
+  fc.attach(&context);
+  projection.attach(&context);
+  arena.zero_grads();
+  MlpRun run;
+  const Tensor& h = fc.forward(x, nn::Mode::kTrain);
+  run.hidden_dtype = h.dtype();
+  run.y = values(projection.forward(h, nn::Mode::kTrain));
+  run.dx = values(fc.backward(projection.backward(dy, true), true));
+  for (size_t i = 0; i < arena.size(); ++i) run.grads.push_back(values(arena.grad(i)));
+  return run;
+}
+
+TEST(Bf16Layers, GeluValuesHandedOverInBf16GiveTheBitsOfRoundingThemInTheNextProducts) {
+  const int64_t batch = 3, tokens = 20, width = 24;
+  const Tensor x = random_tensor({batch, tokens, width}, 7), dy = random_tensor({batch, tokens, width}, 8);
+  for (const Precision precision : {Precision::kBF16, Precision::kF32}) {
+    SCOPED_TRACE(precision_name(precision));
+    const MlpRun handed = run_mlp(true, precision, x, dy, width), rounded_later = run_mlp(false, precision, x, dy, width);
+    EXPECT_EQ(handed.hidden_dtype, precision == Precision::kBF16 ? DType::kBF16 : DType::kF32);
+    EXPECT_EQ(rounded_later.hidden_dtype, DType::kF32);
+    EXPECT_EQ(handed.y, rounded_later.y);
+    EXPECT_EQ(handed.dx, rounded_later.dx);
+    EXPECT_EQ(handed.grads, rounded_later.grads);
+  }
+}
+
+TEST(Bf16Layers, ABf16InputNeedsBf16ProductsAndTheHandOverNeedsGelu) {
+  nn::ParameterArena arena;
+  nn::TokenLinear layer(4, 0.2f);
+  layer.build({2, 3}, "0.", 0, arena);
+  arena.allocate(Device::cpu());
+  layer.bind(arena);
+  const Tensor x({1, 2, 3}, DType::kBF16);
+  EXPECT_THROW(layer.forward(x, nn::Mode::kTrain), Error);  // float32 products (no model's context)
+  EXPECT_THROW(nn::TokenLinear(4, 0.2f, true, nn::Dense::Activation::kNone, /*feeds_products_only=*/true), Error);
 }
 
 }  // namespace

@@ -224,31 +224,37 @@ TEST(TransformerKernels, BiasGeluIsAddBiasThenGeluBitForBit) {
   }
 }
 
-// A bf16 layer's GELU gradient rounded as it is formed (dh in bfloat16, on the CPU): the
-// float32 kernel's values rounded by round_to_bf16, bit for bit, and the same bias gradient.
-// The shapes cover one block of rows, several with a short last one, and rows wider than a
-// block.
-TEST(TransformerKernels, BiasGeluBackwardIntoBf16IsTheFloat32GradientRounded) {
+// A bf16 layer's GELU values and gradient rounded as they are formed (y or dh in bfloat16,
+// on the CPU): the float32 kernel's values rounded by round_to_bf16, bit for bit, with the
+// same h, tanh and bias gradient. The shapes cover one block of rows, several with a short
+// last one, and rows wider than a block.
+TEST(TransformerKernels, BiasGeluIntoBf16IsTheFloat32ValuesRounded) {
   const std::vector<std::pair<int64_t, int64_t>> shapes = {{7, 37}, {300, 37}, {5, 5000}, {1, 1}};
+  auto bits = [](const Tensor& t) { return std::vector<uint16_t>(t.data<uint16_t>(), t.data<uint16_t>() + t.numel()); };
   for (const auto& [rows, cols] : shapes) {
     SCOPED_TRACE(::testing::Message() << rows << " x " << cols);
     Rng rng(static_cast<uint64_t>(rows * 7919 + cols));
-    Tensor h = random_tensor({rows, cols}, rng, -5.0f, 5.0f), th({rows, cols}), y({rows, cols});
-    const Tensor bias = random_tensor({cols}, rng), dy = random_tensor({rows, cols}, rng);
-    const Tensor dbias_before = random_tensor({cols}, rng);
+    const Tensor product = random_tensor({rows, cols}, rng, -5.0f, 5.0f), bias = random_tensor({cols}, rng);
+    const Tensor dy = random_tensor({rows, cols}, rng), dbias_before = random_tensor({cols}, rng);
+    Tensor h = product.clone(), th({rows, cols}), y({rows, cols}), rounded;
     kernels::bias_gelu_forward(h, bias, th, y);
-    Tensor dh_f32({rows, cols}), dbias_f32 = dbias_before.clone();
-    kernels::bias_gelu_backward(h, th, dy, dh_f32, dbias_f32);
-    Tensor expected;
-    kernels::round_to_bf16(dh_f32, expected);
-    Tensor dh_bf16({rows, cols}, DType::kBF16), dbias_bf16 = dbias_before.clone();
-    kernels::bias_gelu_backward(h, th, dy, dh_bf16, dbias_bf16);
-    for (int64_t i = 0; i < rows * cols; ++i)
-      ASSERT_EQ(dh_bf16.data<uint16_t>()[i], expected.data<uint16_t>()[i]) << "dh at " << i;
-    for (int64_t j = 0; j < cols; ++j)
-      ASSERT_EQ(dbias_bf16.data<float>()[j], dbias_f32.data<float>()[j]) << "dbias at " << j;
+    Tensor h16 = product.clone(), th16({rows, cols}), y16({rows, cols}, DType::kBF16);
+    kernels::bias_gelu_forward(h16, bias, th16, y16);
+    kernels::round_to_bf16(y, rounded);
+    EXPECT_EQ(bits(y16), bits(rounded)) << "y";
+    EXPECT_EQ(h16.to_vector(), h.to_vector()) << "h";
+    EXPECT_EQ(th16.to_vector(), th.to_vector()) << "th";
+
+    Tensor dh({rows, cols}), dbias = dbias_before.clone();
+    kernels::bias_gelu_backward(h, th, dy, dh, dbias);
+    kernels::round_to_bf16(dh, rounded);
+    Tensor dh16({rows, cols}, DType::kBF16), dbias16 = dbias_before.clone();
+    kernels::bias_gelu_backward(h, th, dy, dh16, dbias16);
+    EXPECT_EQ(bits(dh16), bits(rounded)) << "dh";
+    EXPECT_EQ(dbias16.to_vector(), dbias.to_vector()) << "dbias";
   }
   Tensor h({2, 3}), th({2, 3}), dy({2, 3}), bias({3}), ids({2, 3}, DType::kI32);
+  EXPECT_THROW(kernels::bias_gelu_forward(h, bias, th, ids), Error);
   EXPECT_THROW(kernels::bias_gelu_backward(h, th, dy, ids, bias), Error);
 }
 

@@ -320,7 +320,9 @@ void gelu_backward(const Tensor& x, const Tensor& dy, Tensor& dx);
 // A dense layer's bias and GELU, one pass each way on the CPU. h [rows, cols] holds x W^T on
 // entry and h + bias on return (kept for backward); y = gelu(h), the bits of add_bias then
 // gelu_forward. th (h's shape) gets tanh of GELU's inner argument, which backward reads
-// instead of recomputing it (on a GPU it is left unwritten and backward recomputes it).
+// instead of recomputing it (on a GPU it is left unwritten and backward recomputes it). On
+// the CPU y may be bfloat16: each value is then rounded as it is formed (round_to_bf16's
+// bits), for bf16 products that take y as their operand.
 void bias_gelu_forward(Tensor& h, const Tensor& bias, Tensor& th, Tensor& y);
 // dh (overwritten) = dy * gelu'(h), the bits of gelu_backward; dbias += dh's column sums,
 // the rows added in order (on a GPU: accumulate_bias_grad). On the CPU dh may be bfloat16:

@@ -23,6 +23,11 @@ class Dense : public Layer {
     float init_std = 0.0f;
     bool bias = true;
     Activation activation = Activation::kNone;
+    // The output feeds nothing but the next layer's matrix products (the GPT's MLP: GELU's
+    // values go only to its projection). With GELU and bfloat16 products on the CPU it is
+    // then produced in bfloat16, each value rounded as it is formed, which those products
+    // take as it is: the bits of rounding it there, without the float32 copy in memory.
+    bool feeds_products_only = false;
   };
   Dense(int64_t out_features, Options options);
   // Parameter names of a model's own dense layer follow it ("0.linear.weight").
@@ -64,8 +69,9 @@ class Linear final : public Dense {
 // A token-wise projection with GPT-2's init: W ~ normal(0, init_std), b = 0.
 class TokenLinear final : public Dense {
  public:
-  TokenLinear(int64_t out_features, float init_std, bool bias = true, Activation activation = Activation::kNone)
-      : Dense(out_features, {Over::kLastDim, init_std, bias, activation}) {}
+  TokenLinear(int64_t out_features, float init_std, bool bias = true, Activation activation = Activation::kNone,
+              bool feeds_products_only = false)
+      : Dense(out_features, {Over::kLastDim, init_std, bias, activation, feeds_products_only}) {}
 };
 
 class ReLU final : public Layer {

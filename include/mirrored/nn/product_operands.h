@@ -12,10 +12,11 @@ namespace mirrored::nn {
 
 class ProductOperands {
  public:
-  // In forward, before its product: the input as [rows, in] and the weight [out, in].
+  // In forward, before its product: the input as [rows, in] and the weight [out, in]. An
+  // input already in bfloat16 (rounded by the layer that made it) needs bf16 on the CPU.
   void forward(const Tensor& x, const Tensor& weight, Precision precision);
   // The layer's input and weight, given again, as the products take them.
-  const Tensor& x(const Tensor& x) const { return rounded_ ? x_bf16_ : x; }
+  const Tensor& x(const Tensor& x) const { return rounded_ && x.dtype() != DType::kBF16 ? x_bf16_ : x; }
   const Tensor& weight(const Tensor& weight) const { return rounded_ ? weight_bf16_ : weight; }
   // Whether the products take bfloat16 operands (bf16 on the CPU), as forward decided.
   bool rounded() const { return rounded_; }

@@ -58,6 +58,32 @@ void bias_gelu_forward(float* h, const float* bias, int64_t rows, int64_t cols, 
   bias_gelu_forward_rows(h, bias, rows, cols, th, y);
 }
 
+namespace {
+// A few rows at a time into a float32 block that stays in the first-level cache, rounded to
+// bfloat16 from there: a bf16 layer's GELU values, whose products read them only rounded,
+// never reach memory in float32. `block_rows(block, first, n)` fills block with n rows from
+// row `first`.
+constexpr int64_t kBlockFloats = 4096;  // 16 KB
+
+template <typename BlockRows>
+void rounded_in_blocks(int64_t rows, int64_t cols, uint16_t* out, BlockRows block_rows) {
+  const int64_t per_block = std::max<int64_t>(1, kBlockFloats / std::max<int64_t>(cols, 1));
+  thread_local std::vector<float> block;
+  block.resize(static_cast<size_t>(per_block * cols));
+  for (int64_t first = 0; first < rows; first += per_block) {
+    const int64_t n = std::min(per_block, rows - first);
+    block_rows(block.data(), first, n);
+    round_to_bf16_bits(block.data(), out + first * cols, n * cols);
+  }
+}
+}  // namespace
+
+void bias_gelu_forward_bf16(float* h, const float* bias, int64_t rows, int64_t cols, float* th, uint16_t* y) {
+  rounded_in_blocks(rows, cols, y, [&](float* block, int64_t first, int64_t n) {
+    bias_gelu_forward_rows(h + first * cols, bias, n, cols, th + first * cols, block);
+  });
+}
+
 void bias_gelu_backward(const float* x, const float* th, const float* dy, int64_t rows, int64_t cols, float* dx,
                         float* dbias) {
   // The rows' sum first, then added to dbias once: dbias += dy^T 1, as the matrix product
@@ -69,20 +95,12 @@ void bias_gelu_backward(const float* x, const float* th, const float* dy, int64_
 
 void bias_gelu_backward_bf16(const float* x, const float* th, const float* dy, int64_t rows, int64_t cols,
                              uint16_t* dx, float* dbias) {
-  // A few rows at a time into a float32 block that stays in the first-level cache, rounded
-  // from there: the gradient's float32 values never reach memory. The column sums run on
-  // across the blocks, so they add the rows in the order the float32 kernel does.
-  constexpr int64_t kBlockFloats = 4096;  // 16 KB
-  const int64_t block_rows = std::max<int64_t>(1, kBlockFloats / std::max<int64_t>(cols, 1));
-  thread_local std::vector<float> block;
-  block.resize(static_cast<size_t>(block_rows * cols));
+  // The column sums run on across the blocks: the rows are added in the float32 kernel's order.
   std::vector<float> column_sums(static_cast<size_t>(cols), 0.0f);
-  for (int64_t first = 0; first < rows; first += block_rows) {
-    const int64_t n = std::min(block_rows, rows - first);
+  rounded_in_blocks(rows, cols, dx, [&](float* block, int64_t first, int64_t n) {
     const int64_t at = first * cols;
-    bias_gelu_backward_rows(x + at, th + at, dy + at, n, cols, block.data(), column_sums.data());
-    round_to_bf16_bits(block.data(), dx + at, n * cols);
-  }
+    bias_gelu_backward_rows(x + at, th + at, dy + at, n, cols, block, column_sums.data());
+  });
   for (int64_t j = 0; j < cols; ++j) dbias[j] += column_sums[j];
 }
 
