@@ -38,6 +38,15 @@ void require_floats(const char* op, std::initializer_list<const Tensor*> tensors
     MIRRORED_CHECK(t->dtype() == DType::kF32, op, ": expected float32, got ", dtype_name(t->dtype()));
 }
 
+// An output that may be bfloat16 on the CPU (rounded as formed, for bf16 products that take
+// it as their operand); true when it is.
+bool require_float_or_cpu_bf16(const char* op, const char* what, const Tensor& t, bool cuda) {
+  const bool rounded = t.dtype() == DType::kBF16;
+  MIRRORED_CHECK(t.dtype() == DType::kF32 || (rounded && !cuda), op, ": ", what, " holds ", dtype_name(t.dtype()),
+                 " on ", t.device().str(), ", expected float32 (or bfloat16 on the CPU)");
+  return rounded;
+}
+
 void require_shape(const char* op, const char* what, const Tensor& t, const Shape& expected) {
   MIRRORED_CHECK(t.shape() == expected, op, ": ", what, " is ", shape_str(t.shape()), ", expected ",
                  shape_str(expected));
@@ -240,9 +249,7 @@ void bias_gelu_forward(Tensor& h, const Tensor& bias, Tensor& th, Tensor& y) {
   const char* op = "bias_gelu_forward";
   const bool cuda = transformer_on_cuda(op, {&h, &bias, &th, &y});
   require_floats(op, {&h, &bias, &th});
-  const bool rounded = y.dtype() == DType::kBF16;
-  MIRRORED_CHECK(y.dtype() == DType::kF32 || (rounded && !cuda), op, ": y holds ", dtype_name(y.dtype()), " on ",
-                 y.device().str(), ", expected float32 (or bfloat16 on the CPU)");
+  const bool rounded = require_float_or_cpu_bf16(op, "y", y, cuda);
   MIRRORED_CHECK(h.rank() == 2 && bias.rank() == 1 && bias.dim(0) == h.dim(1), op, ": h ", shape_str(h.shape()),
                  " and bias ", shape_str(bias.shape()), " (expected [rows, cols] and [cols])");
   require_shape(op, "th", th, h.shape());
@@ -264,9 +271,7 @@ void bias_gelu_backward(const Tensor& h, const Tensor& th, const Tensor& dy, Ten
   const char* op = "bias_gelu_backward";
   const bool cuda = transformer_on_cuda(op, {&h, &th, &dy, &dh, &dbias});
   require_floats(op, {&h, &th, &dy, &dbias});
-  const bool rounded = dh.dtype() == DType::kBF16;
-  MIRRORED_CHECK(dh.dtype() == DType::kF32 || (rounded && !cuda), op, ": dh holds ", dtype_name(dh.dtype()),
-                 " on ", dh.device().str(), ", expected float32 (or bfloat16 on the CPU)");
+  const bool rounded = require_float_or_cpu_bf16(op, "dh", dh, cuda);
   MIRRORED_CHECK(h.rank() == 2 && dbias.rank() == 1 && dbias.dim(0) == h.dim(1), op, ": h ",
                  shape_str(h.shape()), " and dbias ", shape_str(dbias.shape()), " (expected [rows, cols] and [cols])");
   require_shape(op, "th", th, h.shape());

@@ -3,11 +3,11 @@
 // second exponential and division per element: before, GELU's backward recomputed them and
 // cost more than its forward. Elementwise along each row; the bias gradient sums the rows
 // in order, one column per lane, so every SIMD width gives the same bits.
-#include <algorithm>
 #include <cstdint>
 #include <vector>
 
 #include "cpu_kernels.h"
+#include "rounded_blocks.h"
 #include "mirrored/kernels/transformer_math.h"
 #include "simd_dispatch.h"
 
@@ -57,26 +57,6 @@ MIRRORED_SIMD_DISPATCH(bias_gelu_backward_rows,
 void bias_gelu_forward(float* h, const float* bias, int64_t rows, int64_t cols, float* th, float* y) {
   bias_gelu_forward_rows(h, bias, rows, cols, th, y);
 }
-
-namespace {
-// A few rows at a time into a float32 block that stays in the first-level cache, rounded to
-// bfloat16 from there: a bf16 layer's GELU values, whose products read them only rounded,
-// never reach memory in float32. `block_rows(block, first, n)` fills block with n rows from
-// row `first`.
-constexpr int64_t kBlockFloats = 4096;  // 16 KB
-
-template <typename BlockRows>
-void rounded_in_blocks(int64_t rows, int64_t cols, uint16_t* out, BlockRows block_rows) {
-  const int64_t per_block = std::max<int64_t>(1, kBlockFloats / std::max<int64_t>(cols, 1));
-  thread_local std::vector<float> block;
-  block.resize(static_cast<size_t>(per_block * cols));
-  for (int64_t first = 0; first < rows; first += per_block) {
-    const int64_t n = std::min(per_block, rows - first);
-    block_rows(block.data(), first, n);
-    round_to_bf16_bits(block.data(), out + first * cols, n * cols);
-  }
-}
-}  // namespace
 
 void bias_gelu_forward_bf16(float* h, const float* bias, int64_t rows, int64_t cols, float* th, uint16_t* y) {
   rounded_in_blocks(rows, cols, y, [&](float* block, int64_t first, int64_t n) {

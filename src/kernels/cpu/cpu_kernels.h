@@ -146,7 +146,8 @@ void bias_gelu_forward(float* h, const float* bias, int64_t rows, int64_t cols, 
 void bias_gelu_backward(const float* x, const float* th, const float* dy, int64_t rows, int64_t cols, float* dx,
                         float* dbias);
 // The same with y (forward) or dx (backward) rounded to bfloat16 as formed (the bits of the
-// float32 kernel, then round_to_bf16_bits), for bf16 products that take them as operands.
+// float32 kernel, then round_to_bf16_bits; rounded_blocks.h), for bf16 products that take
+// them as operands.
 void bias_gelu_forward_bf16(float* h, const float* bias, int64_t rows, int64_t cols, float* th, uint16_t* y);
 void bias_gelu_backward_bf16(const float* x, const float* th, const float* dy, int64_t rows, int64_t cols,
                              uint16_t* dx, float* dbias);
