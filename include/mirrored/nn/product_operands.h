@@ -12,9 +12,6 @@ namespace mirrored::nn {
 
 class ProductOperands {
  public:
-  // Whether products in `precision` on `device` take bfloat16 operands: bf16 on the CPU (a
-  // layer whose output feeds only such products may hand it over in bfloat16).
-  static bool rounds(Precision precision, Device device) { return precision == Precision::kBF16 && device.is_cpu(); }
   // In forward, before its product: the input as [rows, in] and the weight [out, in]. An
   // input already in bfloat16 (rounded by the layer that made it) needs bf16 on the CPU.
   void forward(const Tensor& x, const Tensor& weight, Precision precision);
