@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 
+#include "mirrored/core/error.h"
 #include "mirrored/core/strings.h"
 #include "mirrored/kernels/kernels.h"
 
@@ -15,7 +16,12 @@ constexpr const char* kDetectedCoreVariable = "MIRRORED_BLAS_CORE_DETECTED";
 
 void use_best_blas_core(char** argv) {
   if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return;  // the user's choice (or ours, after the exec)
-  const std::string better = kernels::cpu_blas_core_upgrade();
+  std::string better;
+  try {
+    better = kernels::cpu_blas_core_to_switch_to();
+  } catch (const InputError&) {
+    return;  // a bad MIRRORED_CPU_SIMD: the command reports it, where errors are reported
+  }
   if (better.empty()) return;
   setenv("OPENBLAS_CORETYPE", better.c_str(), 1);
   setenv(kDetectedCoreVariable, kernels::cpu_blas_core().c_str(), 1);
@@ -29,7 +35,8 @@ std::string blas_core_description() {
   const char* detected = std::getenv(kDetectedCoreVariable);
   if (detected != nullptr)
     return str_cat(kernels::cpu_blas_core(), " (OpenBLAS detected ", detected,
-                   "; set by mirrored from the CPU's feature flags)");
+                   "; set by mirrored from the CPU's feature flags and its SIMD level, ",
+                   kernels::cpu_simd_level(), ")");
   if (std::getenv("OPENBLAS_CORETYPE") != nullptr)
     return str_cat(kernels::cpu_blas_core(), " (OPENBLAS_CORETYPE=", std::getenv("OPENBLAS_CORETYPE"), ")");
   return kernels::cpu_blas_core();

@@ -4,6 +4,8 @@
 // falls back to SSE3 kernels (2-2.5x slower sgemm). When that happened and the user has not
 // set OPENBLAS_CORETYPE, the program re-executes itself with OPENBLAS_CORETYPE naming the
 // set the CPU's feature flags support: same process, arguments and environment otherwise.
+// Likewise when MIRRORED_CPU_SIMD caps the vector instructions below OpenBLAS's choice
+// (kernels.h, cpu_simd_level): then the set of that level.
 // Call first in main, before MPI_Init and before any thread starts.
 #include <string>
 

@@ -78,6 +78,7 @@ int eval_command(int& argc, char**& argv, const Args& args) {
   const checkpoint::SavedModel saved = checkpoint::find_saved_model("eval", options.checkpoint, options.config);
   runtime::Runtime runtime(argc, argv, {runtime::Launch::kAuto, runtime::DeviceChoice::kCpu, false});
   distribute::MirroredStrategy strategy(runtime);
+  kernels::read_cpu_settings();
   kernels::set_cpu_threads(config::threads_per_rank(saved.lib.threads, runtime.cluster()));
 
   train::check_data_kind(options.data, saved.lib.model, saved.config_origin);

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cstdlib>
 #include <cstdio>
 
 #include "blas_core.h"
@@ -49,6 +50,9 @@ int info_command(int& argc, char**& argv, const Args& args) {
   rows.emplace_back("device = auto", str_cat(runtime.device().is_cuda() ? "one GPU per rank" : "the CPU",
                                              " (what mirrored train picks here by default; table below)"));
   for (auto& row : library_rows()) rows.push_back(std::move(row));
+  rows.emplace_back("cpu simd", str_cat(kernels::cpu_simd_level(), std::getenv("MIRRORED_CPU_SIMD")
+                                                                          ? " (MIRRORED_CPU_SIMD)"
+                                                                          : " (the widest this CPU has)"));
   rows.emplace_back("blas core", blas_core_description());
   rows.emplace_back("cpu fp32 products", str_cat(kernels::cpu_f32_gemm_method(),
                                                  " (reduction = invariant: OpenBLAS in fixed tiles)"));

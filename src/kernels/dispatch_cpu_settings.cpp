@@ -5,6 +5,7 @@
 #include "cpu/conv_backends.h"
 #include "cpu/cpu_kernels.h"
 #include "cpu/gemm_backends.h"
+#include "cpu/simd_level.h"
 #include "mirrored/kernels/kernels.h"
 
 namespace mirrored::kernels {
@@ -17,7 +18,16 @@ void set_cpu_thread_invariant(bool on) { cpu::set_thread_invariant(on); }
 
 std::string cpu_blas_core() { return cpu::blas_core(); }
 
-std::string cpu_blas_core_upgrade() { return cpu::better_blas_core(); }
+std::string cpu_blas_core_to_switch_to() { return cpu::blas_core_to_switch_to(); }
+
+void read_cpu_settings() {
+  cpu::simd_level();
+  cpu::f32_gemm_backend();
+  cpu::bf16_gemm_backend();
+  cpu::read_conv_setting();
+}
+
+std::string cpu_simd_level() { return cpu::simd_level_name(cpu::simd_level()); }
 
 std::string cpu_onednn_version() { return cpu::onednn_version(); }
 

@@ -163,6 +163,7 @@ Trainer::Trainer(const config::TrainConfig& config, runtime::Runtime& runtime, T
   State& s = *s_;
   refuse_unverified_gpu_shrink(config, runtime);
   s.strategy.batch_plan(config.batch_size);  // fails fast, on every rank, before any I/O
+  kernels::read_cpu_settings();
   kernels::set_cpu_thread_invariant(config.reduction == distribute::Reduction::kInvariant);
   kernels::set_cpu_threads(config::threads_per_rank(s.lib.threads, runtime.cluster()));
   s.load_data();

@@ -252,12 +252,25 @@ int cpu_threads();
 // threads, and convolutions through im2col; off: BLAS and oneDNN thread as they see fit.
 void set_cpu_thread_invariant(bool on);
 
-// The OpenBLAS kernel set in use ("SkylakeX", "Haswell", "Prescott", ...), and the better
-// one this CPU's feature flags support when OpenBLAS fell back to an older set because the
-// CPU model was not recognised ("" when its choice is fine). OpenBLAS reads
+// Reads the CPU kernels' environment settings now (MIRRORED_CPU_SIMD, _GEMM, _BF16, _CONV;
+// configuration.md), each read once: a value they do not take stops start-up with an
+// InputError naming it, on every rank alike, rather than the first kernel that reads it.
+void read_cpu_settings();
+
+// The vector instructions the CPU kernels use: "avx512", "avx2" or "baseline" (SSE2). The
+// widest the CPU has, or MIRRORED_CPU_SIMD's level where that is lower (an InputError names
+// a value it does not know or one above the CPU's). Every level gives the same bits; a lower
+// one runs what a CPU without those instructions runs: its OpenBLAS kernel set, oneDNN's
+// instructions, the float32 products' backend and bf16 without native products.
+std::string cpu_simd_level();
+
+// The OpenBLAS kernel set in use ("SkylakeX", "Haswell", "Prescott", ...), and the one to
+// switch to ("" when OpenBLAS's choice is fine): the widest this CPU's feature flags support
+// when OpenBLAS fell back to an older set because the CPU model was not recognised, or the
+// set of cpu_simd_level() when OpenBLAS chose a wider one. OpenBLAS reads
 // OPENBLAS_CORETYPE once, when it loads: only a new process image can switch.
 std::string cpu_blas_core();
-std::string cpu_blas_core_upgrade();
+std::string cpu_blas_core_to_switch_to();
 
 // oneDNN's version ("2.6.3 (OpenMP)") when this build runs CPU convolutions on it, "" when not.
 std::string cpu_onednn_version();

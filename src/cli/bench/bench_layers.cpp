@@ -215,6 +215,7 @@ int bench_layers(int&, char**&, const Args& args) {
   }
   const config::LibraryOptions lib = config::library_options(config);
   const int threads = config::threads_for_one_process(lib.threads);
+  kernels::read_cpu_settings();
   kernels::set_cpu_threads(threads);
   const train::HostBatch data = train::load_first_batch(lib.data, lib.data.train, lib.train_data.global_batch);
   const config::ModelInputs& inputs = data.model_inputs;

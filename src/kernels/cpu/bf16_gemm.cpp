@@ -12,14 +12,15 @@
 #include "mirrored/core/bf16.h"
 #include "mirrored/core/error.h"
 #include "mirrored/core/strings.h"
+#include "simd_level.h"
 
 namespace mirrored::kernels::cpu {
 namespace {
 
 // CPUID leaf 7: sub-leaf 1 EAX bit 5 is AVX512_BF16, sub-leaf 0 EDX bit 22 is AMX-BF16.
 bool cpuid_native_bf16() {
-  __builtin_cpu_init();
-  if (!__builtin_cpu_supports("avx512f")) return false;  // also checks the OS saves AVX-512 state
+  // Below AVX-512 (the CPU's, or MIRRORED_CPU_SIMD's) there are no bf16 instructions to use.
+  if (simd_level() != SimdLevel::kAvx512) return false;
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
   if (__get_cpuid_max(0, nullptr) < 7) return false;
   __cpuid_count(7, 0, eax, ebx, ecx, edx);
@@ -82,13 +83,7 @@ __attribute__((target("avx512f"))) void round_row_avx512(const float* in, uint16
   for (; i < n; ++i) out[i] = float_to_bf16(in[i]);
 }
 
-bool has_avx512f() {
-  static const bool value = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") != 0;
-  }();
-  return value;
-}
+bool has_avx512f() { return simd_level() == SimdLevel::kAvx512; }
 
 }  // namespace
 

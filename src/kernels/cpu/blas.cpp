@@ -21,6 +21,7 @@
 #include "gemm_backends.h"
 #include "mirrored/core/error.h"
 #include "mirrored/core/strings.h"
+#include "simd_level.h"
 
 namespace mirrored::kernels::cpu {
 namespace {
@@ -200,7 +201,7 @@ F32Gemm f32_gemm_backend_for(std::string_view name) {
     throw InputError(str_cat("MIRRORED_CPU_GEMM=", name, ": expected auto, openblas or onednn"));
   // Measured on Intel with AVX-512 only (gemm_backends.h); elsewhere OpenBLAS stays.
   __builtin_cpu_init();
-  const bool measured_faster = __builtin_cpu_is("intel") && __builtin_cpu_supports("avx512f");
+  const bool measured_faster = __builtin_cpu_is("intel") && simd_level() == SimdLevel::kAvx512;
   return onednn_built() && measured_faster ? F32Gemm::kOneDnn : F32Gemm::kOpenBlas;
 }
 

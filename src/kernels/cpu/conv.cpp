@@ -203,6 +203,8 @@ ConvOverride conv_override() {
 
 }  // namespace
 
+void read_conv_setting() { conv_override(); }
+
 void require_onednn_build(std::string_view variable) {
   if (!onednn_built())
     throw InputError(str_cat(variable, "=onednn, but this build has no oneDNN (built with MIRRORED_ONEDNN=OFF, or not found)"));

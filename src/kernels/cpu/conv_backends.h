@@ -22,6 +22,8 @@ void require_onednn_build(std::string_view variable);
 // The backend conv2d_forward / conv2d_backward use for one pass of this shape. The
 // environment variable MIRRORED_CPU_CONV (auto, im2col or onednn; read once) overrides.
 ConvBackend conv_backend(const ConvShape& s, ConvPass pass);
+// Reads MIRRORED_CPU_CONV now: an InputError for a value it does not take.
+void read_conv_setting();
 
 // Both passes through one named backend (kOneDnn needs onednn_built()); otherwise the
 // semantics of conv2d_forward / conv2d_backward: y and dx overwritten, dweight and dbias

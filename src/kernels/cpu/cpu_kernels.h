@@ -122,7 +122,9 @@ void add(const float* a, const float* b, float* y, int64_t n);
 void set_threads(int threads);
 int threads();
 std::string blas_core();
-std::string better_blas_core();
+// The OpenBLAS kernel set to re-execute with ("" to keep OpenBLAS's): kernels.h,
+// cpu_blas_core_to_switch_to.
+std::string blas_core_to_switch_to();
 
 // ---- Transformer (kernels.h, "Transformer"). rows = B * T; x-like buffers are [rows, c].
 // Token ids outside [0, vocab) fail a check.

@@ -93,11 +93,11 @@ __attribute__((target("avx512f,avx512dq"))) void scale_from_grid_avx512dq(const 
   scale_from_grid_body(sums, n, quantum, out);
 }
 void scale_from_grid(const int64_t* sums, size_t n, int quantum, float* out) {
-  static const bool dq = [] {
+  static const bool cpu_has_dq = [] {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
   }();
-  if (dq) return scale_from_grid_avx512dq(sums, n, quantum, out);
+  if (cpu_has_dq && simd_level() == SimdLevel::kAvx512) return scale_from_grid_avx512dq(sums, n, quantum, out);
   scale_from_grid_body(sums, n, quantum, out);
 }
 #else

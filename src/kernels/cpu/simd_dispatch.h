@@ -1,30 +1,20 @@
 #pragma once
 // Elementwise loops built three times: for the baseline x86-64 the library targets (SSE2,
-// four floats a vector), for AVX2 (eight) and for AVX-512 (sixteen), the widest the CPU has
-// picked once at run time. All three run the same IEEE operations in the same order, so
-// they give bit-identical results and a run's numbers do not depend on the CPU it lands
-// on. That needs no fused multiply-add (one rounding where the baseline rounds twice): the
+// four floats a vector), for AVX2 (eight) and for AVX-512 (sixteen), one picked at run time
+// (simd_level.h: the widest the CPU has, or fewer where MIRRORED_CPU_SIMD asks). All three
+// run the same IEEE operations in the same order, so they give bit-identical results and a
+// run's numbers do not depend on the CPU it lands on. That needs no fused multiply-add (one rounding where the baseline rounds twice): the
 // AVX2 clone does not enable FMA, and the AVX-512 one, which implies it, is compiled with
 // -ffp-contract=off (src/CMakeLists.txt sets it for each file that includes this header).
+// tests/unit/test_simd_levels.cpp runs every dispatched kernel at every level.
 //
 // MIRRORED_SIMD_DISPATCH(name, params, args) defines `void name params` calling
-// `name##_body args` (an always_inline function) in the widest clone the CPU runs.
+// `name##_body args` (an always_inline function) in the clone of the level in use.
+#include "simd_level.h"
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #ifndef MIRRORED_FP_CONTRACT_OFF
 #error "simd_dispatch.h needs -ffp-contract=off and -DMIRRORED_FP_CONTRACT_OFF (src/CMakeLists.txt)"
 #endif
-namespace mirrored::kernels::cpu {
-enum class SimdLevel { kBaseline, kAvx2, kAvx512 };
-inline SimdLevel simd_level() {
-  static const SimdLevel level = [] {
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f")) return SimdLevel::kAvx512;  // also checks the OS saves its state
-    if (__builtin_cpu_supports("avx2")) return SimdLevel::kAvx2;
-    return SimdLevel::kBaseline;
-  }();
-  return level;
-}
-}  // namespace mirrored::kernels::cpu
 #define MIRRORED_SIMD_DISPATCH(name, params, args)                                         \
   __attribute__((target("avx512f"))) static void name##_avx512 params { name##_body args; } \
   __attribute__((target("avx2"))) static void name##_avx2 params { name##_body args; }      \
