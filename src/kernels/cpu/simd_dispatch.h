@@ -3,9 +3,10 @@
 // four floats a vector), for AVX2 (eight) and for AVX-512 (sixteen), one picked at run time
 // (simd_level.h: the widest the CPU has, or fewer where MIRRORED_CPU_SIMD asks). All three
 // run the same IEEE operations in the same order, so they give bit-identical results and a
-// run's numbers do not depend on the CPU it lands on. That needs no fused multiply-add (one rounding where the baseline rounds twice): the
-// AVX2 clone does not enable FMA, and the AVX-512 one, which implies it, is compiled with
-// -ffp-contract=off (src/CMakeLists.txt sets it for each file that includes this header).
+// run's numbers do not depend on the CPU it lands on. That needs no fused multiply-add (one
+// rounding where the baseline rounds twice): the AVX2 clone does not enable FMA, and the
+// AVX-512 one, which implies it, is compiled with -ffp-contract=off (src/CMakeLists.txt
+// sets it for each file that includes this header).
 // tests/unit/test_simd_levels.cpp runs every dispatched kernel at every level.
 //
 // MIRRORED_SIMD_DISPATCH(name, params, args) defines `void name params` calling
