@@ -7,9 +7,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <random>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -18,6 +20,7 @@
 #include "../../src/kernels/cpu/simd_level.h"
 #include "gradcheck.h"
 #include "mirrored/core/error.h"
+#include "mirrored/kernels/exact_grid.h"
 #include "mirrored/kernels/kernels.h"
 
 namespace mirrored {
@@ -218,6 +221,51 @@ TEST(SimdLevels, EveryDispatchedKernelGivesTheWidestLevelsBitsAtEveryLevel) {
             << kernels::cpu::simd_level_name(kernels::cpu::widest_simd_level());
       }
     }
+  }
+}
+
+// The exact sum's totals back to float at every level, against the scalar conversion (one
+// rounding to nearest): AVX-512 converts int64 in vectors, AVX2 through two exact halves and a
+// sum rounded to odd. The totals are whole int64s, not sums of a few terms: ties at float's
+// precision one unit either side, and the values a rounding to double first would round
+// twice (2^60 + 2^36 + 1), where a conversion through double to nearest gives another float.
+TEST(SimdLevels, GridTotalsOfEveryMagnitudeRoundToFloatOnceAtEveryLevel) {
+  std::vector<int64_t> totals = {0, 1, -1, (1 << 24) + 1, -((1 << 24) + 1), INT64_MAX, INT64_MIN + 1,
+                                 (int64_t{1} << 62) - 1, -(int64_t{1} << 62)};
+  std::mt19937_64 rng(10);
+  for (int k = 25; k <= 62; ++k) {
+    // m x 2^(k-24) is a float; half its last place above it is a tie, broken by +-1 and by m.
+    for (int64_t m : {int64_t{1} << 23, (int64_t{1} << 23) + 1, (int64_t{1} << 24) - 1,
+                      static_cast<int64_t>((rng() >> 41) | (uint64_t{1} << 23))}) {
+      if (k == 62 && m >= (int64_t{1} << 23) + 1) continue;  // would leave int64
+      const int64_t ulp = int64_t{1} << (k - 23), tie = (m << (k - 23)) + ulp / 2;
+      for (int64_t d : {int64_t{-1}, int64_t{0}, int64_t{1}}) {
+        totals.push_back(tie + d);
+        totals.push_back(-(tie + d));
+      }
+    }
+  }
+  for (int i = 0; i < 4000; ++i) {
+    const auto bits = static_cast<int64_t>(rng() >> 1) >> (rng() % 62);
+    totals.push_back(rng() % 2 ? bits : -bits);
+  }
+  totals.push_back(int64_t{1} << 60 | int64_t{1} << 36 | 1);  // the double-rounding trap, named
+  std::vector<float> want;
+  for (const int64_t total : totals) want.push_back(static_cast<float>(total));
+  // Exponent 51 on one term's headroom: the quantum is 2^0, so the result is the total itself.
+  ASSERT_EQ(kernels::grid_quantum(51, 1), 0);
+  const std::vector<size_t> offsets = {0, totals.size()};
+  const std::vector<int32_t> exponents = {51};
+  SimdLevelScope restore;
+  for (SimdLevel level : {SimdLevel::kBaseline, SimdLevel::kAvx2, SimdLevel::kAvx512}) {
+    if (level > kernels::cpu::widest_simd_level()) continue;
+    kernels::cpu::set_simd_level(level);
+    std::vector<float> out(totals.size());
+    kernels::exact_grid_round(totals.data(), nullptr, offsets, exponents.data(), 1, out.data(), Device::cpu());
+    for (size_t i = 0; i < totals.size(); ++i)
+      ASSERT_EQ(std::memcmp(&out[i], &want[i], sizeof(float)), 0)
+          << totals[i] << " rounded to " << out[i] << " at " << kernels::cpu::simd_level_name(level) << ", not "
+          << want[i];
   }
 }
 

@@ -155,7 +155,9 @@ int bench_checkpoint(int& argc, char**& argv, const Args& args) {
               "Trains warm-up + N steps five times: no checkpoints; a checkpoint every N steps\n"
               "written in the step, then in the background; one after every step, both ways.\n"
               "Prints the step time, the stall inside the checkpoint's step and the whole cost of\n"
-              "each checkpoint against the run without. Files: <out>/bench-checkpoints (removed).");
+              "each checkpoint against the run without. Files: <out>/bench-checkpoints (removed).\n"
+              "GPT-2 small's shape on a CPU (85 M parameters, 1 GB checkpoints):\n"
+              "  --config launch/configs/gpt2_small_cpu.ini --threads 2");
     return 0;
   }
   runtime::Runtime runtime(argc, argv, config::library_options(config).runtime);

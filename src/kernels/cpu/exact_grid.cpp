@@ -3,6 +3,7 @@
 // SIMD width (simd_dispatch.h): integer operations and an exact product, so every clone
 // gives the same bits.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 
@@ -70,17 +71,44 @@ void sum_on_grid(const std::vector<const float*>& terms, const std::vector<float
   }
 }
 
+// int64 to float rounded to nearest once, as a scalar conversion rounds, from operations
+// AVX2 has in vectors (it has no int64-to-float conversion; AVX512DQ has). v is split into
+// halves that are exact in double, v = high x 2^32 + low; their sum is rounded to odd (the
+// nearest double, stepped one place toward v when that was inexact and left the last bit
+// even: Fast2Sum's error says whether it was inexact and on which side v lies), and that
+// double is rounded to float. Rounding to odd with 53 >= 24 + 2 bits first leaves the final
+// rounding what rounding v once gives; rounding to nearest twice would not (2^60 + 2^36 + 1
+// would go to 2^60 through the double 2^60 + 2^36, a tie, instead of up to 2^60 + 2^37).
+MIRRORED_ALWAYS_INLINE float int64_to_float_by_halves(int64_t v) {
+  const auto u = static_cast<uint64_t>(v);
+  // Each half as the low mantissa bits of 2^52, less 2^52 (the signed high half offset by 2^31
+  // into [0, 2^32) first, and the offset subtracted with it): exact.
+  const double high =
+      (std::bit_cast<double>(0x4330000000000000ull | ((u >> 32) ^ 0x80000000ull)) - 0x1.000008p52) * 0x1p32;
+  const double low = std::bit_cast<double>(0x4330000000000000ull | (u & 0xffffffffull)) - 0x1p52;
+  // Fast2Sum (|high| >= 2^32 > low, or high == 0 and the sum is exact).
+  const double sum = high + low;
+  const double error = low - (sum - high);
+  const auto bits = std::bit_cast<uint64_t>(sum);
+  const uint64_t step = static_cast<uint64_t>(error != 0.0) & ~bits & 1u;  // inexact and even
+  // Toward zero (the magnitude's bits down) where the error's sign is not the sum's.
+  const uint64_t toward_zero = (std::bit_cast<uint64_t>(error) ^ bits) >> 63;
+  return static_cast<float>(std::bit_cast<double>(bits + ((step ^ (0 - toward_zero)) + toward_zero)));
+}
+
 // out[i] = sums[i] as float (rounded to nearest once) times `quantum`'s float power of two;
 // then the rare results that are subnormal, where the product rounded a second time, redone
-// with ldexp. Converting int64 to float in vectors needs AVX512DQ, so that is a clone of its
-// own (the vector conversion rounds as the scalar one does: every clone gives the same bits).
+// with ldexp. The conversion is one instruction with AVX512DQ and the halves above with AVX2
+// (a clone each, vectorised; both round as the scalar conversion does, so every clone gives
+// the same bits).
+template <bool kByHalves>
 MIRRORED_ALWAYS_INLINE void scale_from_grid_body(const int64_t* sums, size_t n, int quantum, float* out) {
   const float scale = std::ldexp(1.0f, quantum);
   // Whether any result is subnormal, as an OR over the run (a branch per value would not
   // vectorise): magnitude bits in [1, 2^23) are the subnormals.
   uint32_t any_subnormal = 0;
   for (size_t i = 0; i < n; ++i) {
-    out[i] = static_cast<float>(sums[i]) * scale;
+    out[i] = (kByHalves ? int64_to_float_by_halves(sums[i]) : static_cast<float>(sums[i])) * scale;
     any_subnormal |= static_cast<uint32_t>(magnitude_bits(out[i]) - 1u < 0x7fffffu);
   }
   if (any_subnormal == 0) return;
@@ -90,19 +118,24 @@ MIRRORED_ALWAYS_INLINE void scale_from_grid_body(const int64_t* sums, size_t n, 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 __attribute__((target("avx512f,avx512dq"))) void scale_from_grid_avx512dq(const int64_t* sums, size_t n, int quantum,
                                                                           float* out) {
-  scale_from_grid_body(sums, n, quantum, out);
+  scale_from_grid_body<false>(sums, n, quantum, out);
+}
+__attribute__((target("avx2"))) void scale_from_grid_avx2(const int64_t* sums, size_t n, int quantum, float* out) {
+  scale_from_grid_body<true>(sums, n, quantum, out);
 }
 void scale_from_grid(const int64_t* sums, size_t n, int quantum, float* out) {
   static const bool cpu_has_dq = [] {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
   }();
-  if (cpu_has_dq && simd_level() == SimdLevel::kAvx512) return scale_from_grid_avx512dq(sums, n, quantum, out);
-  scale_from_grid_body(sums, n, quantum, out);
+  const SimdLevel level = simd_level();
+  if (cpu_has_dq && level == SimdLevel::kAvx512) return scale_from_grid_avx512dq(sums, n, quantum, out);
+  if (level >= SimdLevel::kAvx2) return scale_from_grid_avx2(sums, n, quantum, out);
+  scale_from_grid_body<false>(sums, n, quantum, out);
 }
 #else
 void scale_from_grid(const int64_t* sums, size_t n, int quantum, float* out) {
-  scale_from_grid_body(sums, n, quantum, out);
+  scale_from_grid_body<false>(sums, n, quantum, out);
 }
 #endif
 
