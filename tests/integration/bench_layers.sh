@@ -45,4 +45,11 @@ grep -qE '^layers_ms=[0-9.]+ sgemm_gflops=[0-9.]+ percent_of_sgemm=[0-9.]+ perce
   { cat "$WORK/mlp_cpu.out"; fail "bench layers --cpu-time failed"; }
 grep -q "1 thread(s), CPU time," "$WORK/mlp_cpu.out" || { cat "$WORK/mlp_cpu.out"; fail "--cpu-time not in the header"; }
 expect_row "$WORK/mlp_cpu.out" '0\.linear' 20.1
+! grep -q "bf16" "$WORK/mlp_cpu.out" || fail "a float32 table printed a bf16 bound"
+# precision = bf16: the same FLOPs, and the step also set against the bf16 product's rate.
+"$MIRRORED" bench layers "${quick[@]}" --model mlp --model.hidden 64 --precision bf16 >"$WORK/mlp_bf16.out" 2>&1 ||
+  { cat "$WORK/mlp_bf16.out"; fail "bench layers --precision bf16 failed"; }
+expect_row "$WORK/mlp_bf16.out" '0\.linear' 20.1
+grep -qE '^bf16_gflops=[0-9.]+ percent_of_bf16_bound=[0-9.]+$' "$WORK/mlp_bf16.out" ||
+  { cat "$WORK/mlp_bf16.out"; fail "no bf16 bound line"; }
 echo "ok: bench layers: the FLOPs of mlp, cnn and gpt layers and the gpt block's parts"

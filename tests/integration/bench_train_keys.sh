@@ -35,6 +35,7 @@ bench off --overlap off
 bench bf16 --grad_compression bf16
 bench accumulate --accumulate_steps 2
 bench repeated --overlap off --bucket_mb 0.1 --overlap thread  # the last flag wins
+bench precision_bf16 --precision bf16
 for name in base buckets thread off bf16 accumulate repeated; do echo "$name: $(setup_line $name)  loss $(loss_of $name)"; done
 
 [[ "$(setup_line base)" == "  1 gradient bucket(s), overlap auto, compression none, allreduce flat, accumulate 1" ]] ||
@@ -59,4 +60,9 @@ for name in base buckets thread off bf16 accumulate repeated; do echo "$name: $(
   fail "overlap changed the loss: off $(loss_of off), thread $(loss_of thread), auto $(loss_of base)"
 [[ "$(loss_of bf16)" != "$(loss_of base)" ]] || fail "grad_compression bf16 left the loss unchanged"
 [[ "$(loss_of accumulate)" != "$(loss_of base)" ]] || fail "accumulate_steps 2 left the loss unchanged"
+# A bf16 step is also set against the bf16 product's rate; a float32 step is not.
+grep -qE '^fraction_of_bf16_bound=[0-9.]+ fraction_of_bf16_bound_cpu=[0-9.]+$' "$WORK/precision_bf16.out" &&
+  grep -qE '^  bf16 bound: .* at the 512\^3 bf16 product rate of [0-9.]+ GFLOP/s \(' "$WORK/precision_bf16.out" ||
+  { cat "$WORK/precision_bf16.out"; fail "precision bf16: no bf16 bound line"; }
+! grep -q 'bf16_bound' "$WORK/base.out" || fail "a float32 step printed a bf16 bound"
 echo "ok: bench train honours bucket_mb, overlap, grad_compression and accumulate_steps"

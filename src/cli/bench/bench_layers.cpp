@@ -149,8 +149,13 @@ void time_layers(nn::Model& model, const train::HostBatch& data, const StepCount
   model.set_layer_timer(nullptr);
 }
 
+// The step's matrix-product FLOPs and its time (layers and loss), as the table adds them up.
+struct StepTotals {
+  double flops = 0.0, seconds = 0.0;
+};
+
 // The table: a row per layer and per part it reports, then the totals.
-void print_table(nn::Model& model, const LayerTimes& times, int64_t batch, int num_classes, double sgemm) {
+StepTotals print_table(nn::Model& model, const LayerTimes& times, int64_t batch, int num_classes, double sgemm) {
   // The step: every layer's forward and backward, and the loss.
   double step_s = median(times.loss);
   for (size_t i = 0; i < model.num_layers(); ++i) step_s += median(times.forward[i]) + median(times.backward[i]);
@@ -193,6 +198,18 @@ void print_table(nn::Model& model, const LayerTimes& times, int64_t batch, int n
   chief_print(str_cat("layers_ms=", fixed(total_s * 1e3, 3), " sgemm_gflops=", fixed(sgemm, 1),
                       " percent_of_sgemm=", fixed(100.0 * rate / sgemm, 1),
                       " percent_of_bound=", fixed(100.0 * bound_s / step_s, 1)));
+  return {total_flops, step_s};
+}
+
+// A bf16 step's products against the bf16 product's own rate (512^3, operands rounded
+// once), which is several times sgemm's where the CPU multiplies bf16 natively.
+void print_bf16_bound(const StepTotals& step, Clock clock) {
+  const double rate = bf16_gemm_gflops(clock);
+  const double bound_s = step.flops / (rate * 1e9);
+  chief_print(str_cat("  bf16 bound: the same FLOPs at the 512^3 bf16 product rate of ", fixed(rate, 1), " GFLOP/s (",
+                      kernels::cpu_bf16_method(), "): ", fixed(bound_s * 1e3, 3), " ms = ",
+                      fixed(100.0 * bound_s / step.seconds, 1), "% of the step"));
+  chief_print(str_cat("bf16_gflops=", fixed(rate, 1), " percent_of_bf16_bound=", fixed(100.0 * bound_s / step.seconds, 1)));
 }
 
 }  // namespace
@@ -236,7 +253,8 @@ int bench_layers(int&, char**&, const Args& args) {
                       threads, " thread(s), ", cpu_time ? "CPU time" : "wall time", ", medians over ", counts.steps,
                       " steps after ", counts.warmup, " warm-up; sgemm 512^3: ", fixed(sgemm, 1), " GFLOP/s (", fixed(sgemm_before, 1),
                       " before the layers, ", fixed(sgemm_after, 1), " after)"));
-  print_table(model, times, batch, inputs.num_classes, sgemm);
+  const StepTotals step = print_table(model, times, batch, inputs.num_classes, sgemm);
+  if (lib.model.precision == Precision::kBF16) print_bf16_bound(step, clock);
   if (lib.model.kind == config::ModelKind::kGpt)
     print_attention_context_sweep(lib.model.gpt.width, lib.model.gpt.heads, batch * lib.model.gpt.context,
                                   static_cast<int>(counts.steps), sgemm, clock);

@@ -317,7 +317,9 @@ void report_scaling(runtime::Runtime& runtime, const Args& train_args, int64_t s
 
 // The step against its bound: the matrix products' FLOPs of one replica's step at this
 // process's 512^3 sgemm rate (at its threads), by wall time and by CPU time. On a CPU only.
-void print_bound(nn::Model& model, int64_t samples_per_replica_step, const StepTimer& timing) {
+// A bf16 step is also set against the bf16 product's rate, the bound its products can reach
+// (against sgemm's it reads as a fraction above 1 where bf16 products run natively).
+void print_bound(nn::Model& model, int64_t samples_per_replica_step, const StepTimer& timing, Precision precision) {
   const double flops = step_flops(model, samples_per_replica_step);
   const double sgemm = sgemm_gflops(), sgemm_cpu = sgemm_gflops(process_cpu_seconds);
   const double bound_ms = flops / (sgemm * 1e9) * 1e3, bound_cpu_ms = flops / (sgemm_cpu * 1e9) * 1e3;
@@ -326,6 +328,14 @@ void print_bound(nn::Model& model, int64_t samples_per_replica_step, const StepT
                       fixed(sgemm_cpu, 1), " GFLOP/s of CPU time = ", fixed(bound_cpu_ms, 3), " ms)"));
   chief_print(str_cat("fraction_of_bound=", fixed(bound_ms / timing.ms_per_step(), 3),
                       " fraction_of_bound_cpu=", fixed(bound_cpu_ms / timing.cpu_ms_per_step(), 3)));
+  if (precision != Precision::kBF16) return;
+  const double bf16 = bf16_gemm_gflops(), bf16_cpu = bf16_gemm_gflops(process_cpu_seconds);
+  const double bf16_ms = flops / (bf16 * 1e9) * 1e3, bf16_cpu_ms = flops / (bf16_cpu * 1e9) * 1e3;
+  chief_print(str_cat("  bf16 bound: the same FLOPs at the 512^3 bf16 product rate of ", fixed(bf16, 1),
+                      " GFLOP/s (", kernels::cpu_bf16_method(), ") = ", fixed(bf16_ms, 3), " ms (", fixed(bf16_cpu, 1),
+                      " GFLOP/s of CPU time = ", fixed(bf16_cpu_ms, 3), " ms)"));
+  chief_print(str_cat("fraction_of_bf16_bound=", fixed(bf16_ms / timing.ms_per_step(), 3),
+                      " fraction_of_bf16_bound_cpu=", fixed(bf16_cpu_ms / timing.cpu_ms_per_step(), 3)));
 }
 
 // Builds a Trainer for `config`, times its steps and prints the tables.
@@ -401,7 +411,7 @@ RunFigures time_training(runtime::Runtime& runtime, const config::TrainConfig& c
   trainer.fit();
   if (strategy.device().is_cpu())
     print_bound(trainer.model().module(), strategy.per_replica_batch(config.batch_size) * config.accumulate_steps,
-                timing);
+                timing, config.precision);
   if (bench.scaling) report_scaling(runtime, train_args, bench.counts.steps, warmup, timing.samples_per_sec());
   RunFigures figures;
   figures.step_ms = 1e3 * static_cast<double>(samples_per_step) / std::max(timing.samples_per_sec(), 1e-9);
