@@ -16,9 +16,10 @@ double process_cpu_seconds() {
 }
 
 namespace {
-// Best of five 0.1 s rounds of c = a b (512^3) in `precision`, in GFLOP/s on `clock`.
+constexpr int64_t kSize = 512;  // the timed product is kSize^3
+
+// Best of five 0.1 s rounds of c = a b in `precision`, in GFLOP/s on `clock`.
 double gemm_gflops(const Tensor& a, const Tensor& b, Precision precision, double (*clock)()) {
-  constexpr int64_t kSize = 512;
   Tensor c({kSize, kSize});
   kernels::gemm(false, false, 1.0f, a, b, 0.0f, c, precision);  // warm-up
   double best = 0.0;
@@ -36,7 +37,6 @@ double gemm_gflops(const Tensor& a, const Tensor& b, Precision precision, double
 
 // The operands of the timed product: small integers times powers of two, exact in bfloat16.
 std::pair<Tensor, Tensor> bound_operands() {
-  constexpr int64_t kSize = 512;
   Tensor a({kSize, kSize}), b({kSize, kSize});
   for (int64_t i = 0; i < kSize * kSize; ++i) {
     a.data<float>()[i] = static_cast<float>(i % 7) * 0.25f;
